@@ -88,7 +88,9 @@ def check_mapping(src: SourceFile, prefix: KeyPath, data: dict[str, Any], fields
             raise src.problem((*prefix, str(name)), f"unknown field.{hint} Allowed here: {allowed}.")
     out: dict[str, Any] = {}
     for name, spec in fields.items():
-        if name in data:
+        if name in data and data[name] is None and not spec.required:
+            out[name] = None  # an explicit null means "not set"
+        elif name in data:
             out[name] = check_value(src, (*prefix, name), data[name], spec)
         elif spec.required:
             what = spec.allowed or _KIND_WORDS.get(spec.kind, spec.kind)

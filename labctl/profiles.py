@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import copy
 import hashlib
 import ipaddress
 import json
@@ -108,7 +109,7 @@ class Profile:
 
     @property
     def image_repository(self) -> str:
-        ref = self.spec["image"].split("@", 1)[0]
+        ref: str = self.spec["image"].split("@", 1)[0]
         last = ref.rsplit("/", 1)[-1]
         return ref.rsplit(":", 1)[0] if ":" in last else ref
 
@@ -134,8 +135,22 @@ class Profile:
         return profile_hash(self.engine.name, self.spec)
 
 
+# Where on a host a setup runs (which GPU, which port, which address) does not change what it is.
+HOST_SPECIFIC = ("port", "host")
+
+
+def defining_spec(spec: dict[str, Any]) -> dict[str, Any]:
+    """The resolved profile less its host-specific values; GPU ids count only as a number of GPUs."""
+    out = {k: v for k, v in spec.items() if k not in HOST_SPECIFIC}
+    gpus = spec.get("gpus") or {}
+    out["gpus"] = len(gpus["device_ids"]) if gpus.get("device_ids") else gpus.get("count", 0)
+    return out
+
+
 def profile_hash(engine: str, spec: dict[str, Any]) -> str:
-    canonical = json.dumps({"engine": engine, "profile": spec}, sort_keys=True, separators=(",", ":"))
+    canonical = json.dumps(
+        {"engine": engine, "profile": defining_spec(spec)}, sort_keys=True, separators=(",", ":")
+    )
     return hashlib.sha256(canonical.encode()).hexdigest()
 
 
@@ -162,7 +177,8 @@ def _check_image(src: SourceFile, spec: dict[str, Any]) -> None:
 def check_profile_spec(engine: Engine, src: SourceFile, data: dict[str, Any]) -> dict[str, Any]:
     spec = check_mapping(src, (), data, PROFILE_FIELDS)
     _check_image(src, spec)
-    spec["extra_args"] = [str(word) for word in spec["extra_args"]]
+    spec["extra_args"] = [str(word) for word in spec["extra_args"] or []]
+    spec["env"] = list(spec["env"] or [])
     gpus = spec["gpus"]
     if gpus is not None:
         if (gpus["device_ids"] is None) == (gpus["count"] is None):
@@ -204,6 +220,41 @@ def load_profile(lab: Lab, engine_name: str, name: str, allow_unsupported: bool 
     return profile
 
 
+def with_overrides(profile: Profile, gpus: list[str] | None = None, port: int | None = None) -> Profile:
+    """The same profile placed elsewhere on a host: other GPU ids, another port."""
+    spec = copy.deepcopy(profile.spec)
+    if gpus is not None:
+        if not profile.engine.needs_gpu:
+            raise BadInput(f"--gpus: {profile.engine.name} uses no GPU; drop --gpus.")
+        if len(gpus) != profile.gpu_count:
+            raise BadInput(
+                f"--gpus {','.join(gpus)}: profile {profile.name} runs on {profile.gpu_count} GPU(s); "
+                f"give exactly {profile.gpu_count} id(s)."
+            )
+        spec["gpus"] = {"device_ids": list(gpus)}
+    if port is not None:
+        spec["port"] = port
+    return Profile(engine=profile.engine, name=profile.name, spec=spec, source=profile.source)
+
+
 def list_profile_names(lab: Lab, engine_name: str) -> list[str]:
     folder = lab.engine_dir(engine_name) / "profiles"
     return sorted(p.stem for p in folder.glob("*.yaml")) if folder.is_dir() else []
+
+
+def parse_gpu_ids(text: str | None) -> list[str] | None:
+    """`--gpus 0,1` -> ['0', '1']."""
+    if text is None:
+        return None
+    ids = [part.strip() for part in text.split(",")]
+    if not ids or any(not part.isdigit() for part in ids):
+        raise BadInput(f"--gpus {text!r}: expected GPU indexes separated by commas, e.g. --gpus 0,1.")
+    if len(set(ids)) != len(ids):
+        raise BadInput(f"--gpus {text!r}: a GPU is listed twice.")
+    return ids
+
+
+def parse_port(port: int | None) -> int | None:
+    if port is not None and not 0 < port < 65536:
+        raise BadInput(f"--port {port}: expected a TCP port 1-65535.")
+    return port

@@ -1,0 +1,41 @@
+# The two README commands: `make demo` and `make test`. Both do all set-up on a fresh machine.
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed
+
+.PHONY: demo test test-fast docker-lab harness-image bench-cli bench-harness typecheck clean
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --disable-pip-version-check -e '.[test]'
+	touch $(STAMP)
+
+venv: $(STAMP)
+
+docker-lab:
+	bash scripts/docker-lab.sh
+
+harness-image: $(STAMP) docker-lab
+	bash scripts/harness-image.sh
+
+test: $(STAMP) docker-lab harness-image
+	$(PY) -m pytest -q
+
+test-fast: $(STAMP)
+	$(PY) -m pytest -q -m "not docker"
+
+demo: $(STAMP) docker-lab harness-image
+	bash scripts/demo.sh
+
+typecheck: $(STAMP)
+	$(PY) -m mypy labctl
+
+bench-cli: $(STAMP)
+	$(PY) scripts/bench_cli.py
+
+bench-harness: $(STAMP)
+	$(PY) scripts/bench_harness.py
+
+clean:
+	rm -rf $(VENV) .pytest_cache .mypy_cache .hypothesis compose/*.yaml

@@ -1,0 +1,61 @@
+"""labctl's command line: a thin typer layer over the library. Commands import what they need
+inside the function, so `labctl --help` stays fast."""
+
+from __future__ import annotations
+
+import os
+import sys
+from typing import Annotated, Optional
+
+import typer
+
+from labctl.cli import catalog
+from labctl.cli.context import state
+
+app = typer.Typer(
+    name="labctl",
+    help="Run LLM inference engines in a GPU lab so that every number can be trusted and every setup rebuilt.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+    rich_markup_mode=None,
+)
+
+
+@app.callback()
+def _global(
+    debug: Annotated[bool, typer.Option("--debug", help="Show tracebacks.")] = False,
+    lab: Annotated[Optional[str], typer.Option("--lab", help="The lab folder (default: $LABCTL_LAB, or the checkout).")] = None,
+) -> None:
+    state.debug = debug or os.environ.get("LABCTL_DEBUG") == "1"
+    state.lab_option = lab
+
+
+catalog.register(app)
+
+
+def main() -> None:
+    from labctl.errors import LabctlError
+
+    try:
+        app(standalone_mode=False)
+    except LabctlError as exc:
+        if state.debug:
+            raise
+        print(f"Error: {exc}", file=sys.stderr)
+        sys.exit(exc.exit_code)
+    except typer.Exit as exc:
+        sys.exit(exc.exit_code)
+    except typer.Abort:
+        print("Aborted.", file=sys.stderr)
+        sys.exit(130)
+    except KeyboardInterrupt:
+        print("Interrupted.", file=sys.stderr)
+        sys.exit(130)
+    except Exception as exc:  # click usage errors and the like
+        import click
+
+        if isinstance(exc, click.ClickException):
+            exc.show()
+            sys.exit(exc.exit_code)
+        raise

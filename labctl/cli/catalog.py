@@ -1,0 +1,116 @@
+"""engines, profiles, validate, render: what the lab knows and what a profile renders to."""
+
+from __future__ import annotations
+
+from typing import Annotated, Optional
+
+import typer
+
+from labctl.cli.context import out, state, table, warn
+
+
+def register(app: typer.Typer) -> None:
+    app.command("engines")(engines)
+    app.command("profiles")(profiles)
+    app.command("validate")(validate)
+    app.command("render")(render)
+
+
+def engines() -> None:
+    """List the engines this lab knows.
+
+    Example: labctl engines
+    """
+    from labctl.engines import list_engine_names, load_engine
+
+    lab = state.lab()
+    rows = []
+    for name in list_engine_names(lab):
+        engine = load_engine(lab, name)
+        spec = engine.spec
+        gpu = "none" if not engine.needs_gpu else ("any NVIDIA" if not spec["gpu"]["archs"] else ",".join(spec["gpu"]["archs"]))
+        rows.append([name, spec["title"], spec["image"], str(engine.default_port), gpu, spec["auth"]["kind"]])
+    out(table(rows, ["ENGINE", "TITLE", "IMAGE", "PORT", "GPU", "AUTH"]))
+
+
+def profiles(
+    engine: Annotated[Optional[str], typer.Argument(help="Only this engine's profiles.")] = None,
+) -> None:
+    """List launch profiles with their pinning and support-matrix status.
+
+    Example: labctl profiles sglang
+    """
+    from labctl.engines import list_engine_names, load_engine
+    from labctl.errors import LabctlError
+    from labctl.profiles import list_profile_names, load_profile
+
+    lab = state.lab()
+    names = [engine] if engine else list_engine_names(lab)
+    rows = []
+    for engine_name in names:
+        load_engine(lab, engine_name)
+        for name in list_profile_names(lab, engine_name):
+            try:
+                profile = load_profile(lab, engine_name, name, allow_unsupported=True)
+            except LabctlError as exc:
+                rows.append([engine_name, name, "-", "-", f"INVALID: {exc}"])
+                continue
+            model = profile.spec["model"]
+            support = "supported" if profile.support_problem is None else "UNSUPPORTED"
+            pin = "pinned" if profile.pinned else "UNPINNED"
+            rows.append([engine_name, name, f"{model['id']}@{model['revision']}", pin, support])
+    out(table(rows, ["ENGINE", "PROFILE", "MODEL@REVISION", "IMAGE", "SUPPORT"]))
+
+
+def validate(
+    engine: Annotated[Optional[str], typer.Argument(help="Only this engine (default: every engine).")] = None,
+    profile: Annotated[Optional[str], typer.Option("--profile", "-p", help="Only this profile.")] = None,
+    allow_unsupported: Annotated[bool, typer.Option(help="Accept family x quantization outside the support matrix.")] = False,
+) -> None:
+    """Check engine definitions and profiles; exit 2 naming the file, field and line of the first problem.
+
+    Example: labctl validate sglang --profile qwen3-32b
+    """
+    from labctl.engines import list_engine_names, load_engine
+    from labctl.errors import BadInput
+    from labctl.profiles import list_profile_names, load_profile
+
+    lab = state.lab()
+    if profile and not engine:
+        raise BadInput("--profile needs an engine: labctl validate ENGINE --profile NAME.")
+    checked = 0
+    for engine_name in [engine] if engine else list_engine_names(lab):
+        load_engine(lab, engine_name)
+        for name in [profile] if profile else list_profile_names(lab, engine_name):
+            load_profile(lab, engine_name, name, allow_unsupported=allow_unsupported)
+            checked += 1
+    out(f"ok: {checked} profile(s) valid")
+
+
+def render(
+    engine: Annotated[str, typer.Argument(help="The engine, e.g. sglang.")],
+    profile: Annotated[str, typer.Option("--profile", "-p", help="The launch profile, e.g. qwen3-32b.")],
+    stdout: Annotated[bool, typer.Option("--stdout", help="Print the compose file instead of writing it.")] = False,
+    allow_unsupported: Annotated[bool, typer.Option(help="Render a family x quantization outside the support matrix (labelled).")] = False,
+    gpus: Annotated[Optional[str], typer.Option(help="GPU ids on this host, e.g. 0,1 (default: the profile's).")] = None,
+    port: Annotated[Optional[int], typer.Option(help="Port on this host (default: the profile's).")] = None,
+    cache_dir: Annotated[Optional[str], typer.Option(help="Host model cache (default: $LABCTL_CACHE_DIR or ~/.cache/huggingface).")] = None,
+) -> None:
+    """Render compose/ENGINE-PROFILE.yaml from a profile and print its path.
+
+    Example: labctl render sglang --profile qwen3-32b --stdout
+    """
+    from labctl.placement import render_options
+    from labctl.profiles import load_profile, parse_gpu_ids, parse_port, with_overrides
+    from labctl.render import render_compose, save_compose
+
+    lab = state.lab()
+    loaded = load_profile(lab, engine, profile, allow_unsupported=allow_unsupported)
+    placed = with_overrides(loaded, gpus=parse_gpu_ids(gpus), port=parse_port(port))
+    if placed.support_problem:
+        warn(f"warning: {placed.support_problem} (rendered because of --allow-unsupported; labelled)")
+    text = render_compose(lab, placed, render_options(placed, cache_dir, allow_unsupported=allow_unsupported))
+    if stdout:
+        print(text, end="")
+    else:
+        out(str(save_compose(lab, placed, text)))

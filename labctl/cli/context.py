@@ -1,0 +1,39 @@
+"""State shared by all commands: global options, the lab, and how to print."""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from labctl.lab import Lab
+
+
+@dataclass
+class State:
+    debug: bool = False
+    lab_option: str | None = None
+
+    def lab(self) -> Lab:
+        from labctl.lab import find_lab
+
+        return find_lab(self.lab_option)
+
+
+state = State()
+
+
+def out(text: str = "") -> None:
+    print(text)
+
+
+def warn(text: str) -> None:
+    print(text, file=sys.stderr)
+
+
+def table(rows: list[list[str]], header: list[str]) -> str:
+    """A plain aligned text table (rich costs import time these commands do not need)."""
+    widths = [max(len(str(r[i])) for r in [header, *rows]) for i in range(len(header))]
+    lines = ["  ".join(str(c).ljust(w) for c, w in zip(r, widths)).rstrip() for r in [header, *rows]]
+    return "\n".join(lines)
