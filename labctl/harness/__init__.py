@@ -1,0 +1,1 @@
+"""labctl's GPU-free OpenAI-compatible engine (standard library only)."""

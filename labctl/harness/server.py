@@ -1,0 +1,448 @@
+"""The harness engine's HTTP server: stdlib asyncio, HTTP/1.1 keep-alive, SSE over chunked encoding.
+
+Why not a framework: the image carries only the standard library, and a thin asyncio server keeps
+per-token cost and scheduling error small enough to measure clients against (make bench-harness).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import random
+import signal
+import sys
+import time
+import uuid
+from collections import deque
+from typing import Any
+
+from labctl import __version__
+from labctl.harness.model import Answer, Schedule, Settings, count_tokens, make_answer, stable_seed
+
+REASONS = {200: "OK", 400: "Bad Request", 401: "Unauthorized", 404: "Not Found", 405: "Method Not Allowed",
+           408: "Request Timeout", 411: "Length Required", 413: "Payload Too Large",
+           431: "Request Header Fields Too Large", 503: "Service Unavailable"}
+ERROR_TYPES = {400: "BadRequestError", 401: "AuthenticationError", 404: "NotFoundError",
+               405: "MethodNotAllowed", 408: "RequestTimeout", 411: "BadRequestError",
+               413: "RequestTooLarge", 431: "BadRequestError", 503: "ServiceUnavailableError"}
+
+
+class HttpError(Exception):
+    def __init__(self, status: int, message: str, param: str | None = None) -> None:
+        super().__init__(message)
+        self.status = status
+        self.message = message
+        self.param = param
+
+
+def error_body(status: int, message: str, param: str | None = None) -> dict[str, Any]:
+    return {"error": {"message": message, "type": ERROR_TYPES.get(status, "Error"), "param": param, "code": status}}
+
+
+def _percentile(values: list[float], q: float) -> float:
+    if not values:
+        return 0.0
+    ordered = sorted(values)
+    index = min(len(ordered) - 1, max(0, round(q / 100 * (len(ordered) - 1))))
+    return ordered[index]
+
+
+class Harness:
+    def __init__(self, settings: Settings) -> None:
+        self.s = settings
+        self.loop = asyncio.get_running_loop()
+        self.opened_at = 0.0
+        self.slots = asyncio.Semaphore(settings.max_num_seqs)
+        self.arrived = 0
+        self.running = 0
+        self.waiting = 0
+        self.counters = {"requests_total": 0, "requests_success_total": 0, "requests_failed_total": 0,
+                         "prompt_tokens_total": 0, "generation_tokens_total": 0, "streams_dropped_total": 0}
+        self.lateness: deque[float] = deque(maxlen=200_000)
+        self.rng = random.Random(settings.seed)
+        self.created = int(time.time())
+
+    # --- lifecycle -------------------------------------------------------------------------------
+    async def serve(self) -> None:
+        stop = asyncio.Event()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            self.loop.add_signal_handler(sig, stop.set)  # PID 1 in a container ignores SIGTERM otherwise
+        log(f"loading model {self.s.model} (cold start {self.s.cold_start:g} s; port {self.s.port} closed)")
+        try:
+            await asyncio.wait_for(stop.wait(), timeout=self.s.cold_start)
+            return
+        except TimeoutError:
+            pass
+        if self.s.fail_on_start:
+            log("fault: failing during start-up (--fail-on-start)")
+            sys.exit(3)
+        server = await asyncio.start_server(self.handle, self.s.host, self.s.port, backlog=2048, limit=64 * 1024)
+        self.opened_at = self.loop.time()
+        log(f"serving {self.s.model} on http://{self.s.host}:{self.s.port} (warm-up {self.s.warmup:g} s)")
+        async with server:
+            await stop.wait()
+        log("stopping")
+
+    def ready(self) -> bool:
+        return not self.s.never_ready and self.loop.time() >= self.opened_at + self.s.warmup
+
+    # --- HTTP ------------------------------------------------------------------------------------
+    async def handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            while True:
+                try:
+                    head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), self.s.header_timeout)
+                except (asyncio.IncompleteReadError, TimeoutError, ConnectionError):
+                    return
+                except asyncio.LimitOverrunError:
+                    await self.send_json(writer, 431, error_body(431, "request headers too large"), close=True)
+                    return
+                try:
+                    method, path, headers = parse_head(head)
+                except HttpError as exc:
+                    await self.send_json(writer, exc.status, error_body(exc.status, exc.message), close=True)
+                    return
+                body = b""
+                if "content-length" in headers:
+                    try:
+                        length = int(headers["content-length"])
+                        if length < 0:
+                            raise ValueError
+                    except ValueError:
+                        await self.send_json(writer, 400, error_body(400, "bad Content-Length"), close=True)
+                        return
+                    if length > self.s.max_body_bytes:
+                        message = f"request body of {length} bytes exceeds the limit of {self.s.max_body_bytes}"
+                        await self.send_json(writer, 413, error_body(413, message), close=True)
+                        return
+                    try:
+                        body = await asyncio.wait_for(reader.readexactly(length), self.s.header_timeout)
+                    except (asyncio.IncompleteReadError, ConnectionError):
+                        return
+                    except TimeoutError:
+                        await self.send_json(writer, 408, error_body(408, "request body not received in time"), close=True)
+                        return
+                elif "chunked" in headers.get("transfer-encoding", ""):
+                    await self.send_json(writer, 411, error_body(411, "send a Content-Length"), close=True)
+                    return
+                keep_alive = headers.get("connection", "").lower() != "close"
+                await self.route(method, path.split("?", 1)[0], headers, body, writer)
+                if not keep_alive or writer.is_closing():
+                    return
+        finally:
+            writer.close()
+
+    async def send(self, writer: asyncio.StreamWriter, status: int, body: bytes, content_type: str,
+                   close: bool = False, extra: str = "") -> None:
+        head = (f"HTTP/1.1 {status} {REASONS.get(status, 'Status')}\r\ncontent-type: {content_type}\r\n"
+                f"content-length: {len(body)}\r\n{extra}")
+        if close:
+            head += "connection: close\r\n"
+        writer.write(head.encode() + b"\r\n" + body)
+        try:
+            await writer.drain()
+        except ConnectionError:
+            pass
+
+    async def send_json(self, writer: asyncio.StreamWriter, status: int, obj: Any, close: bool = False) -> None:
+        await self.send(writer, status, json.dumps(obj).encode(), "application/json", close=close)
+
+    async def route(self, method: str, path: str, headers: dict[str, str], body: bytes,
+                    writer: asyncio.StreamWriter) -> None:
+        try:
+            if path.startswith("/v1/"):
+                self.check_key(headers)
+            if path == "/health":
+                self.expect(method, "GET")
+                if self.ready():
+                    await self.send_json(writer, 200, {"status": "ready", "model": self.s.model})
+                else:
+                    await self.send_json(writer, 503, {"status": "loading"})
+            elif path == "/v1/models":
+                self.expect(method, "GET")
+                await self.send_json(writer, 200, {"object": "list", "data": [{
+                    "id": self.s.model, "object": "model", "created": self.created, "owned_by": "labctl-harness",
+                    "root": self.s.model, "max_model_len": self.s.max_model_len}]})
+            elif path == "/version":
+                self.expect(method, "GET")
+                await self.send_json(writer, 200, {"version": f"labctl-harness {__version__}", "revision": self.s.revision})
+            elif path == "/metrics":
+                self.expect(method, "GET")
+                await self.send(writer, 200, self.metrics().encode(), "text/plain; version=0.0.4")
+            elif path == "/harness/lateness":
+                if method == "DELETE":
+                    self.lateness.clear()
+                    await self.send_json(writer, 200, {"cleared": True})
+                else:
+                    await self.send_json(writer, 200, self.lateness_summary())
+            elif path in ("/v1/chat/completions", "/v1/completions"):
+                self.expect(method, "POST")
+                await self.complete(path == "/v1/chat/completions", body, writer)
+            else:
+                raise HttpError(404, f"no route {path}")
+        except HttpError as exc:
+            if exc.status >= 400 and path in ("/v1/chat/completions", "/v1/completions"):
+                self.counters["requests_failed_total"] += 1
+            await self.send_json(writer, exc.status, error_body(exc.status, exc.message, exc.param))
+
+    @staticmethod
+    def expect(method: str, wanted: str) -> None:
+        if method != wanted:
+            raise HttpError(405, f"method {method} not allowed; use {wanted}")
+
+    def check_key(self, headers: dict[str, str]) -> None:
+        if self.s.api_key is None:
+            return
+        if headers.get("authorization", "") != f"Bearer {self.s.api_key}":
+            raise HttpError(401, "Unauthorized: missing or wrong API key")
+
+    # --- completions -----------------------------------------------------------------------------
+    async def complete(self, chat: bool, body: bytes, writer: asyncio.StreamWriter) -> None:
+        if self.s.crash_after and self.arrived >= self.s.crash_after:
+            log(f"fault: crashing at request {self.arrived + 1} (--crash-after {self.s.crash_after})")
+            os._exit(1)
+        self.arrived += 1
+        self.counters["requests_total"] += 1
+        if not self.ready():
+            raise HttpError(503, "the engine is warming up; retry shortly")
+        request = parse_request(body, chat, self.s)
+        if self.s.error_rate and self.rng.random() < self.s.error_rate:
+            raise HttpError(503, "injected fault: service unavailable (--error-rate)")
+        answer = make_answer(self.s, request["prompt"], request["max_tokens"], request["ignore_eos"], request["seed"])
+        self.waiting += 1
+        try:
+            await self.slots.acquire()
+        finally:
+            self.waiting -= 1
+        self.running += 1
+        try:
+            schedule = Schedule(self.s, self.loop.time(), request["prompt_tokens"],
+                                random.Random(stable_seed(self.s.seed, request["seed"], request["prompt"], self.arrived)))
+            if request["stream"]:
+                await self.stream(chat, request, answer, schedule, writer)
+            else:
+                await self.respond(chat, request, answer, schedule, writer)
+        finally:
+            self.running -= 1
+            self.slots.release()
+
+    def _count(self, request: dict[str, Any], answer_tokens: int) -> None:
+        self.counters["requests_success_total"] += 1
+        self.counters["prompt_tokens_total"] += request["prompt_tokens"]
+        self.counters["generation_tokens_total"] += answer_tokens
+
+    async def respond(self, chat: bool, request: dict[str, Any], answer: Answer, schedule: Schedule,
+                      writer: asyncio.StreamWriter) -> None:
+        due = schedule.first
+        for _ in answer.tokens[1:]:
+            due += schedule.gap(self.running)
+        await asyncio.sleep(max(0.0, due - self.loop.time()))
+        self.lateness.append(self.loop.time() - due)
+        text = "".join(answer.tokens)
+        rid = f"{'chatcmpl' if chat else 'cmpl'}-{uuid.uuid4().hex}"
+        usage = usage_of(request, len(answer.tokens))
+        if chat:
+            choice: dict[str, Any] = {"index": 0, "message": {"role": "assistant", "content": text},
+                                      "logprobs": None, "finish_reason": answer.finish_reason}
+            obj = "chat.completion"
+        else:
+            choice = {"index": 0, "text": text, "logprobs": None, "finish_reason": answer.finish_reason}
+            obj = "text_completion"
+        self._count(request, len(answer.tokens))
+        await self.send_json(writer, 200, {"id": rid, "object": obj, "created": int(time.time()),
+                                           "model": self.s.model, "choices": [choice], "usage": usage})
+
+    async def stream(self, chat: bool, request: dict[str, Any], answer: Answer, schedule: Schedule,
+                     writer: asyncio.StreamWriter) -> None:
+        rid = f"{'chatcmpl' if chat else 'cmpl'}-{uuid.uuid4().hex}"
+        created = int(time.time())
+        if chat:
+            head = json.dumps({"id": rid, "object": "chat.completion.chunk", "created": created, "model": self.s.model})[:-1]
+            prefix = (head + ',"choices":[{"index":0,"delta":{"content":').encode()
+            suffix = b'},"logprobs":null,"finish_reason":null}]}'
+        else:
+            head = json.dumps({"id": rid, "object": "text_completion", "created": created, "model": self.s.model})[:-1]
+            prefix = (head + ',"choices":[{"index":0,"text":').encode()
+            suffix = b',"logprobs":null,"finish_reason":null}]}'
+        writer.write(b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ncache-control: no-cache\r\n"
+                     b"transfer-encoding: chunked\r\n\r\n")
+        if chat:  # real engines open with a role-only chunk that carries no token
+            role = head + ',"choices":[{"index":0,"delta":{"role":"assistant","content":""},"logprobs":null,"finish_reason":null}]}'
+            writer.write(frame(b"data: " + role.encode() + b"\n\n"))
+        drop_at = -1
+        if self.s.drop_stream_rate and self.rng.random() < self.s.drop_stream_rate:
+            drop_at = max(1, len(answer.tokens) // 2)
+        tokens = answer.tokens
+        due = schedule.first
+        i = 0
+        while i < len(tokens):
+            delay = due - self.loop.time()
+            if delay > 0:
+                await asyncio.sleep(delay)
+            now = self.loop.time()
+            if i == 0:
+                self.lateness.append(now - schedule.first)
+            parts = []
+            while i < len(tokens) and due <= now:  # everything already due goes out in one write
+                if i == drop_at:
+                    self.counters["streams_dropped_total"] += 1
+                    writer.write(frame(b"".join(parts)))
+                    writer.transport.abort()
+                    return
+                parts.append(b"data: " + prefix + json.dumps(tokens[i]).encode() + suffix + b"\n\n")
+                i += 1
+                if i < len(tokens):
+                    due += schedule.gap(self.running)
+            if writer.is_closing():
+                return  # the client went away: free the slot
+            writer.write(frame(b"".join(parts)))
+            try:
+                await writer.drain()
+            except ConnectionError:
+                return
+        tail = []
+        if chat:
+            tail.append({"id": rid, "object": "chat.completion.chunk", "created": created, "model": self.s.model,
+                         "choices": [{"index": 0, "delta": {}, "logprobs": None, "finish_reason": answer.finish_reason}]})
+        else:
+            tail.append({"id": rid, "object": "text_completion", "created": created, "model": self.s.model,
+                         "choices": [{"index": 0, "text": "", "logprobs": None, "finish_reason": answer.finish_reason}]})
+        if request["include_usage"]:
+            tail.append({"id": rid, "object": tail[0]["object"], "created": created, "model": self.s.model,
+                         "choices": [], "usage": usage_of(request, len(tokens))})
+        data = b"".join(b"data: " + json.dumps(t).encode() + b"\n\n" for t in tail) + b"data: [DONE]\n\n"
+        self._count(request, len(tokens))
+        writer.write(frame(data) + b"0\r\n\r\n")
+        try:
+            await writer.drain()
+        except ConnectionError:
+            pass
+
+    # --- observability ---------------------------------------------------------------------------
+    def metrics(self) -> str:
+        lines = []
+        for name, value in self.counters.items():
+            lines += [f"# TYPE harness_{name} counter", f'harness_{name}{{model_name="{self.s.model}"}} {value}']
+        for name, value in (("num_requests_running", self.running), ("num_requests_waiting", self.waiting)):
+            lines += [f"# TYPE harness_{name} gauge", f'harness_{name}{{model_name="{self.s.model}"}} {value}']
+        return "\n".join(lines) + "\n"
+
+    def lateness_summary(self) -> dict[str, Any]:
+        values = list(self.lateness)
+        return {"count": len(values), "p50_ms": _percentile(values, 50) * 1000, "p99_ms": _percentile(values, 99) * 1000,
+                "max_ms": max(values, default=0.0) * 1000}
+
+
+def frame(data: bytes) -> bytes:
+    return b"%x\r\n%b\r\n" % (len(data), data) if data else b""
+
+
+def usage_of(request: dict[str, Any], completion_tokens: int) -> dict[str, int]:
+    return {"prompt_tokens": request["prompt_tokens"], "completion_tokens": completion_tokens,
+            "total_tokens": request["prompt_tokens"] + completion_tokens}
+
+
+def parse_head(head: bytes) -> tuple[str, str, dict[str, str]]:
+    try:
+        lines = head.decode("latin-1").split("\r\n")
+        method, path, version = lines[0].split(" ")
+    except ValueError:
+        raise HttpError(400, "malformed request line") from None
+    if not version.startswith("HTTP/1."):
+        raise HttpError(400, f"unsupported protocol {version}")
+    headers: dict[str, str] = {}
+    for line in lines[1:]:
+        if not line:
+            continue
+        name, sep, value = line.partition(":")
+        if not sep:
+            raise HttpError(400, "malformed header line")
+        headers[name.strip().lower()] = value.strip()
+    return method, path, headers
+
+
+def _int_field(data: dict[str, Any], name: str) -> int | None:
+    value = data.get(name)
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise HttpError(400, f"'{name}' must be an integer", name)
+    return value
+
+
+def parse_request(body: bytes, chat: bool, s: Settings) -> dict[str, Any]:
+    try:
+        data = json.loads(body)
+    except (ValueError, UnicodeDecodeError):
+        raise HttpError(400, "the request body is not valid JSON") from None
+    if not isinstance(data, dict):
+        raise HttpError(400, "the request body must be a JSON object")
+    model = data.get("model")
+    if not isinstance(model, str):
+        raise HttpError(400, "'model' is required and must be a string", "model")
+    if model != s.model:
+        raise HttpError(404, f"The model `{model}` does not exist.", "model")
+    if chat:
+        messages = data.get("messages")
+        if not isinstance(messages, list) or not messages:
+            raise HttpError(400, "'messages' is required and must be a non-empty list", "messages")
+        texts = []
+        for i, message in enumerate(messages):
+            if not isinstance(message, dict) or not isinstance(message.get("role"), str):
+                raise HttpError(400, f"messages[{i}] must be an object with a 'role'", "messages")
+            content = message.get("content")
+            if isinstance(content, list):
+                content = " ".join(p.get("text", "") for p in content if isinstance(p, dict))
+            if content is not None and not isinstance(content, str):
+                raise HttpError(400, f"messages[{i}].content must be a string or a list of parts", "messages")
+            texts.append(content or "")
+        users = [t for m, t in zip(messages, texts) if m.get("role") == "user"]
+        prompt = users[-1] if users else texts[-1]
+        prompt_tokens = sum(count_tokens(t) for t in texts)
+    else:
+        raw = data.get("prompt")
+        if isinstance(raw, list) and len(raw) == 1 and isinstance(raw[0], str):
+            raw = raw[0]
+        if not isinstance(raw, str):
+            raise HttpError(400, "'prompt' is required and must be a string", "prompt")
+        prompt = raw
+        prompt_tokens = count_tokens(raw)
+    max_tokens = _int_field(data, "max_completion_tokens")
+    if max_tokens is None:
+        max_tokens = _int_field(data, "max_tokens")
+    if max_tokens is None:
+        max_tokens = min(s.default_max_tokens, max(1, s.max_model_len - prompt_tokens))
+    if max_tokens < 1:
+        raise HttpError(400, f"max_tokens must be at least 1, got {max_tokens}", "max_tokens")
+    if prompt_tokens + max_tokens > s.max_model_len:
+        raise HttpError(400, f"This model's maximum context length is {s.max_model_len} tokens. However, you requested "
+                        f"{prompt_tokens + max_tokens} tokens ({prompt_tokens} in the messages, {max_tokens} in the "
+                        "completion). Please reduce the length of the messages or completion.", "max_tokens")
+    temperature = data.get("temperature", 1.0)
+    if isinstance(temperature, bool) or not isinstance(temperature, (int, float)) or not 0 <= temperature <= 2:
+        raise HttpError(400, "'temperature' must be a number between 0 and 2", "temperature")
+    seed = _int_field(data, "seed")
+    n = _int_field(data, "n")
+    if n not in (None, 1):
+        raise HttpError(400, "only n=1 is supported", "n")
+    stream = data.get("stream", False)
+    if not isinstance(stream, bool):
+        raise HttpError(400, "'stream' must be true or false", "stream")
+    options = data.get("stream_options") or {}
+    if not isinstance(options, dict):
+        raise HttpError(400, "'stream_options' must be an object", "stream_options")
+    ignore_eos = data.get("ignore_eos", False)
+    if not isinstance(ignore_eos, bool):
+        raise HttpError(400, "'ignore_eos' must be true or false", "ignore_eos")
+    return {"prompt": prompt, "prompt_tokens": prompt_tokens, "max_tokens": max_tokens, "stream": stream,
+            "include_usage": bool(options.get("include_usage")), "ignore_eos": ignore_eos, "seed": seed,
+            "temperature": float(temperature)}
+
+
+def log(text: str) -> None:
+    print(f"harness: {text}", flush=True)
+
+
+async def run(settings: Settings) -> None:
+    await Harness(settings).serve()
