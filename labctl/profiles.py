@@ -224,9 +224,8 @@ def with_overrides(profile: Profile, gpus: list[str] | None = None, port: int | 
     """The same profile placed elsewhere on a host: other GPU ids, another port."""
     spec = copy.deepcopy(profile.spec)
     if gpus is not None:
-        if not profile.engine.needs_gpu:
-            raise BadInput(f"--gpus: {profile.engine.name} uses no GPU; drop --gpus.")
-        if len(gpus) != profile.gpu_count:
+        # For an engine that uses no GPU (the harness) the ids are labels only: exclusivity can be exercised.
+        if profile.engine.needs_gpu and len(gpus) != profile.gpu_count:
             raise BadInput(
                 f"--gpus {','.join(gpus)}: profile {profile.name} runs on {profile.gpu_count} GPU(s); "
                 f"give exactly {profile.gpu_count} id(s)."

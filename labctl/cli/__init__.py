@@ -9,7 +9,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from labctl.cli import catalog
+from labctl.cli import catalog, lifecycle
 from labctl.cli.context import state
 
 app = typer.Typer(
@@ -26,12 +26,15 @@ app = typer.Typer(
 def _global(
     debug: Annotated[bool, typer.Option("--debug", help="Show tracebacks.")] = False,
     lab: Annotated[Optional[str], typer.Option("--lab", help="The lab folder (default: $LABCTL_LAB, or the checkout).")] = None,
+    home: Annotated[Optional[str], typer.Option("--home", help="Where runs/ live (default: $LABCTL_HOME, or the lab folder).")] = None,
 ) -> None:
     state.debug = debug or os.environ.get("LABCTL_DEBUG") == "1"
     state.lab_option = lab
+    state.home_option = home
 
 
 catalog.register(app)
+lifecycle.register(app)
 
 
 def main() -> None:

@@ -14,6 +14,7 @@ if TYPE_CHECKING:
 class State:
     debug: bool = False
     lab_option: str | None = None
+    home_option: str | None = None
 
     def lab(self) -> Lab:
         from labctl.lab import find_lab

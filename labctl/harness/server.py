@@ -283,7 +283,7 @@ class Harness:
             now = self.loop.time()
             if i == 0:
                 self.lateness.append(now - schedule.first)
-            parts = []
+            parts: list[bytes] = []
             while i < len(tokens) and due <= now:  # everything already due goes out in one write
                 if i == drop_at:
                     self.counters["streams_dropped_total"] += 1

@@ -1,0 +1,354 @@
+"""labctl up and down: preflight -> image -> exclusive start -> readiness -> record.
+
+Data flows one way: profile -> rendered compose file -> Docker -> readiness -> record. The record
+is written at every step, atomically, so that a killed labctl leaves a record that says how far it got.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from labctl import __version__
+from labctl import docker as dk
+from labctl.errors import BadInput, LabctlError
+from labctl.health import check_openai_api, wait_until_ready
+from labctl.lab import Lab
+from labctl.lock import host_lock
+from labctl.placement import render_options
+from labctl.preflight import (
+    check_gpu_host, current_holders, foreign_gpu_processes, gpu_conflicts, port_conflicts, port_in_use, refuse,
+)
+from labctl.profiles import Profile, load_profile, with_overrides
+from labctl.records import SCHEMA_VERSION, Runs, current_user, host_name, new_run_id, now
+from labctl.render import build_key, render_compose, write_atomically
+
+Say = Callable[[str], None]
+
+
+@dataclass
+class UpRequest:
+    engine: str
+    profile: str
+    gpus: list[str] | None = None
+    port: int | None = None
+    timeout: float = 900.0
+    replace: bool = False
+    allow_unpinned: bool = False
+    allow_unsupported: bool = False
+    owner: str | None = None
+    cache_dir: str | None = None
+    quiet_pull: bool = False
+    reproduced_from: str | None = None
+    extra_labels: dict[str, str] = field(default_factory=dict)
+
+
+def base_url(host: str, port: int | str) -> str:
+    reach = "127.0.0.1" if host in ("0.0.0.0", "") else ("[::1]" if host == "::" else host)
+    return f"http://{reach}:{port}"
+
+
+def project_name(run_id: str) -> str:
+    return f"labctl-{run_id}"
+
+
+def load_placed_profile(lab: Lab, request: UpRequest) -> Profile:
+    profile = load_profile(lab, request.engine, request.profile, allow_unsupported=request.allow_unsupported)
+    placed = with_overrides(profile, gpus=request.gpus, port=request.port)
+    if not placed.pinned and not request.allow_unpinned:
+        raise BadInput(
+            f"profile {request.engine}/{request.profile} uses {placed.spec['image']!r}, which is not pinned by digest: "
+            f"a tag can point at another image tomorrow. Pin it with `labctl pin {request.engine} --profile "
+            f"{request.profile}`, or pass --allow-unpinned (the digest actually run is recorded either way)."
+        )
+    return placed
+
+
+def summary(record: dict[str, Any], health: str | None = None) -> dict[str, Any]:
+    """The stable machine-readable face of a run (`up --json`, `status --json`)."""
+    return {
+        "run_id": record["run_id"],
+        "engine": record["engine"],
+        "profile": record["profile"],
+        "status": record["status"],
+        "base_url": record["endpoint"]["base_url"],
+        "model": record["served_model_name"],
+        "gpus": record["gpus"]["ids"],
+        "health": health or ("healthy" if record["status"] == "running" else record["status"]),
+        "owner": record["owner"],
+        "environment_label": record["environment_label"],
+        "record": record.get("record_path", ""),
+    }
+
+
+class Starter:
+    """One `labctl up`: owns the record while it starts the engine, and cleans up on any failure."""
+
+    def __init__(self, lab: Lab, runs: Runs, request: UpRequest, say: Say, progress: Say) -> None:
+        self.lab, self.runs, self.request, self.say, self.progress = lab, runs, request, say, progress
+        self.run_id = new_run_id()
+        self.project = project_name(self.run_id)
+        self.record: dict[str, Any] = {}
+        self.started_anything = False
+        self.t0 = time.monotonic()
+
+    # --- the pipeline ------------------------------------------------------------------------------
+    def run(self) -> dict[str, Any]:
+        request = self.request
+        profile = load_placed_profile(self.lab, request)
+        dk.check_docker()
+        dk.check_compose()
+        found_gpus = check_gpu_host(profile)
+        image, pull_seconds = self.ensure_image(profile)
+        try:
+            with host_lock():
+                replaced = self.claim(profile, found_gpus)
+                compose_file = self.prepare(profile, image, pull_seconds, found_gpus, replaced)
+                build = self.build_if_needed(profile, compose_file)
+                start = time.monotonic()
+                self.started_anything = True
+                with dk.docker_errors("docker compose up"):
+                    dk.compose_client(compose_file, self.project).compose.up(
+                        services=["serve"], detach=True, quiet=True, dependencies=False)
+                started = time.monotonic()
+            self.update(status="starting", timings={**self.record["timings"], "engine_build_s": build,
+                                                    "compose_up_s": round(started - start, 3)})
+            return self.wait_ready(profile, started)
+        except KeyboardInterrupt:
+            self.fail("aborted", "interrupted (Ctrl-C) during up")
+            raise
+        except LabctlError as exc:
+            if self.record:
+                self.fail("failed", str(exc))
+            raise
+
+    def ensure_image(self, profile: Profile) -> tuple[dict[str, Any], float | None]:
+        reference = profile.spec["image"]
+        facts = dk.image_facts(reference)
+        seconds = None
+        if facts is None:
+            self.say(f"pulling {reference}")
+            start = time.monotonic()
+            facts = dk.pull(reference, quiet=self.request.quiet_pull)
+            seconds = round(time.monotonic() - start, 3)
+        repo = profile.image_repository
+        matching = [d for d in facts.repo_digests if d.split("@", 1)[0] == repo]
+        if profile.pinned and f"{repo}@{profile.image_digest}" not in facts.repo_digests:
+            raise LabctlError(f"{reference} resolved to {facts.repo_digests}, not the pinned digest {profile.image_digest}")
+        return {
+            "reference": reference,
+            "pinned": profile.pinned,
+            "digest": profile.image_digest or (matching[0].split("@", 1)[1] if matching else None),
+            "repo_digests": facts.repo_digests,
+            "image_id": facts.image_id,
+            "pulled": seconds is not None,
+        }, seconds
+
+    def claim(self, profile: Profile, found_gpus: list[Any]) -> list[str]:
+        """Under the host lock: refuse (or replace) whoever holds our GPUs or port."""
+        holders = current_holders()
+        conflicts = gpu_conflicts(profile, holders)
+        port_holders = port_conflicts(profile, holders)
+        foreign = foreign_gpu_processes(profile, found_gpus)
+        replaced: list[str] = []
+        if (conflicts or port_holders) and self.request.replace:
+            for holder in {h.run_id: h for h in conflicts + port_holders}.values():
+                self.say(f"replacing {holder.describe()}")
+                stop_run(self.runs, holder.run_id, by=self.request.owner or current_user(),
+                         reason=f"replaced by run {self.run_id}", replaced_by=self.run_id)
+                replaced.append(holder.run_id)
+            conflicts, port_holders = [], []
+        if conflicts:
+            raise refuse(f"GPU {','.join(profile.gpu_ids)}", conflicts)
+        if foreign:
+            raise LabctlError(f"GPU memory is held by processes labctl did not start: {'; '.join(foreign)}. "
+                              "Stop them first; labctl cannot replace them.")
+        if port_holders:
+            raise refuse(f"port {profile.spec['port']}", port_holders)
+        if port_in_use(profile.spec["host"], profile.spec["port"]):
+            from labctl.errors import Conflict
+
+            raise Conflict(f"port {profile.spec['port']} on {profile.spec['host']} is in use by a process labctl did "
+                           f"not start. Pick another with --port N (or stop it: ss -ltnp 'sport = :{profile.spec['port']}').")
+        return replaced
+
+    def prepare(self, profile: Profile, image: dict[str, Any], pull_seconds: float | None, found_gpus: list[Any],
+                replaced: list[str]) -> Path:
+        request = self.request
+        owner = request.owner or current_user()
+        created = now()
+        labels = {
+            "labctl.run_id": self.run_id, "labctl.owner": owner, "labctl.created_at": created,
+            "labctl.port": str(profile.spec["port"]), "labctl.host": profile.spec["host"],
+            "labctl.resident": "false", **request.extra_labels,
+        }
+        options = render_options(profile, request.cache_dir, allow_unsupported=request.allow_unsupported, labels=labels)
+        text = render_compose(self.lab, profile, options)
+        run_dir = self.runs.dir(self.run_id)
+        compose_file = run_dir / "compose.yaml"
+        write_atomically(compose_file, text)
+        engine = profile.engine
+        self.record = {
+            "schema_version": SCHEMA_VERSION,
+            "run_id": self.run_id,
+            "status": "starting",
+            "reason": None,
+            "user": current_user(),
+            "owner": owner,
+            "host": host_name(),
+            "created_at": created,
+            "labctl_version": __version__,
+            "environment_label": engine.environment_label,
+            "engine": engine.name,
+            "profile": profile.name,
+            "profile_sha256": profile.sha256,
+            "resolved_profile": profile.spec,
+            "allow_unsupported": bool(request.allow_unsupported and profile.support_problem),
+            "support_problem": profile.support_problem,
+            "served_model_name": profile.spec["served_model_name"],
+            "probe": engine.spec["readiness"]["probe"],
+            "image": image,
+            "compose": {
+                "file": "compose.yaml",
+                "project": self.project,
+                "command": dk.compose_argv(compose_file, self.project, "up", "--detach", "--no-deps", "serve"),
+                "render_options": {"cache_dir": options.cache_dir, "engine_store": options.engine_store},
+            },
+            "env_names": list(profile.spec["env"]),
+            "gpus": {
+                "ids": profile.gpu_ids,
+                "count": profile.gpu_count,
+                "devices": [vars(g) for g in found_gpus if g.index in profile.gpu_ids or not profile.gpu_ids],
+                "note": None if engine.needs_gpu else ("GPU ids are labels only: this engine uses no GPU"
+                                                      if profile.gpu_ids else "no GPU"),
+            },
+            "endpoint": {"host": profile.spec["host"], "port": profile.spec["port"],
+                         "base_url": base_url(profile.spec["host"], profile.spec["port"]) + "/v1"},
+            "timings": {"image_pull_s": pull_seconds},
+            "replaced": replaced,
+            "reproduced_from": request.reproduced_from,
+            "record_path": str(self.runs.record_path(self.run_id)),
+        }
+        self.runs.save(self.record)
+        self.runs.event(self.run_id, "up", engine=engine.name, profile=profile.name, owner=owner)
+        return compose_file
+
+    def build_if_needed(self, profile: Profile, compose_file: Path) -> dict[str, Any] | None:
+        if not profile.spec["build"]:
+            return None
+        options = self.record["compose"]["render_options"]
+        engine_dir = Path(options["engine_store"]) / build_key(profile)
+        if (engine_dir / "config.json").is_file():
+            self.say(f"engine already built: {engine_dir}")
+            return {"skipped": True, "engine_dir": str(engine_dir), "seconds": 0.0}
+        self.say(f"building the TensorRT-LLM engine into {engine_dir} (runs once per image, revision and limits)")
+        self.started_anything = True
+        start = time.monotonic()
+        with dk.docker_errors("the engine build"):
+            dk.compose_client(compose_file, self.project).compose.up(
+                services=["build"], abort_on_container_exit=True, quiet=True)
+        return {"skipped": False, "engine_dir": str(engine_dir), "seconds": round(time.monotonic() - start, 3)}
+
+    def wait_ready(self, profile: Profile, started: float) -> dict[str, Any]:
+        engine = profile.engine
+        containers = dk.labctl_containers(run_id=self.run_id)
+        serve = next((c for c in containers if c.config.labels.get("com.docker.compose.service") == "serve"), None)
+        if serve is None:
+            raise LabctlError("docker compose up returned but no serve container exists")
+        base = base_url(profile.spec["host"], profile.spec["port"])
+
+        def watch() -> None:
+            state = dk.container_state(serve)
+            if not state["running"] or state["restarts"]:
+                raise LabctlError(
+                    f"the engine container {state['status']} (exit code {state['exit_code']}, restarts {state['restarts']}) "
+                    f"before it was ready. Last log lines:\n{dk.logs_tail(serve, 20).rstrip()}")
+
+        last_log = {"at": 0.0, "line": ""}
+
+        def progress(probe_state: str) -> None:
+            now_ = time.monotonic()
+            if now_ - last_log["at"] > 1.0:
+                last_log["at"], last_log["line"] = now_, dk.last_log_line(serve)
+            self.progress(f"{now_ - started:5.1f}s  {probe_state}  | {last_log['line'][:100]}")
+
+        try:
+            readiness = wait_until_ready(base, engine.spec["readiness"]["probe"], self.request.timeout, watch, progress)
+        except LabctlError as exc:
+            logs = dk.logs_tail(serve, 20).rstrip()
+            if "Last log lines" not in str(exc):
+                raise LabctlError(f"{exc}. Last log lines:\n{logs}") from None
+            raise
+        self.progress("")
+        api = check_openai_api(base, profile.spec["served_model_name"], None, engine.spec["endpoints"]["version"])
+        assert readiness.ready is not None
+        container_start = started
+        timings = {
+            **self.record["timings"],
+            "port_open_s": round((readiness.port_open or readiness.ready) - container_start, 3),
+            "ready_s": round(readiness.ready - container_start, 3),
+            "first_completion_s": round(api.completion_at - container_start, 3),
+            "cold_start_s": round(api.completion_at - container_start, 3),
+            "total_s": round(time.monotonic() - self.t0, 3),
+        }
+        serve.reload()
+        self.update(
+            status="running", ready_at=now(), timings=timings,
+            container={"name": serve.name, "id": serve.id, "command_line": dk.command_line(serve),
+                       "env_names": list(profile.spec["env"])},
+            engine_version=api.version, models=api.models,
+        )
+        self.runs.event(self.run_id, "ready", cold_start_s=timings["cold_start_s"])
+        return self.record
+
+    # --- record keeping ------------------------------------------------------------------------
+    def update(self, **changes: Any) -> None:
+        self.record.update(changes)
+        self.runs.save(self.record)
+
+    def fail(self, status: str, reason: str) -> None:
+        if self.started_anything:
+            save_logs(self.runs, self.run_id)
+            take_down(self.project)
+        if self.record:
+            self.update(status=status, reason=reason, stopped_at=now())
+            self.runs.event(self.run_id, status, reason=reason.splitlines()[0])
+
+
+def up(lab: Lab, runs: Runs, request: UpRequest, say: Say, progress: Say) -> dict[str, Any]:
+    return Starter(lab, runs, request, say, progress).run()
+
+
+def take_down(project: str) -> None:
+    from python_on_whales import DockerClient
+
+    with dk.docker_errors(f"docker compose down ({project})"):
+        DockerClient(compose_project_name=project).compose.down(timeout=10, quiet=True, remove_orphans=True)
+
+
+def save_logs(runs: Runs, run_id: str) -> None:
+    """Keep the engine's logs beside the record before the container goes away."""
+    for container in dk.labctl_containers(run_id=run_id):
+        service = container.config.labels.get("com.docker.compose.service", "serve")
+        text = dk.logs_tail(container, 100_000)
+        if text:
+            write_atomically(runs.dir(run_id) / f"{service}.log", text)
+
+
+def stop_run(runs: Runs, run_id: str, by: str, reason: str | None = None, replaced_by: str | None = None) -> None:
+    containers = dk.labctl_containers(run_id=run_id)
+    if containers:
+        save_logs(runs, run_id)
+        project = containers[0].config.labels.get("com.docker.compose.project", project_name(run_id))
+        take_down(project)
+    if runs.exists(run_id):
+        changes: dict[str, Any] = {"status": "stopped", "stopped_at": now(), "stopped_by": by}
+        if reason:
+            changes["stop_reason"] = reason
+        if replaced_by:
+            changes["replaced_by"] = replaced_by
+        runs.update(run_id, **changes)
+        runs.event(run_id, "down", reason=reason)
