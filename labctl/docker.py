@@ -97,9 +97,27 @@ def labctl_containers(all_states: bool = True, run_id: str | None = None) -> lis
         return list(docker.container.list(all=all_states, filters={"label": label}))
 
 
+def labels_of(container: Container) -> dict[str, str]:
+    return dict(container.config.labels or {})
+
+
+def service_of(container: Container) -> str:
+    return labels_of(container).get("com.docker.compose.service", "")
+
+
+def refresh(container: Container) -> None:
+    container.reload()  # type: ignore[no-untyped-call]
+
+
+def follow_logs(container: Container) -> Iterator[bytes]:
+    stream: Any = docker.container.logs(container, follow=True, stream=True)
+    for _source, line in stream:
+        yield line if isinstance(line, bytes) else str(line).encode()
+
+
 def container_state(container: Container) -> dict[str, Any]:
     try:
-        container.reload()
+        refresh(container)
     except NoSuchContainer:
         return {"status": "removed", "exit_code": None, "restarts": 0, "running": False}
     state = container.state

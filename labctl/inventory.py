@@ -15,11 +15,11 @@ from labctl.records import Runs
 def live_runs(runs: Runs, probe: bool = True) -> list[dict[str, Any]]:
     by_run: dict[str, list[Any]] = {}
     for container in dk.labctl_containers(all_states=True):
-        by_run.setdefault(container.config.labels.get(dk.RUN_LABEL, "?"), []).append(container)
+        by_run.setdefault(dk.labels_of(container).get(dk.RUN_LABEL, "?"), []).append(container)
     out = []
     for run_id, containers in sorted(by_run.items()):
-        serve = next((c for c in containers if c.config.labels.get("com.docker.compose.service") == "serve"), containers[0])
-        labels = serve.config.labels
+        serve = next((c for c in containers if dk.service_of(c) == "serve"), containers[0])
+        labels = dk.labels_of(serve)
         state = serve.state
         record = runs.load(run_id) if runs.exists(run_id) else None
         host, port = labels.get("labctl.host", "127.0.0.1"), labels.get("labctl.port", "")

@@ -255,7 +255,7 @@ class Starter:
     def wait_ready(self, profile: Profile, started: float) -> dict[str, Any]:
         engine = profile.engine
         containers = dk.labctl_containers(run_id=self.run_id)
-        serve = next((c for c in containers if c.config.labels.get("com.docker.compose.service") == "serve"), None)
+        serve = next((c for c in containers if dk.service_of(c) == "serve"), None)
         if serve is None:
             raise LabctlError("docker compose up returned but no serve container exists")
         base = base_url(profile.spec["host"], profile.spec["port"])
@@ -267,13 +267,14 @@ class Starter:
                     f"the engine container {state['status']} (exit code {state['exit_code']}, restarts {state['restarts']}) "
                     f"before it was ready. Last log lines:\n{dk.logs_tail(serve, 20).rstrip()}")
 
-        last_log = {"at": 0.0, "line": ""}
+        last_log_at, last_log = 0.0, ""
 
         def progress(probe_state: str) -> None:
+            nonlocal last_log_at, last_log
             now_ = time.monotonic()
-            if now_ - last_log["at"] > 1.0:
-                last_log["at"], last_log["line"] = now_, dk.last_log_line(serve)
-            self.progress(f"{now_ - started:5.1f}s  {probe_state}  | {last_log['line'][:100]}")
+            if now_ - last_log_at > 1.0:
+                last_log_at, last_log = now_, dk.last_log_line(serve)
+            self.progress(f"{now_ - started:5.1f}s  {probe_state}  | {last_log[:100]}")
 
         try:
             readiness = wait_until_ready(base, engine.spec["readiness"]["probe"], self.request.timeout, watch, progress)
@@ -294,7 +295,7 @@ class Starter:
             "cold_start_s": round(api.completion_at - container_start, 3),
             "total_s": round(time.monotonic() - self.t0, 3),
         }
-        serve.reload()
+        dk.refresh(serve)
         self.update(
             status="running", ready_at=now(), timings=timings,
             container={"name": serve.name, "id": serve.id, "command_line": dk.command_line(serve),
@@ -332,7 +333,7 @@ def take_down(project: str) -> None:
 def save_logs(runs: Runs, run_id: str) -> None:
     """Keep the engine's logs beside the record before the container goes away."""
     for container in dk.labctl_containers(run_id=run_id):
-        service = container.config.labels.get("com.docker.compose.service", "serve")
+        service = dk.service_of(container) or "serve"
         text = dk.logs_tail(container, 100_000)
         if text:
             write_atomically(runs.dir(run_id) / f"{service}.log", text)
@@ -342,7 +343,7 @@ def stop_run(runs: Runs, run_id: str, by: str, reason: str | None = None, replac
     containers = dk.labctl_containers(run_id=run_id)
     if containers:
         save_logs(runs, run_id)
-        project = containers[0].config.labels.get("com.docker.compose.project", project_name(run_id))
+        project = dk.labels_of(containers[0]).get("com.docker.compose.project", project_name(run_id))
         take_down(project)
     if runs.exists(run_id):
         changes: dict[str, Any] = {"status": "stopped", "stopped_at": now(), "stopped_by": by}

@@ -69,7 +69,7 @@ def check_gpu_host(profile: Profile) -> list[gpus_mod.Gpu]:
 def current_holders() -> list[Holder]:
     holders: dict[str, Holder] = {}
     for container in dk.labctl_containers(all_states=False):
-        labels = container.config.labels or {}
+        labels = dk.labels_of(container)
         run_id = labels.get(dk.RUN_LABEL, "")
         if run_id in holders:
             continue

@@ -150,17 +150,14 @@ def logs(
     from labctl.errors import BadInput
 
     runs = _runs()
-    containers = [c for c in dk.labctl_containers(run_id=run_id)
-                  if c.config.labels.get("com.docker.compose.service") == "serve"]
+    containers = [c for c in dk.labctl_containers(run_id=run_id) if dk.service_of(c) == "serve"]
     if containers:
-        from python_on_whales import docker
-
         if follow:
-            for _source, line in docker.container.logs(containers[0], follow=True, stream=True):
+            for line in dk.follow_logs(containers[0]):
                 sys.stdout.write(line.decode(errors="replace"))
                 sys.stdout.flush()
         else:
-            sys.stdout.write(str(docker.container.logs(containers[0])))
+            sys.stdout.write(dk.logs_tail(containers[0], 1_000_000))
         return
     saved = runs.dir(run_id) / "serve.log"
     if saved.is_file():
