@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test test-fast docker-lab harness-image bench-cli bench-harness typecheck clean
+.PHONY: demo test test-fast venv docker-lab harness-image bench-cli bench-harness bench-up typecheck clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -39,3 +39,6 @@ bench-harness: $(STAMP)
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .hypothesis compose/*.yaml
+
+bench-up: $(STAMP) docker-lab harness-image
+	$(PY) scripts/bench_up.py

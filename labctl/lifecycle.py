@@ -7,6 +7,7 @@ is written at every step, atomically, so that a killed labctl leaves a record th
 from __future__ import annotations
 
 import time
+from concurrent.futures import ThreadPoolExecutor
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -87,8 +88,10 @@ def summary(record: dict[str, Any], health: str | None = None) -> dict[str, Any]
 class Starter:
     """One `labctl up`: owns the record while it starts the engine, and cleans up on any failure."""
 
-    def __init__(self, lab: Lab, runs: Runs, request: UpRequest, say: Say, progress: Say) -> None:
-        self.lab, self.runs, self.request, self.say, self.progress = lab, runs, request, say, progress
+    def __init__(self, lab: Lab, runs: Runs, request: UpRequest, say: Say, progress: Say | None) -> None:
+        self.lab, self.runs, self.request, self.say = lab, runs, request, say
+        self.live = progress is not None  # a person is watching a terminal: show the engine's latest log line
+        self.progress: Say = progress or (lambda _text: None)
         self.run_id = new_run_id()
         self.project = project_name(self.run_id)
         self.record: dict[str, Any] = {}
@@ -99,10 +102,15 @@ class Starter:
     def run(self) -> dict[str, Any]:
         request = self.request
         profile = load_placed_profile(self.lab, request)
-        dk.check_docker()
-        dk.check_compose()
+        # The checks are independent Docker CLI calls: asking them at once saves their start-up costs.
+        with ThreadPoolExecutor(max_workers=3) as pool:
+            docker_ok = pool.submit(dk.check_docker)
+            compose_ok = pool.submit(dk.check_compose)
+            local_image = pool.submit(dk.image_facts, profile.spec["image"])
+            docker_ok.result()
+            compose_ok.result()
         found_gpus = check_gpu_host(profile)
-        image, pull_seconds = self.ensure_image(profile)
+        image, pull_seconds = self.ensure_image(profile, local_image.result())
         try:
             with host_lock():
                 replaced = self.claim(profile, found_gpus)
@@ -125,9 +133,8 @@ class Starter:
                 self.fail("failed", str(exc))
             raise
 
-    def ensure_image(self, profile: Profile) -> tuple[dict[str, Any], float | None]:
+    def ensure_image(self, profile: Profile, facts: dk.ImageFacts | None) -> tuple[dict[str, Any], float | None]:
         reference = profile.spec["image"]
-        facts = dk.image_facts(reference)
         seconds = None
         if facts is None:
             self.say(f"pulling {reference}")
@@ -271,6 +278,8 @@ class Starter:
 
         def progress(probe_state: str) -> None:
             nonlocal last_log_at, last_log
+            if not self.live:
+                return
             now_ = time.monotonic()
             if now_ - last_log_at > 1.0:
                 last_log_at, last_log = now_, dk.last_log_line(serve)
@@ -295,7 +304,6 @@ class Starter:
             "cold_start_s": round(api.completion_at - container_start, 3),
             "total_s": round(time.monotonic() - self.t0, 3),
         }
-        dk.refresh(serve)
         self.update(
             status="running", ready_at=now(), timings=timings,
             container={"name": serve.name, "id": serve.id, "command_line": dk.command_line(serve),
@@ -319,7 +327,7 @@ class Starter:
             self.runs.event(self.run_id, status, reason=reason.splitlines()[0])
 
 
-def up(lab: Lab, runs: Runs, request: UpRequest, say: Say, progress: Say) -> dict[str, Any]:
+def up(lab: Lab, runs: Runs, request: UpRequest, say: Say, progress: Say | None = None) -> dict[str, Any]:
     return Starter(lab, runs, request, say, progress).run()
 
 

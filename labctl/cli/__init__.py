@@ -38,10 +38,12 @@ lifecycle.register(app)
 
 
 def main() -> None:
+    from typer.exceptions import TyperException
+
     from labctl.errors import LabctlError
 
     try:
-        app(standalone_mode=False)
+        code = app(standalone_mode=False)
     except LabctlError as exc:
         if state.debug:
             raise
@@ -55,10 +57,13 @@ def main() -> None:
     except KeyboardInterrupt:
         print("Interrupted.", file=sys.stderr)
         sys.exit(130)
-    except Exception as exc:  # click usage errors and the like
-        import click
-
-        if isinstance(exc, click.ClickException):
-            exc.show()
-            sys.exit(exc.exit_code)
-        raise
+    except TyperException as exc:  # usage errors: a wrong option, a missing argument
+        show = getattr(exc, "show", None)
+        if show is None:
+            raise
+        show()
+        sys.exit(int(getattr(exc, "exit_code", 2)))
+    if isinstance(code, int) and code:
+        if code == 130:
+            print("Interrupted.", file=sys.stderr)
+        sys.exit(code)

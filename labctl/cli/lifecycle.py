@@ -26,7 +26,7 @@ def _runs() -> Any:
 def _progress() -> Any:
     """A live status line on a terminal; silence elsewhere (logs and CI stay clean)."""
     if not sys.stderr.isatty():
-        return lambda _text: None
+        return None
 
     def show(text: str) -> None:
         sys.stderr.write("\r\033[K" + text[:150])
