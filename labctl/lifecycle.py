@@ -26,6 +26,7 @@ from labctl.preflight import (
 from labctl.profiles import Profile, load_profile, with_overrides
 from labctl.records import SCHEMA_VERSION, Runs, current_user, host_name, new_run_id, now
 from labctl.render import build_key, render_compose, write_atomically
+from labctl.setups import canonical_compose, sha256_text
 
 Say = Callable[[str], None]
 
@@ -45,6 +46,7 @@ class UpRequest:
     quiet_pull: bool = False
     reproduced_from: str | None = None
     extra_labels: dict[str, str] = field(default_factory=dict)
+    profile_override: Profile | None = None  # reproduce: the recorded resolved profile, not the lab's file
 
 
 def base_url(host: str, port: int | str) -> str:
@@ -57,7 +59,8 @@ def project_name(run_id: str) -> str:
 
 
 def load_placed_profile(lab: Lab, request: UpRequest) -> Profile:
-    profile = load_profile(lab, request.engine, request.profile, allow_unsupported=request.allow_unsupported)
+    profile = request.profile_override or load_profile(
+        lab, request.engine, request.profile, allow_unsupported=request.allow_unsupported)
     placed = with_overrides(profile, gpus=request.gpus, port=request.port)
     if not placed.pinned and not request.allow_unpinned:
         raise BadInput(
@@ -238,6 +241,9 @@ class Starter:
             "replaced": replaced,
             "reproduced_from": request.reproduced_from,
             "record_path": str(self.runs.record_path(self.run_id)),
+            "run_labels": labels,
+            "setup": {"compose_sha256": sha256_text(canonical_compose(
+                self.lab, engine, profile.name, profile.spec, image["digest"], bool(request.allow_unsupported)))},
         }
         self.runs.save(self.record)
         self.runs.event(self.run_id, "up", engine=engine.name, profile=profile.name, owner=owner)

@@ -186,12 +186,23 @@ def runs() -> None:
 def show(
     run_id: Annotated[str, typer.Argument(help="The run id.")],
     as_json: Annotated[bool, typer.Option("--json", help="Print the whole record as JSON.")] = False,
+    docker_run: Annotated[bool, typer.Option("--docker-run", help="Print the equivalent plain `docker run` command.")] = False,
 ) -> None:
-    """Print one run record.
+    """Print one run record (or the plain `docker run` command that starts the same engine).
 
-    Example: labctl show 20261203-015815-a1b2c3 --json
+    Example: labctl show 20261203-015815-a1b2c3 --docker-run
     """
-    record = _runs().load(run_id)
+    runs = _runs()
+    record = runs.load(run_id)
+    if docker_run:
+        from labctl.docker_run import docker_run_commands
+        from labctl.setups import digest_reference
+
+        pinned = digest_reference(record["resolved_profile"], record["image"].get("digest"))
+        compose_text = (runs.dir(run_id) / "compose.yaml").read_text(encoding="utf-8")
+        for line in docker_run_commands(compose_text, pinned, f"labctl-{run_id}"):
+            out(line)
+        return
     if as_json:
         print(json.dumps(record, indent=2))
         return
