@@ -68,6 +68,7 @@ class ImageFacts:
     reference: str
     image_id: str
     repo_digests: list[str]
+    user: str = ""
 
 
 def image_facts(reference: str) -> ImageFacts | None:
@@ -79,7 +80,8 @@ def image_facts(reference: str) -> ImageFacts | None:
         if "No such image" in (exc.stderr or ""):
             return None
         raise
-    return ImageFacts(reference=reference, image_id=str(image.id), repo_digests=list(image.repo_digests or []))
+    return ImageFacts(reference=reference, image_id=str(image.id), repo_digests=list(image.repo_digests or []),
+                      user=str(image.config.user or "") if image.config else "")
 
 
 def pull(reference: str, quiet: bool) -> ImageFacts:
@@ -113,6 +115,10 @@ def follow_logs(container: Container) -> Iterator[bytes]:
     stream: Any = docker.container.logs(container, follow=True, stream=True)
     for _source, line in stream:
         yield line if isinstance(line, bytes) else str(line).encode()
+
+
+def restart(container: Container) -> None:
+    docker.container.restart(container, time=10)
 
 
 def container_state(container: Container) -> dict[str, Any]:

@@ -105,6 +105,7 @@ ENGINE_FIELDS: dict[str, Field] = {
             "env": Field("str", "an environment variable name", check=lambda v: _ENV_NAME.match(v) is not None),
             "args": _str_list("argv words that switch auth on; may name {api_key_file}"),
             "guards": Field("str", "which paths the key guards", default=""),
+            "multiple_keys": Field("bool", default=False),
             "note": Field("str", default=""),
         },
         required=True,

@@ -7,6 +7,7 @@ import datetime as dt
 from typing import Any
 
 from labctl import docker as dk
+from labctl.deployments import engine_counters
 from labctl.health import probe_now
 from labctl.lifecycle import base_url
 from labctl.records import Runs
@@ -29,6 +30,7 @@ def live_runs(runs: Runs, probe: bool = True) -> list[dict[str, Any]]:
         started = state.started_at
         uptime = (dt.datetime.now(dt.timezone.utc) - started).total_seconds() if started and state.running else None
         gpus = labels.get("labctl.gpus", "none")
+        counters = engine_counters(url, (record or {}).get("metrics_path")) if probe and state.running else {}
         out.append({
             "run_id": run_id,
             "engine": labels.get("labctl.engine", "?"),
@@ -46,5 +48,7 @@ def live_runs(runs: Runs, probe: bool = True) -> list[dict[str, Any]]:
             "restarts": int(serve.restart_count or 0),
             "resident": labels.get("labctl.resident") == "true",
             "environment_label": labels.get("labctl.environment_label", ""),
+            "requests_served": counters.get("requests"),
+            "tokens_served": counters.get("tokens"),
         })
     return out

@@ -26,6 +26,8 @@ from labctl.preflight import (
 from labctl.profiles import Profile, load_profile, with_overrides
 from labctl.records import SCHEMA_VERSION, Runs, current_user, host_name, new_run_id, now
 from labctl.render import build_key, render_compose, write_atomically
+from labctl.keys import KeyStore, fingerprint
+from labctl.resident import RESTART_POLICY, ResidentPlan, check_bind, image_user_ids, plan_resident
 from labctl.setups import canonical_compose, sha256_text
 
 Say = Callable[[str], None]
@@ -47,6 +49,12 @@ class UpRequest:
     reproduced_from: str | None = None
     extra_labels: dict[str, str] = field(default_factory=dict)
     profile_override: Profile | None = None  # reproduce: the recorded resolved profile, not the lab's file
+    resident: bool = False
+    bind: str | None = None
+    key_file: str | None = None
+    keys: int | None = None
+    allow_no_auth: bool = False
+    home: Path | None = None  # where keys live (the runs folder's home)
 
 
 def base_url(host: str, port: int | str) -> str:
@@ -61,7 +69,7 @@ def project_name(run_id: str) -> str:
 def load_placed_profile(lab: Lab, request: UpRequest) -> Profile:
     profile = request.profile_override or load_profile(
         lab, request.engine, request.profile, allow_unsupported=request.allow_unsupported)
-    placed = with_overrides(profile, gpus=request.gpus, port=request.port)
+    placed = with_overrides(profile, gpus=request.gpus, port=request.port, host=check_bind(request.bind))
     if not placed.pinned and not request.allow_unpinned:
         raise BadInput(
             f"profile {request.engine}/{request.profile} uses {placed.spec['image']!r}, which is not pinned by digest: "
@@ -98,13 +106,17 @@ class Starter:
         self.run_id = new_run_id()
         self.project = project_name(self.run_id)
         self.record: dict[str, Any] = {}
+        self.plan: ResidentPlan | None = None
         self.started_anything = False
         self.t0 = time.monotonic()
 
     # --- the pipeline ------------------------------------------------------------------------------
     def run(self) -> dict[str, Any]:
         request = self.request
+        if not request.resident and (request.bind or request.key_file or request.keys or request.allow_no_auth):
+            raise BadInput("--bind, --key-file, --keys and --allow-no-auth are for resident deployments: add --resident.")
         profile = load_placed_profile(self.lab, request)
+        self.plan = plan_resident(profile, request.key_file, request.keys, request.allow_no_auth) if request.resident else None
         # The checks are independent Docker CLI calls: asking them at once saves their start-up costs.
         with ThreadPoolExecutor(max_workers=3) as pool:
             docker_ok = pool.submit(dk.check_docker)
@@ -154,6 +166,7 @@ class Starter:
             "digest": profile.image_digest or (matching[0].split("@", 1)[1] if matching else None),
             "repo_digests": facts.repo_digests,
             "image_id": facts.image_id,
+            "user": facts.user,
             "pulled": seconds is not None,
         }, seconds
 
@@ -193,9 +206,11 @@ class Starter:
         labels = {
             "labctl.run_id": self.run_id, "labctl.owner": owner, "labctl.created_at": created,
             "labctl.port": str(profile.spec["port"]), "labctl.host": profile.spec["host"],
-            "labctl.resident": "false", **request.extra_labels,
+            "labctl.resident": "true" if self.plan else "false", **request.extra_labels,
         }
-        options = render_options(profile, request.cache_dir, allow_unsupported=request.allow_unsupported, labels=labels)
+        secrets_dir = self.store_keys(image) if self.plan and self.plan.keys else None
+        options = render_options(profile, request.cache_dir, allow_unsupported=request.allow_unsupported, labels=labels,
+                                 restart=RESTART_POLICY if self.plan else "no", secrets_dir=secrets_dir)
         text = render_compose(self.lab, profile, options)
         run_dir = self.runs.dir(self.run_id)
         compose_file = run_dir / "compose.yaml"
@@ -220,6 +235,7 @@ class Starter:
             "support_problem": profile.support_problem,
             "served_model_name": profile.spec["served_model_name"],
             "probe": engine.spec["readiness"]["probe"],
+            "metrics_path": engine.spec["endpoints"]["metrics"],
             "image": image,
             "compose": {
                 "file": "compose.yaml",
@@ -242,12 +258,39 @@ class Starter:
             "reproduced_from": request.reproduced_from,
             "record_path": str(self.runs.record_path(self.run_id)),
             "run_labels": labels,
+            "resident": self.resident_block(profile),
             "setup": {"compose_sha256": sha256_text(canonical_compose(
                 self.lab, engine, profile.name, profile.spec, image["digest"], bool(request.allow_unsupported)))},
         }
         self.runs.save(self.record)
-        self.runs.event(self.run_id, "up", engine=engine.name, profile=profile.name, owner=owner)
+        self.runs.event(self.run_id, "up", engine=engine.name, profile=profile.name, owner=owner,
+                        resident=bool(self.plan))
+        for warning in self.plan.warnings if self.plan else []:
+            self.say(f"warning: {warning}")
+            self.runs.event(self.run_id, "warning", text=warning)
         return compose_file
+
+    def store_keys(self, image: dict[str, Any]) -> str:
+        assert self.plan is not None
+        ids = image_user_ids(image.get("user", ""))
+        if ids is None:
+            self.say(f"warning: the image runs as user {image.get('user')!r}; the key file stays root-only 0600")
+        store = KeyStore(self.request.home or self.runs.home)
+        path = store.write(self.run_id, self.plan.keys, *(ids or (None, None)))
+        return str(path.parent)
+
+    def resident_block(self, profile: Profile) -> dict[str, Any] | None:
+        if not self.plan:
+            return None
+        return {
+            "restart_policy": RESTART_POLICY,
+            "bind": profile.spec["host"],
+            "auth": profile.engine.spec["auth"]["kind"],
+            "keys": len(self.plan.keys),
+            "key_fingerprints": [fingerprint(k) for k in self.plan.keys],
+            "allow_no_auth": self.plan.allow_no_auth,
+            "warnings": self.plan.warnings,
+        }
 
     def build_if_needed(self, profile: Profile, compose_file: Path) -> dict[str, Any] | None:
         if not profile.spec["build"]:
@@ -299,7 +342,8 @@ class Starter:
                 raise LabctlError(f"{exc}. Last log lines:\n{logs}") from None
             raise
         self.progress("")
-        api = check_openai_api(base, profile.spec["served_model_name"], None, engine.spec["endpoints"]["version"])
+        key = self.plan.keys[0] if self.plan and self.plan.keys else None
+        api = check_openai_api(base, profile.spec["served_model_name"], key, engine.spec["endpoints"]["version"])
         assert readiness.ready is not None
         container_start = started
         timings = {
@@ -353,7 +397,8 @@ def save_logs(runs: Runs, run_id: str) -> None:
             write_atomically(runs.dir(run_id) / f"{service}.log", text)
 
 
-def stop_run(runs: Runs, run_id: str, by: str, reason: str | None = None, replaced_by: str | None = None) -> None:
+def stop_run(runs: Runs, run_id: str, by: str, reason: str | None = None, replaced_by: str | None = None,
+             forced: bool = False) -> None:
     containers = dk.labctl_containers(run_id=run_id)
     if containers:
         save_logs(runs, run_id)
@@ -365,5 +410,8 @@ def stop_run(runs: Runs, run_id: str, by: str, reason: str | None = None, replac
             changes["stop_reason"] = reason
         if replaced_by:
             changes["replaced_by"] = replaced_by
+        if forced:
+            changes["stop_forced"] = True
         runs.update(run_id, **changes)
-        runs.event(run_id, "down", reason=reason)
+        runs.event(run_id, "down", reason=reason, forced=forced)
+    KeyStore(runs.home).remove(run_id)  # a stopped deployment's keys open nothing any more

@@ -220,7 +220,8 @@ def load_profile(lab: Lab, engine_name: str, name: str, allow_unsupported: bool 
     return profile
 
 
-def with_overrides(profile: Profile, gpus: list[str] | None = None, port: int | None = None) -> Profile:
+def with_overrides(profile: Profile, gpus: list[str] | None = None, port: int | None = None,
+                   host: str | None = None) -> Profile:
     """The same profile placed elsewhere on a host: other GPU ids, another port."""
     spec = copy.deepcopy(profile.spec)
     if gpus is not None:
@@ -233,6 +234,8 @@ def with_overrides(profile: Profile, gpus: list[str] | None = None, port: int | 
         spec["gpus"] = {"device_ids": list(gpus)}
     if port is not None:
         spec["port"] = port
+    if host is not None:
+        spec["host"] = host
     return Profile(engine=profile.engine, name=profile.name, spec=spec, source=profile.source)
 
 

@@ -114,6 +114,6 @@ def redact(value: Any, key: str = "") -> Any:
         return {k: redact(v, k) for k, v in value.items()}
     if isinstance(value, list):
         return [redact(v, key) for v in value]
-    if isinstance(value, str) and key and _SECRET_NAMES.search(key) and not key.endswith(("_names", "_env", "_kind")):
+    if isinstance(value, str) and key and _SECRET_NAMES.search(key) and not key.endswith(("_names", "_env", "_kind", "_fingerprints")):
         return "<redacted>" if value else value
     return value

@@ -13,7 +13,7 @@ from labctl.cli.context import out, state, table, warn
 
 def register(app: typer.Typer) -> None:
     for name, func in (("up", up), ("down", down), ("status", status), ("logs", logs), ("runs", runs),
-                       ("show", show), ("pin", pin)):
+                       ("show", show), ("pin", pin), ("share", share), ("rotate-key", rotate_key)):
         app.command(name)(func)
 
 
@@ -47,6 +47,11 @@ def up(
     owner: Annotated[Optional[str], typer.Option(help="Who owns this run (default: your user name).")] = None,
     cache_dir: Annotated[Optional[str], typer.Option(help="Host model cache (default: $LABCTL_CACHE_DIR or ~/.cache/huggingface).")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="End with the run's summary as one JSON object.")] = False,
+    resident: Annotated[bool, typer.Option(help="A deployment kept up for days: restarts unless stopped, API keys, owner.")] = False,
+    bind: Annotated[Optional[str], typer.Option(help="Resident: the address the engine binds (default: the profile's).")] = None,
+    key_file: Annotated[Optional[str], typer.Option(help="Resident: API keys, one per line (mode 600).")] = None,
+    keys: Annotated[Optional[int], typer.Option(help="Resident: generate N API keys (default 1).")] = None,
+    allow_no_auth: Annotated[bool, typer.Option(help="Resident: serve an engine without key support beyond loopback.")] = False,
 ) -> None:
     """Start one engine from a profile, wait until its OpenAI API answers, and record the run.
 
@@ -58,7 +63,8 @@ def up(
 
     request = UpRequest(engine=engine, profile=profile, gpus=parse_gpu_ids(gpus), port=parse_port(port), timeout=timeout,
                         replace=replace, allow_unpinned=allow_unpinned, allow_unsupported=allow_unsupported,
-                        owner=owner, cache_dir=cache_dir, quiet_pull=as_json or not sys.stderr.isatty())
+                        owner=owner, cache_dir=cache_dir, quiet_pull=as_json or not sys.stderr.isatty(),
+                        resident=resident, bind=bind, key_file=key_file, keys=keys, allow_no_auth=allow_no_auth)
     record = start(state.lab(), _runs(), request, say=warn, progress=_progress())
     info = summary(record)
     if as_json:
@@ -71,6 +77,9 @@ def up(
     out(f"  cold start       {t['cold_start_s']} s (port open {t['port_open_s']} s, ready {t['ready_s']} s)"
         + (f", image pull {t['image_pull_s']} s" if t.get("image_pull_s") else ""))
     out(f"  record           {info['record']}")
+    if record.get("resident"):
+        out(f"  resident         restart {record['resident']['restart_policy']}, {record['resident']['keys']} API key(s); "
+            f"share access with: labctl share {info['run_id']}")
     out(f"  stop it with     labctl down {info['run_id']}")
 
 
@@ -107,7 +116,7 @@ def down(
             if not force or not reason:
                 raise BadInput(f"run {run['run_id']} is {run['owner']}'s resident deployment: stopping it needs "
                                f"--force --reason \"why\" (both are recorded).")
-        stop_run(runs, run["run_id"], by=me, reason=reason)
+        stop_run(runs, run["run_id"], by=me, reason=reason, forced=force and run["owner"] != me)
         out(f"stopped {run['run_id']} ({run['engine']}/{run['profile']})")
 
 
@@ -116,9 +125,13 @@ def status(as_json: Annotated[bool, typer.Option("--json", help="Print a JSON li
 
     Example: labctl status --json
     """
+    from labctl.deployments import observe
     from labctl.inventory import live_runs
 
-    live = live_runs(_runs())
+    store = _runs()
+    live = live_runs(store)
+    for run in live:
+        observe(store, run)
     if as_json:
         print(json.dumps(live))
         return
@@ -126,8 +139,14 @@ def status(as_json: Annotated[bool, typer.Option("--json", help="Print a JSON li
         out("no labctl engine is running on this host")
         return
     rows = [[r["run_id"], f"{r['engine']}/{r['profile']}", ",".join(r["gpus"]) or "-", r["base_url"], r["health"],
-             _uptime(r["uptime_s"]), r["owner"], str(r["restarts"]), "yes" if r["resident"] else "no"] for r in live]
-    out(table(rows, ["RUN", "ENGINE/PROFILE", "GPUS", "BASE URL", "HEALTH", "UP", "OWNER", "RESTARTS", "RESIDENT"]))
+             _uptime(r["uptime_s"]), r["owner"], r["since"][:19], str(r["restarts"]), "yes" if r["resident"] else "no",
+             _count(r["requests_served"]), _count(r["tokens_served"])] for r in live]
+    out(table(rows, ["RUN", "ENGINE/PROFILE", "GPUS", "BASE URL", "HEALTH", "UP", "OWNER", "SINCE", "RESTARTS",
+                     "RESIDENT", "REQUESTS", "TOKENS"]))
+
+
+def _count(value: float | None) -> str:
+    return "-" if value is None else f"{value:,.0f}"
 
 
 def _uptime(seconds: float | None) -> str:
@@ -232,3 +251,42 @@ def pin(
 
     old, new = pin_profile(state.lab(), engine, profile)
     out(f"pinned {engine}/{profile}: {old} -> {new}")
+
+
+def share(
+    run_id: Annotated[str, typer.Argument(help="The resident run.")],
+    as_json: Annotated[bool, typer.Option("--json", help="Print base_url, model and api_key as JSON.")] = False,
+) -> None:
+    """Show how to reach a resident deployment: base URL, model, key, and snippets (the only place a key is shown).
+
+    Example: labctl share 20261203-015815-a1b2c3
+    """
+    from labctl.deployments import share as access
+    from labctl.deployments import snippets
+
+    info = access(_runs(), run_id)
+    if as_json:
+        print(json.dumps({"base_url": info["base_url"], "model": info["model"], "api_key": info["api_key"]}))
+        return
+    out(f"base URL  {info['base_url']}\nmodel     {info['model']}\nAPI key   {info['api_key'] or '(none: the engine has no key support)'}")
+    if len(info["api_keys"]) > 1:
+        out("other keys: " + ", ".join(info["api_keys"][1:]))
+    out("")
+    out(snippets(info))
+
+
+def rotate_key(
+    run_id: Annotated[str, typer.Argument(help="The resident run.")],
+    key_file: Annotated[Optional[str], typer.Option(help="Take the new keys from this file (mode 600).")] = None,
+    keys: Annotated[Optional[int], typer.Option(help="Generate N new keys (default: as many as before).")] = None,
+) -> None:
+    """Replace a resident deployment's API keys and restart its engine with them; old keys stop working.
+
+    Example: labctl rotate-key 20261203-015815-a1b2c3
+    """
+    from labctl.deployments import rotate_key as rotate
+    from labctl.records import current_user
+
+    resident = rotate(_runs(), run_id, current_user(), key_file, keys)
+    out(f"rotated {resident['keys']} key(s) of run {run_id} ({', '.join(resident['key_fingerprints'])}); "
+        f"hand them out with: labctl share {run_id}")

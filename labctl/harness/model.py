@@ -39,7 +39,7 @@ class Settings:
     default_max_tokens: int = 256
     max_body_bytes: int = 4 * 1024 * 1024
     header_timeout: float = 10.0
-    api_key: str | None = field(default=None, repr=False)
+    api_keys: list[str] = field(default_factory=list, repr=False)
     answers: dict[str, str] = field(default_factory=dict, repr=False)
     wrong_rate: float = 0.0
     # faults
@@ -71,7 +71,7 @@ def parse_settings(argv: list[str] | None = None) -> Settings:
     p.add_argument("--default-max-tokens", type=int, default=256)
     p.add_argument("--max-body-bytes", type=int, default=4 * 1024 * 1024)
     p.add_argument("--header-timeout", type=float, default=10.0)
-    p.add_argument("--api-key-file", help="a file holding the API key (else $LABCTL_HARNESS_API_KEY)")
+    p.add_argument("--api-key-file", help="a file holding API keys, one per line (else $LABCTL_HARNESS_API_KEY)")
     p.add_argument("--answers", help="JSON file mapping a prompt (last user message) to the answer")
     p.add_argument("--wrong-rate", type=float, default=0.0, help="share of mapped prompts answered wrongly")
     p.add_argument("--fail-on-start", action="store_true", help="fault: exit 3 at the end of the cold start")
@@ -80,18 +80,15 @@ def parse_settings(argv: list[str] | None = None) -> Settings:
     p.add_argument("--error-rate", type=float, default=0.0, help="fault: share of requests answered 503")
     p.add_argument("--drop-stream-rate", type=float, default=0.0, help="fault: share of streams cut mid-response")
     a = p.parse_args(argv)
-    key = None
-    if a.api_key_file:
-        key = Path(a.api_key_file).read_text().strip()
-    elif env("LABCTL_HARNESS_API_KEY"):
-        key = env("LABCTL_HARNESS_API_KEY")
+    raw = Path(a.api_key_file).read_text() if a.api_key_file else env("LABCTL_HARNESS_API_KEY", "")
+    keys = [k.strip() for k in raw.replace(",", "\n").splitlines() if k.strip()]
     answers = json.loads(Path(a.answers).read_text()) if a.answers else {}
     return Settings(
         model=a.model, revision=a.revision, host=a.host, port=a.port, max_model_len=a.max_model_len,
         max_num_seqs=a.max_num_seqs, cold_start=a.cold_start, warmup=a.warmup, ttft_ms=a.ttft_ms,
         ttft_per_token_ms=a.ttft_per_token_ms, tpot_ms=a.tpot_ms, tpot_batch_factor=a.tpot_batch_factor,
         jitter=a.jitter, seed=a.seed, default_max_tokens=a.default_max_tokens, max_body_bytes=a.max_body_bytes,
-        header_timeout=a.header_timeout, api_key=key, answers=answers, wrong_rate=a.wrong_rate,
+        header_timeout=a.header_timeout, api_keys=keys, answers=answers, wrong_rate=a.wrong_rate,
         fail_on_start=a.fail_on_start, never_ready=a.never_ready, crash_after=a.crash_after,
         error_rate=a.error_rate, drop_stream_rate=a.drop_stream_rate,
     )

@@ -192,9 +192,10 @@ class Harness:
             raise HttpError(405, f"method {method} not allowed; use {wanted}")
 
     def check_key(self, headers: dict[str, str]) -> None:
-        if self.s.api_key is None:
+        if not self.s.api_keys:
             return
-        if headers.get("authorization", "") != f"Bearer {self.s.api_key}":
+        auth = headers.get("authorization", "")
+        if not auth.startswith("Bearer ") or auth[7:] not in self.s.api_keys:
             raise HttpError(401, "Unauthorized: missing or wrong API key")
 
     # --- completions -----------------------------------------------------------------------------
