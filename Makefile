@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test test-fast venv docker-lab harness-image bench-cli bench-harness bench-up typecheck clean
+.PHONY: demo test test-fast venv docker-lab harness-image bench-cli bench-harness bench-up bench-client typecheck clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -42,3 +42,6 @@ clean:
 
 bench-up: $(STAMP) docker-lab harness-image
 	$(PY) scripts/bench_up.py
+
+bench-client: $(STAMP)
+	$(PY) scripts/bench_client.py

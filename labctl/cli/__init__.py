@@ -9,7 +9,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from labctl.cli import catalog, lifecycle, reproduction
+from labctl.cli import benchmark, catalog, lifecycle, reproduction
 from labctl.cli.context import state
 
 app = typer.Typer(
@@ -36,6 +36,7 @@ def _global(
 catalog.register(app)
 lifecycle.register(app)
 reproduction.register(app)
+benchmark.register(app)
 
 
 def main() -> None:

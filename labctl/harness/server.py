@@ -62,6 +62,7 @@ class Harness:
         self.lateness: deque[float] = deque(maxlen=200_000)
         self.rng = random.Random(settings.seed)
         self.created = int(time.time())
+        self.arrived_at = 0.0
 
     # --- lifecycle -------------------------------------------------------------------------------
     async def serve(self) -> None:
@@ -92,7 +93,8 @@ class Harness:
         try:
             while True:
                 try:
-                    head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), self.s.header_timeout)
+                    async with asyncio.timeout(self.s.header_timeout):
+                        head = await reader.readuntil(b"\r\n\r\n")
                 except (asyncio.IncompleteReadError, TimeoutError, ConnectionError):
                     return
                 except asyncio.LimitOverrunError:
@@ -117,7 +119,8 @@ class Harness:
                         await self.send_json(writer, 413, error_body(413, message), close=True)
                         return
                     try:
-                        body = await asyncio.wait_for(reader.readexactly(length), self.s.header_timeout)
+                        async with asyncio.timeout(self.s.header_timeout):
+                            body = await reader.readexactly(length)
                     except (asyncio.IncompleteReadError, ConnectionError):
                         return
                     except TimeoutError:
@@ -127,6 +130,7 @@ class Harness:
                     await self.send_json(writer, 411, error_body(411, "send a Content-Length"), close=True)
                     return
                 keep_alive = headers.get("connection", "").lower() != "close"
+                self.arrived_at = self.loop.time()
                 await self.route(method, path.split("?", 1)[0], headers, body, writer)
                 if not keep_alive or writer.is_closing():
                     return
@@ -200,6 +204,11 @@ class Harness:
 
     # --- completions -----------------------------------------------------------------------------
     async def complete(self, chat: bool, body: bytes, writer: asyncio.StreamWriter) -> None:
+        # The latency model counts from the request's arrival, as a client sees it. Yield once so that
+        # every request of a burst is stamped before any of them is parsed: parsing is part of the
+        # simulated prefill, not a queue in front of it.
+        arrived = self.arrived_at
+        await asyncio.sleep(0)
         if self.s.crash_after and self.arrived >= self.s.crash_after:
             log(f"fault: crashing at request {self.arrived + 1} (--crash-after {self.s.crash_after})")
             os._exit(1)
@@ -211,6 +220,7 @@ class Harness:
         if self.s.error_rate and self.rng.random() < self.s.error_rate:
             raise HttpError(503, "injected fault: service unavailable (--error-rate)")
         answer = make_answer(self.s, request["prompt"], request["max_tokens"], request["ignore_eos"], request["seed"])
+        queued = self.slots.locked()
         self.waiting += 1
         try:
             await self.slots.acquire()
@@ -218,7 +228,8 @@ class Harness:
             self.waiting -= 1
         self.running += 1
         try:
-            schedule = Schedule(self.s, self.loop.time(), request["prompt_tokens"],
+            start = self.loop.time() if queued else arrived  # a queued request's prefill starts when admitted
+            schedule = Schedule(self.s, start, request["prompt_tokens"],
                                 random.Random(stable_seed(self.s.seed, request["seed"], request["prompt"], self.arrived)))
             if request["stream"]:
                 await self.stream(chat, request, answer, schedule, writer)
@@ -298,10 +309,11 @@ class Harness:
             if writer.is_closing():
                 return  # the client went away: free the slot
             writer.write(frame(b"".join(parts)))
-            try:
-                await writer.drain()
-            except ConnectionError:
-                return
+            if writer.transport.get_write_buffer_size() > 65536:  # only a slow reader needs waiting for
+                try:
+                    await writer.drain()
+                except ConnectionError:
+                    return
         tail = []
         if chat:
             tail.append({"id": rid, "object": "chat.completion.chunk", "created": created, "model": self.s.model,

@@ -1,0 +1,168 @@
+"""Running a workload against a target: warm-up, then each concurrency level, closed loop (a
+semaphore, infinite rate) or open loop (gamma-distributed arrivals), measuring the client too."""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import resource
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from labctl.bench.client import Connection, RequestResult, Target
+from labctl.bench.metrics import level_metrics
+from labctl.workloads import Prompt, Workload, make_prompts
+
+Progress = Callable[[str, int, int], None]  # (phase, done, total)
+SATURATED_CPU = 0.85  # share of one core above which the client's own timing is suspect
+
+
+@dataclass
+class LevelOutcome:
+    concurrency: int
+    results: list[RequestResult]
+    duration_s: float
+    client_cpu_s: float
+    target_rate: float | None
+    interrupted: bool = False
+    warnings: list[str] = field(default_factory=list)
+
+    def summary(self, slo: dict[str, float] | None) -> dict[str, Any]:
+        metrics = level_metrics(self.results, self.duration_s, slo)
+        achieved = len(self.results) / self.duration_s if self.duration_s > 0 else 0.0
+        cpu_share = self.client_cpu_s / self.duration_s if self.duration_s > 0 else 0.0
+        warnings = list(self.warnings)
+        if cpu_share > SATURATED_CPU:
+            warnings.append(f"CLIENT SATURATED: it used {cpu_share:.0%} of a core; latencies include its own queueing")
+        if self.target_rate and achieved < 0.95 * self.target_rate:
+            warnings.append(f"CLIENT FELL BEHIND: achieved {achieved:.2f} req/s of the target {self.target_rate:.2f}")
+        if metrics["usage_fallback"]:
+            warnings.append("the server sent no usage: output tokens were counted from chunks (may be wrong)")
+        if metrics["failed"]:
+            warnings.append(f"{metrics['failed']} request(s) failed: see failures")
+        return {"concurrency": self.concurrency, "requests": len(self.results), **metrics,
+                "client_cpu_s": self.client_cpu_s, "client_cpu_share": cpu_share,
+                "target_rate": self.target_rate, "achieved_rate": achieved,
+                "interrupted": self.interrupted, "warnings": warnings}
+
+
+def raise_open_file_limit(need: int) -> None:
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    wanted = min(hard, max(soft, need * 2 + 256))
+    if wanted > soft:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (wanted, hard))
+
+
+def request_body(workload: Workload, target: Target, prompt: Prompt) -> dict[str, Any]:
+    spec = workload.spec
+    body: dict[str, Any] = {"model": target.model, "max_tokens": prompt.max_tokens, "temperature": spec["temperature"],
+                            "stream": spec["stream"], "seed": spec["seed"]}
+    if spec["ignore_eos"]:
+        body["ignore_eos"] = True
+    if spec["stream"]:
+        body["stream_options"] = {"include_usage": True}
+    if spec["endpoint"] == "chat":
+        body["messages"] = [{"role": "user", "content": prompt.text}]
+    else:
+        body["prompt"] = prompt.text
+    return body
+
+
+async def _closed_loop(target: Target, workload: Workload, prompts: list[Prompt], concurrency: int,
+                       connections: list[Connection], timeout: float | None, tick: Callable[[], None],
+                       results: list[RequestResult]) -> list[RequestResult]:
+    chat = workload.spec["endpoint"] == "chat"
+    queue = list(reversed(prompts))
+
+    async def worker(connection: Connection) -> None:
+        while queue:
+            prompt = queue.pop()
+            result = RequestResult(input_len=prompt.input_len)
+            await connection.send(request_body(workload, target, prompt), chat, result, timeout)
+            results.append(result)
+            tick()
+
+    await asyncio.gather(*(worker(c) for c in connections[:concurrency]))
+    return results
+
+
+async def _open_loop(target: Target, workload: Workload, prompts: list[Prompt], concurrency: int,
+                     connections: list[Connection], timeout: float | None, tick: Callable[[], None],
+                     rate: float, rng: random.Random, results: list[RequestResult]) -> list[RequestResult]:
+    chat = workload.spec["endpoint"] == "chat"
+    shape = workload.spec["burstiness"]
+    idle = list(connections[:concurrency])
+    free = asyncio.Semaphore(concurrency)
+    tasks = []
+
+    async def one(prompt: Prompt, due: float) -> None:
+        result = RequestResult(input_len=prompt.input_len, scheduled=due)
+        async with free:
+            connection = idle.pop()
+            try:
+                await connection.send(request_body(workload, target, prompt), chat, result, timeout)
+            finally:
+                idle.append(connection)
+        results.append(result)
+        tick()
+
+    due = time.perf_counter()
+    for prompt in prompts:
+        delay = due - time.perf_counter()
+        if delay > 0:
+            await asyncio.sleep(delay)
+        tasks.append(asyncio.create_task(one(prompt, due)))
+        due += rng.gammavariate(shape, 1.0 / (rate * shape))
+    await asyncio.gather(*tasks)
+    return results
+
+
+@dataclass
+class LevelProgress:
+    """What a level has measured so far: kept outside the event loop so Ctrl-C cannot lose it."""
+
+    results: list[RequestResult] = field(default_factory=list)
+    started: float | None = None
+    cpu_started: float = 0.0
+
+
+async def run_level(target: Target, workload: Workload, concurrency: int, level_index: int,
+                    timeout: float | None, progress: Progress, partial: LevelProgress) -> LevelOutcome:
+    spec = workload.spec
+    raise_open_file_limit(concurrency)
+    connections = [Connection(target) for _ in range(concurrency)]
+    warm = make_prompts(workload, workload.warmup_for(concurrency), salt=10_000 + level_index)
+    measured = make_prompts(workload, workload.requests_for(concurrency), salt=level_index)
+    counter = {"n": 0}
+
+    def ticker(phase: str, total: int) -> Callable[[], None]:
+        counter["n"] = 0
+
+        def tick() -> None:
+            counter["n"] += 1
+            progress(phase, counter["n"], total)
+        return tick
+
+    try:
+        if warm:
+            await _closed_loop(target, workload, warm, concurrency, connections, timeout,
+                               ticker(f"warm-up c={concurrency}", len(warm)), [])
+        partial.cpu_started, partial.started = time.process_time(), time.perf_counter()
+        tick = ticker(f"measure c={concurrency}", len(measured))
+        if spec["request_rate"]:
+            await _open_loop(target, workload, measured, concurrency, connections, timeout, tick,
+                             spec["request_rate"], random.Random(f"{spec['seed']}:arrivals:{level_index}"), partial.results)
+        else:
+            await _closed_loop(target, workload, measured, concurrency, connections, timeout, tick, partial.results)
+        return outcome_of(concurrency, partial, spec["request_rate"])
+    finally:
+        for connection in connections:
+            connection.close()
+
+
+def outcome_of(concurrency: int, partial: LevelProgress, rate: float | None, interrupted: bool = False) -> LevelOutcome:
+    duration = time.perf_counter() - partial.started if partial.started else 0.0
+    cpu = time.process_time() - partial.cpu_started if partial.started else 0.0
+    return LevelOutcome(concurrency, list(partial.results), duration, cpu, rate, interrupted=interrupted)

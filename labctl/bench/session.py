@@ -1,0 +1,199 @@
+"""labctl bench: resolve the target (a labctl run, or any OpenAI-compatible URL), check it answers,
+run every level of the workload, and store the result beside the run's record."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import platform
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from labctl import __version__
+from labctl.bench.client import Target
+from labctl.bench.metrics import clean
+from labctl.bench.runner import LevelProgress, Progress, outcome_of, run_level
+from labctl.errors import BadInput
+from labctl.keys import KeyStore
+from labctl.records import SCHEMA_VERSION, Runs, current_user, host_name, new_run_id, now
+from labctl.render import write_atomically
+from labctl.workloads import Workload
+
+RESULT_SCHEMA = 1
+
+
+@dataclass
+class BenchRequest:
+    workload: Workload
+    run_id: str | None = None
+    base_url: str | None = None
+    model: str | None = None
+    api_key_env: str | None = None
+    force: bool = False
+    request_timeout: float | None = 600.0
+    environment_label: str = "external"
+
+
+def new_bench_id() -> str:
+    return "b" + new_run_id()
+
+
+def resolve_target(runs: Runs, request: BenchRequest) -> tuple[Target, dict[str, Any]]:
+    if request.run_id and (request.base_url or request.model):
+        raise BadInput("give either RUN_ID or --base-url/--model, not both.")
+    key = None
+    if request.api_key_env:
+        key = os.environ.get(request.api_key_env)
+        if not key:
+            raise BadInput(f"--api-key-env {request.api_key_env}: that variable is not set or empty.")
+    if request.run_id:
+        record = runs.load(request.run_id)
+        if record["status"] != "running":
+            raise BadInput(f"run {request.run_id} is {record['status']}, not running: start it (or reproduce it) first.")
+        resident = record.get("resident") or {}
+        if key is None and resident.get("keys"):
+            key = KeyStore(runs.home).read(request.run_id)[0]
+        return Target(record["endpoint"]["base_url"], record["served_model_name"], key), record
+    if not request.base_url or not request.model:
+        raise BadInput("give a RUN_ID, or both --base-url URL and --model NAME.")
+    base = request.base_url.rstrip("/")
+    try:
+        target = Target(base, request.model, key)
+        target.parts  # noqa: B018 - validates the URL
+    except ValueError as exc:
+        raise BadInput(f"--base-url: {exc}, e.g. http://127.0.0.1:8000/v1.") from None
+    return target, external_record(runs, target, request.environment_label)
+
+
+def external_record(runs: Runs, target: Target, label: str) -> dict[str, Any]:
+    """An endpoint labctl did not start still gets a run record, so its results are stored alike."""
+    run_id = new_run_id()
+    return {
+        "schema_version": SCHEMA_VERSION, "run_id": run_id, "status": "external", "reason": None,
+        "user": current_user(), "owner": current_user(), "host": host_name(), "created_at": now(),
+        "labctl_version": __version__, "environment_label": label, "engine": "external", "profile": "-",
+        "profile_sha256": None, "resolved_profile": None, "served_model_name": target.model,
+        "image": {"reference": None, "digest": None}, "endpoint": {"base_url": target.base_url},
+        "gpus": {"ids": [], "count": 0}, "record_path": str(runs.record_path(run_id)),
+    }
+
+
+def preflight(target: Target) -> dict[str, Any]:
+    """The endpoint must answer, know the model and accept the key, before any load is sent."""
+    headers = {"Authorization": f"Bearer {target.api_key}"} if target.api_key else {}
+    try:
+        response = httpx.get(f"{target.base_url}/models", headers=headers, timeout=10)
+    except httpx.HTTPError as exc:
+        raise BadInput(f"{target.base_url} does not answer ({type(exc).__name__}: {exc}). Check the URL and that "
+                       "the engine is up (labctl status).") from None
+    if response.status_code == 401:
+        raise BadInput(f"{target.base_url} answered 401: it wants an API key. Put it in a variable and pass "
+                       "--api-key-env NAME (the key never goes on the command line).")
+    if response.status_code != 200:
+        raise BadInput(f"GET {target.base_url}/models answered {response.status_code}: {response.text[:200]}")
+    try:
+        listed = [m.get("id") for m in response.json().get("data", [])]
+    except (ValueError, AttributeError):
+        raise BadInput(f"GET {target.base_url}/models did not answer OpenAI's JSON: is this an OpenAI-compatible API?") from None
+    if target.model not in listed:
+        raise BadInput(f"model {target.model!r} is not served at {target.base_url} (it serves: {', '.join(map(str, listed))}).")
+    return {"models": listed}
+
+
+def check_batch_limits(record: dict[str, Any], workload: Workload, force: bool) -> int | None:
+    build = (record.get("resolved_profile") or {}).get("build") or None
+    if not build:
+        return None
+    limit = int(build["max_batch_size"])
+    over = [c for c in workload.spec["concurrency"] if c > limit]
+    if over and not force:
+        raise BadInput(f"run {record['run_id']}'s TensorRT engine was built with max_batch_size {limit}; concurrency "
+                       f"{', '.join(map(str, over))} would queue inside the engine and inflate TTFT. Drop those levels "
+                       "(--concurrency) or pass --force (the levels are then marked).")
+    return limit
+
+
+def client_environment() -> dict[str, Any]:
+    cpu = platform.processor() or ""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    return {"labctl_version": __version__, "python": sys.version.split()[0], "cpu": cpu, "cpu_count": os.cpu_count(),
+            "client": "labctl lean asyncio HTTP/1.1 + SSE (one process)", "host": host_name()}
+
+
+def run_bench(runs: Runs, request: BenchRequest, progress: Progress, say: Callable[[str], None]) -> tuple[dict[str, Any], Path]:
+    target, record = resolve_target(runs, request)
+    limit = check_batch_limits(record, request.workload, request.force)
+    server = preflight(target)
+    if record["status"] == "external":
+        runs.save(record)
+    bench_id = new_bench_id()
+    path = runs.dir(record["run_id"]) / "bench" / f"{bench_id}.json"
+    workload = request.workload
+    result: dict[str, Any] = {
+        "schema_version": RESULT_SCHEMA, "bench_id": bench_id, "run_id": record["run_id"], "status": "running",
+        "created_at": now(), "finished_at": None,
+        "target": {"base_url": target.base_url, "model": target.model, "engine": record["engine"],
+                   "profile": record["profile"], "environment_label": record["environment_label"],
+                   "image_digest": (record.get("image") or {}).get("digest"), "engine_version": record.get("engine_version"),
+                   "record": record.get("record_path"), "max_batch_size": limit, "models": server["models"]},
+        "workload": {"name": workload.name, "sha256": workload.sha256, "spec": workload.spec},
+        "client": client_environment(), "levels": [], "warnings": [],
+    }
+    for index, concurrency in enumerate(workload.spec["concurrency"]):
+        partial = LevelProgress()
+        try:
+            outcome = asyncio.run(run_level(target, workload, concurrency, index, request.request_timeout, progress, partial))
+        except KeyboardInterrupt:
+            outcome = outcome_of(concurrency, partial, workload.spec["request_rate"], interrupted=True)
+            result["levels"].append(_level(outcome, workload, limit))
+            result.update(status="interrupted", finished_at=now())
+            save_result(path, result)
+            say(f"interrupted: partial result saved to {path}")
+            raise
+        level = _level(outcome, workload, limit)
+        result["levels"].append(level)
+        for warning in level["warnings"]:
+            say(f"warning (c={concurrency}): {warning}")
+        save_result(path, result | {"status": "running"})
+    result.update(status="complete", finished_at=now())
+    result["warnings"] = sorted({w for level in result["levels"] for w in level["warnings"]})
+    save_result(path, result)
+    return result, path
+
+
+def _level(outcome: Any, workload: Workload, limit: int | None) -> dict[str, Any]:
+    level: dict[str, Any] = outcome.summary(workload.spec["slo"])
+    if limit is not None and outcome.concurrency > limit:
+        level["over_max_batch_size"] = True
+        level["warnings"].append(f"concurrency {outcome.concurrency} is above the engine's built max_batch_size {limit} (--force)")
+    return level
+
+
+def save_result(path: Path, result: dict[str, Any]) -> None:
+    write_atomically(path, json.dumps(clean(result), indent=1) + "\n")
+
+
+def list_results(runs: Runs, run_id: str) -> list[dict[str, Any]]:
+    folder = runs.dir(run_id) / "bench"
+    return [json.loads(p.read_text()) for p in sorted(folder.glob("*.json"))] if folder.is_dir() else []
+
+
+def find_result(runs: Runs, bench_id: str) -> tuple[dict[str, Any], Path]:
+    for run_id in runs.all_ids():
+        path = runs.dir(run_id) / "bench" / f"{bench_id}.json"
+        if path.is_file():
+            return json.loads(path.read_text()), path
+    raise BadInput(f"no bench result {bench_id} under {runs.root}. List a run's results with `labctl bench --list RUN_ID`.")
+
