@@ -39,8 +39,9 @@ def lab(tmp_path: Path) -> Path:
     shutil.copytree(REPO / "engines", root / "engines", ignore=shutil.ignore_patterns("Dockerfile"))
     shutil.copytree(REPO / "templates", root / "templates")
     (root / "compose").mkdir()
-    if (REPO / "workloads").is_dir():
-        shutil.copytree(REPO / "workloads", root / "workloads")
+    for folder in ("workloads", "suites"):
+        if (REPO / folder).is_dir():
+            shutil.copytree(REPO / folder, root / folder)
     return root
 
 

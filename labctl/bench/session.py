@@ -30,7 +30,7 @@ RESULT_SCHEMA = 1
 
 @dataclass
 class BenchRequest:
-    workload: Workload
+    workload: Workload | None
     run_id: str | None = None
     base_url: str | None = None
     model: str | None = None
@@ -134,6 +134,7 @@ def client_environment() -> dict[str, Any]:
 
 def run_bench(runs: Runs, request: BenchRequest, progress: Progress, say: Callable[[str], None]) -> tuple[dict[str, Any], Path]:
     target, record = resolve_target(runs, request)
+    assert request.workload is not None
     limit = check_batch_limits(record, request.workload, request.force)
     server = preflight(target)
     if record["status"] == "external":

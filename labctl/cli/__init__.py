@@ -9,7 +9,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from labctl.cli import benchmark, catalog, lifecycle, reproduction
+from labctl.cli import benchmark, catalog, lifecycle, quality, reproduction
 from labctl.cli.context import state
 
 app = typer.Typer(
@@ -37,6 +37,7 @@ catalog.register(app)
 lifecycle.register(app)
 reproduction.register(app)
 benchmark.register(app)
+quality.register(app)
 
 
 def main() -> None:

@@ -20,6 +20,9 @@ VOCAB = (
 ).split()
 
 
+WRONG_ANSWER = "I do not know."  # fails every kind of check: not a number, not JSON, not code
+
+
 @dataclass
 class Settings:
     model: str = "harness"
@@ -115,7 +118,7 @@ def make_answer(settings: Settings, prompt: str, max_tokens: int, ignore_eos: bo
     mapped = settings.answers.get(prompt.strip())
     if mapped is not None:
         if settings.wrong_rate and random.Random(stable_seed("wrong", settings.seed, prompt)).random() < settings.wrong_rate:
-            mapped = "WRONG " + mapped
+            mapped = WRONG_ANSWER
         words = mapped.split(" ")
         tokens = [words[0]] + [" " + w for w in words[1:]]
         natural = len(tokens)

@@ -1,0 +1,114 @@
+"""eval and suites: quality measured beside performance, under the same run id."""
+
+from __future__ import annotations
+
+import json
+import sys
+from typing import Annotated, Any, Optional
+
+import typer
+
+from labctl.cli.context import out, state, table, warn
+
+
+def register(app: typer.Typer) -> None:
+    app.command("eval")(evaluate)
+    app.command("suites")(suites)
+
+
+def _runs() -> Any:
+    from labctl.records import Runs, home_dir
+
+    return Runs(home_dir(state.lab(), state.home_option))
+
+
+def suites(
+    name: Annotated[Optional[str], typer.Argument(help="One suite (default: list them all).")] = None,
+    answer_map: Annotated[bool, typer.Option(help="Print the suite's reference answers as the harness engine's --answers JSON.")] = False,
+) -> None:
+    """List quality suites with their versions, or print one suite's answer map for the harness engine.
+
+    Example: labctl suites coding --answer-map > answers.json
+    """
+    from labctl.suites import list_suites, load_suite
+
+    lab = state.lab()
+    if name:
+        suite = load_suite(lab, name)
+        if answer_map:
+            print(json.dumps(suite.answer_map(), indent=1))
+            return
+        out(f"{suite.name} {suite.full_version}: {suite.description}")
+        out(table([[c.id, c.check["kind"], c.prompt[:70]] for c in suite.cases], ["CASE", "CHECK", "PROMPT"]))
+        return
+    rows = []
+    for suite_name in list_suites(lab):
+        suite = load_suite(lab, suite_name)
+        rows.append([suite.name, suite.full_version, str(len(suite.cases)), suite.description])
+    out(table(rows, ["SUITE", "VERSION", "CASES", "DESCRIPTION"]))
+
+
+def evaluate(
+    run_id: Annotated[Optional[str], typer.Argument(help="A running labctl run (or use --base-url and --model).")] = None,
+    suite: Annotated[Optional[str], typer.Option(help="The suite (suites/NAME/suite.yaml).")] = None,
+    base_url: Annotated[Optional[str], typer.Option(help="Any OpenAI-compatible base URL.")] = None,
+    model: Annotated[Optional[str], typer.Option(help="The served model name (with --base-url).")] = None,
+    api_key_env: Annotated[Optional[str], typer.Option(help="Name of the variable holding the API key.")] = None,
+    environment_label: Annotated[str, typer.Option(help="Label for an endpoint labctl did not start.")] = "external",
+    concurrency: Annotated[int, typer.Option(help="Cases asked at once.")] = 8,
+    timeout: Annotated[float, typer.Option(help="Seconds one answer may take.")] = 300.0,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the whole result as JSON.")] = False,
+    diff: Annotated[Optional[tuple[str, str]], typer.Option("--diff", help="Two evaluation ids: list the cases that flipped.")] = None,
+    list_run: Annotated[Optional[str], typer.Option("--list", help="List the evaluations of this run.")] = None,
+) -> None:
+    """Run a quality suite against a run; verdicts are stored beside its record.
+
+    Example: labctl eval 20261203-015815-a1b2c3 --suite coding
+    """
+    from labctl.bench.session import BenchRequest
+    from labctl.errors import BadInput
+    from labctl.evaluation import diff_evals, find_eval, list_evals, run_eval
+    from labctl.suites import load_suite
+
+    runs = _runs()
+    if diff:
+        flips = diff_evals(find_eval(runs, diff[0]), find_eval(runs, diff[1]))
+        if as_json:
+            print(json.dumps(flips))
+        elif flips:
+            out(table([[f["id"], f["was"], f["now"], f["reason"][:80]] for f in flips], ["CASE", "WAS", "NOW", "REASON NOW"]))
+        else:
+            out("no case flipped")
+        return
+    if list_run:
+        rows = [[e["eval_id"], e["suite"]["name"], e["suite"]["full_version"], f"{e['score']:.1%}", e["created_at"][:19]]
+                for e in list_evals(runs, list_run)]
+        out(table(rows, ["EVAL", "SUITE", "VERSION", "SCORE", "CREATED"]) if rows else f"no evaluations for run {list_run}")
+        return
+    if not suite:
+        raise BadInput("--suite NAME is required (see `labctl suites`).")
+    chosen = load_suite(state.lab(), suite)
+    request = BenchRequest(workload=None, run_id=run_id, base_url=base_url, model=model,
+                           api_key_env=api_key_env, environment_label=environment_label)
+    live = sys.stderr.isatty() and not as_json
+
+    def progress(done: int, total: int) -> None:
+        if live:
+            sys.stderr.write(f"\r{done}/{total} (answers, then checks)")
+            sys.stderr.flush()
+
+    result, path = run_eval(runs, chosen, request, concurrency, timeout, progress)
+    if live:
+        sys.stderr.write("\n")
+    if as_json:
+        print(json.dumps(result))
+        return
+    out(f"eval {result['eval_id']}: {result['suite']['name']} {result['suite']['full_version']} on "
+        f"{result['target']['engine']}/{result['target']['profile']}: {result['passed']}/{result['total']} "
+        f"passed ({result['score']:.1%})")
+    failed = [c for c in result["cases"] if not c["passed"]]
+    if failed:
+        out(table([[c["id"], c["check"], c["reason"][:90]] for c in failed], ["FAILED CASE", "CHECK", "REASON"]))
+    out(f"result: {path}")
+    if result["passed"] == 0:
+        warn("warning: no case passed")
