@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test test-fast venv docker-lab harness-image bench-cli bench-harness bench-up bench-client typecheck clean
+.PHONY: demo test test-deps test-fast venv docker-lab harness-image bench-cli bench-harness bench-up bench-client typecheck clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -19,7 +19,10 @@ docker-lab:
 harness-image: $(STAMP) docker-lab
 	bash scripts/harness-image.sh
 
-test: $(STAMP) docker-lab harness-image
+test-deps:
+	bash scripts/test-deps.sh
+
+test: $(STAMP) docker-lab harness-image test-deps
 	$(PY) -m pytest -q
 
 test-fast: $(STAMP)

@@ -14,6 +14,8 @@ from labctl.cli.context import out, state, table, warn
 def register(app: typer.Typer) -> None:
     app.command("eval")(evaluate)
     app.command("suites")(suites)
+    app.command("compare")(compare)
+    app.command("report")(report)
 
 
 def _runs() -> Any:
@@ -112,3 +114,52 @@ def evaluate(
     out(f"result: {path}")
     if result["passed"] == 0:
         warn("warning: no case passed")
+
+
+def compare(
+    ids: Annotated[list[str], typer.Argument(help="Bench ids (or run ids: their latest complete result).")],
+    fmt: Annotated[str, typer.Option("--format", help="table, markdown, csv or json.")] = "table",
+    allow_mismatch: Annotated[bool, typer.Option(help="Show results measured under different rules, cells marked ✗.")] = False,
+) -> None:
+    """Put results side by side only when measured under the same rules (checklist first).
+
+    Example: labctl compare b20261203-020000-aaaaaa b20261203-021500-bbbbbb --format markdown
+    """
+    from labctl.compare import compare as gather
+    from labctl.errors import BadInput
+    from labctl.tables import FORMATS, checklist_lines, render
+
+    if fmt not in FORMATS:
+        raise BadInput(f"--format {fmt!r}: choose one of {', '.join(FORMATS)}.")
+    checks, rows, _ = gather(_runs(), ids, allow_mismatch)
+    if not all(c.ok for c in checks) and not allow_mismatch:
+        out("\n".join(checklist_lines(checks)))
+        failed = ", ".join(c.rule for c in checks if not c.ok)
+        raise BadInput(f"these results were not measured under the same rules ({failed}): no table. "
+                       "Pass --allow-mismatch to see them side by side with the differing cells marked.")
+    out(render(checks, rows, fmt).rstrip("\n"))
+
+
+def report(
+    ids: Annotated[list[str], typer.Argument(help="Bench ids (or run ids).")],
+    output: Annotated[str, typer.Option("-o", "--output", help="The report folder to write.")],
+    allow_mismatch: Annotated[bool, typer.Option(help="Report results measured under different rules (marked).")] = False,
+) -> None:
+    """Write a report folder: Markdown, PNG plots and a static index.html.
+
+    Example: labctl report b20261203-020000-aaaaaa b20261203-021500-bbbbbb -o reports/qwen3-32b
+    """
+    from pathlib import Path
+
+    from labctl.compare import compare as gather
+    from labctl.errors import BadInput
+    from labctl.report import write_report
+    from labctl.tables import checklist_lines
+
+    checks, rows, entries = gather(_runs(), ids, allow_mismatch)
+    if not all(c.ok for c in checks) and not allow_mismatch:
+        out("\n".join(checklist_lines(checks)))
+        raise BadInput("these results were not measured under the same rules: no report. Pass --allow-mismatch to "
+                       "write one with the differing cells marked.")
+    folder = write_report(Path(output), checks, rows, entries)
+    out(str(folder / "index.html"))
