@@ -19,6 +19,7 @@ from typing import Any
 
 from labctl import __version__
 from labctl.harness.model import Answer, Schedule, Settings, count_tokens, make_answer, stable_seed
+from labctl.harness.stepper import Stepper, StreamJob, frame
 
 REASONS = {200: "OK", 400: "Bad Request", 401: "Unauthorized", 404: "Not Found", 405: "Method Not Allowed",
            408: "Request Timeout", 411: "Length Required", 413: "Payload Too Large",
@@ -63,6 +64,7 @@ class Harness:
         self.rng = random.Random(settings.seed)
         self.created = int(time.time())
         self.arrived_at = 0.0
+        self.stepper = Stepper()
 
     # --- lifecycle -------------------------------------------------------------------------------
     async def serve(self) -> None:
@@ -286,34 +288,14 @@ class Harness:
         if self.s.drop_stream_rate and self.rng.random() < self.s.drop_stream_rate:
             drop_at = max(1, len(answer.tokens) // 2)
         tokens = answer.tokens
-        due = schedule.first
-        i = 0
-        while i < len(tokens):
-            delay = due - self.loop.time()
-            if delay > 0:
-                await asyncio.sleep(delay)
-            now = self.loop.time()
-            if i == 0:
-                self.lateness.append(now - schedule.first)
-            parts: list[bytes] = []
-            while i < len(tokens) and due <= now:  # everything already due goes out in one write
-                if i == drop_at:
-                    self.counters["streams_dropped_total"] += 1
-                    writer.write(frame(b"".join(parts)))
-                    writer.transport.abort()
-                    return
-                parts.append(b"data: " + prefix + json.dumps(tokens[i]).encode() + suffix + b"\n\n")
-                i += 1
-                if i < len(tokens):
-                    due += schedule.gap(self.running)
-            if writer.is_closing():
-                return  # the client went away: free the slot
-            writer.write(frame(b"".join(parts)))
-            if writer.transport.get_write_buffer_size() > 65536:  # only a slow reader needs waiting for
-                try:
-                    await writer.drain()
-                except ConnectionError:
-                    return
+        job = StreamJob(writer, tokens, prefix, suffix, schedule.first, lambda: schedule.gap(self.running),
+                        self.lateness, drop_at)
+        self.stepper.add(job)
+        outcome = await job.finished
+        if outcome == "dropped":
+            self.counters["streams_dropped_total"] += 1
+        if outcome != "complete":
+            return
         tail = []
         if chat:
             tail.append({"id": rid, "object": "chat.completion.chunk", "created": created, "model": self.s.model,
@@ -345,10 +327,6 @@ class Harness:
         values = list(self.lateness)
         return {"count": len(values), "p50_ms": _percentile(values, 50) * 1000, "p99_ms": _percentile(values, 99) * 1000,
                 "max_ms": max(values, default=0.0) * 1000}
-
-
-def frame(data: bytes) -> bytes:
-    return b"%x\r\n%b\r\n" % (len(data), data) if data else b""
 
 
 def usage_of(request: dict[str, Any], completion_tokens: int) -> dict[str, int]:
