@@ -77,8 +77,15 @@ async def throughput(port: int, clients: int, seconds: float) -> float:
 
 
 async def lateness(port: int, clients: int) -> dict[str, float]:
+    """One warm-up round (connections opened), then four measured rounds on the same connections."""
+    req = request_bytes(port, 64)
+    conns = [await asyncio.open_connection("127.0.0.1", port) for _ in range(clients)]
+    await asyncio.gather(*(stream_once(r, w, req) for r, w in conns))
     urllib.request.urlopen(urllib.request.Request(f"http://127.0.0.1:{port}/harness/lateness", method="DELETE"))
-    await asyncio.gather(*(client_loop(port, request_bytes(port, 64), 0, 2) for _ in range(clients)))
+    for _ in range(4):
+        await asyncio.gather(*(stream_once(r, w, req) for r, w in conns))
+    for _, w in conns:
+        w.close()
     return json.load(urllib.request.urlopen(f"http://127.0.0.1:{port}/harness/lateness"))
 
 

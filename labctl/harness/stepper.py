@@ -10,7 +10,9 @@ import json
 from collections import deque
 from collections.abc import Callable
 
-SLOW_READER_BYTES = 4 * 1024 * 1024  # a client this far behind is cut off rather than buffered forever
+SLOW_READER_BYTES = 4 * 1024 * 1024
+# epoll wakes on whole milliseconds, rounded up: wake this much early and poll I/O until the due time.
+EARLY = 0.001  # a client this far behind is cut off rather than buffered forever
 
 
 def frame(data: bytes) -> bytes:
@@ -80,12 +82,17 @@ class Stepper:
             if self.timer is not None:
                 self.timer.cancel()
             self.armed_for = earliest
-            self.timer = self.loop.call_at(earliest, self._step)
+            self.timer = self.loop.call_at(earliest - EARLY, self._step)
 
     def _step(self) -> None:
         self.timer, self.armed_for = None, float("inf")
         now = self.loop.time()
         heap = self.heap
+        if heap and heap[0][0] > now:
+            # woken early on purpose: keep serving I/O (zero-timeout polls) until the step is due
+            self.timer = self.loop.call_soon(self._step)  # type: ignore[assignment]
+            self.armed_for = heap[0][0]
+            return
         while heap and heap[0][0] <= now:
             _, _, job = heapq.heappop(heap)
             try:
