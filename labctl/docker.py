@@ -9,12 +9,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from python_on_whales import Container, DockerClient, docker
+from python_on_whales import Container, DockerClient, client_config, docker
 from python_on_whales.exceptions import DockerException, NoSuchContainer, NoSuchImage
 
 from labctl.errors import LabctlError
 
 RUN_LABEL = "labctl.run_id"
+# python-on-whales re-runs `docker inspect` on every attribute read older than 10 ms: ~50 ms each.
+# labctl reads labels, names and commands (which do not change) from one inspection, and asks for a
+# fresh one explicitly where state matters (container_state).
+client_config.CACHE_VALIDITY_PERIOD = 3600.0
 
 
 @contextmanager
