@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test test-deps test-fast venv docker-lab harness-image bench-cli bench-harness bench-up bench-client typecheck clean
+.PHONY: demo test test-deps test-fast venv docker-lab harness-image bench-cli bench-harness bench-up bench-client typecheck lint clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -33,6 +33,9 @@ demo: $(STAMP) docker-lab harness-image
 
 typecheck: $(STAMP)
 	$(PY) -m mypy labctl
+
+lint: $(STAMP)
+	$(VENV)/bin/ruff check --select F,E9 labctl tests scripts
 
 bench-cli: $(STAMP)
 	$(PY) scripts/bench_cli.py

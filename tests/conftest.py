@@ -7,6 +7,7 @@ import os
 import shutil
 import subprocess
 import sys
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -73,3 +74,14 @@ def docker_engine() -> None:
         _missing("no Docker Engine answers `docker info`")
     if not compose_available():
         _missing("the Compose v2 plugin is not installed")
+
+
+@pytest.fixture
+def home(tmp_path: Path, docker_engine: None) -> Iterator[Path]:
+    """LABCTL_HOME for tests that start containers; every container its runs left is removed after."""
+    from lifecycle_helpers import remove_runs
+
+    folder = tmp_path / "home"
+    folder.mkdir()
+    yield folder
+    remove_runs(folder)

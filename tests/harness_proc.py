@@ -45,3 +45,16 @@ def harness(*args: str, model: str = "harness", ready: bool = True, env: dict[st
             proc.wait(5)
         except subprocess.TimeoutExpired:
             proc.kill()
+
+
+def wait_healthy(url: str, seconds: float = 60) -> None:
+    """Poll GET url/health until it answers 200."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        try:
+            if httpx.get(url + "/health", timeout=1).status_code == 200:
+                return
+        except httpx.TransportError:
+            pass
+        time.sleep(0.05)
+    raise AssertionError(f"{url} did not become healthy within {seconds:g} s")

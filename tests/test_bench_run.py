@@ -4,23 +4,16 @@ without ever being shown)."""
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from harness_proc import free_port
-from lifecycle_helpers import labctl, remove_runs, up, write_profile
+from lifecycle_helpers import labctl, up, write_profile
 
 pytestmark = pytest.mark.docker
 
 
-@pytest.fixture
-def home(tmp_path: Path, docker_engine: None) -> Iterator[Path]:
-    home = tmp_path / "home"
-    home.mkdir()
-    yield home
-    remove_runs(home)
 
 
 def test_bench_a_labctl_run(lab: Path, home: Path) -> None:

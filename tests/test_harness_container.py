@@ -4,11 +4,9 @@ file, spoken to with the openai SDK; and profile values reaching a real containe
 from __future__ import annotations
 
 import subprocess
-import time
 import uuid
 from pathlib import Path
 
-import httpx
 import openai
 import pytest
 import yaml
@@ -19,7 +17,7 @@ from labctl.render import RenderOptions, render_compose
 from labctl.sourcefile import SourceFile
 
 from conftest import REPO
-from harness_proc import free_port
+from harness_proc import free_port, wait_healthy
 
 pytestmark = pytest.mark.docker
 LAB = Lab(REPO)
@@ -38,15 +36,7 @@ def test_smoke_container_with_openai_sdk(tmp_path: Path, docker_engine: None) ->
     up = compose(path, project, "up", "-d")
     assert up.returncode == 0, up.stderr
     try:
-        deadline = time.monotonic() + 20
-        while True:
-            try:
-                if httpx.get(f"http://127.0.0.1:{port}/health", timeout=1).status_code == 200:
-                    break
-            except httpx.TransportError:
-                pass
-            assert time.monotonic() < deadline, compose(path, project, "logs").stdout
-            time.sleep(0.05)
+        wait_healthy(f"http://127.0.0.1:{port}", 20)
         client = openai.OpenAI(base_url=f"http://127.0.0.1:{port}/v1", api_key="none", max_retries=0)
         reply = client.chat.completions.create(model="harness-smoke", messages=[{"role": "user", "content": "hi"}], max_tokens=4)
         assert reply.usage.completion_tokens == len(reply.choices[0].message.content.split())

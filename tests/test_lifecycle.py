@@ -9,10 +9,8 @@ import json
 import os
 import signal
 import subprocess
-import sys
 import time
 import urllib.request
-from collections.abc import Iterator
 from pathlib import Path
 
 import openai
@@ -25,12 +23,6 @@ from lifecycle_helpers import containers_of, labctl, record, remove_runs, up, wr
 pytestmark = pytest.mark.docker
 
 
-@pytest.fixture
-def home(tmp_path: Path, docker_engine: None) -> Iterator[Path]:
-    home = tmp_path / "home"
-    home.mkdir()
-    yield home
-    remove_runs(home)
 
 
 def registry_digest(repo: str, tag: str) -> str:

@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import json
 import subprocess
-import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
@@ -13,18 +11,12 @@ import pytest
 import yaml
 
 from conftest import run_labctl
-from harness_proc import free_port
-from lifecycle_helpers import IMAGE, containers_of, labctl, record, remove_runs, up, write_profile
+from harness_proc import free_port, wait_healthy
+from lifecycle_helpers import IMAGE, labctl, record, remove_runs, up, write_profile
 
 pytestmark = pytest.mark.docker
 
 
-@pytest.fixture
-def home(tmp_path: Path, docker_engine: None) -> Iterator[Path]:
-    home = tmp_path / "home"
-    home.mkdir()
-    yield home
-    remove_runs(home)
 
 
 @pytest.fixture
@@ -126,15 +118,7 @@ def test_show_docker_run_starts_an_answering_engine(lab: Path, home: Path) -> No
     command = command.replace(f"--name labctl-{info['run_id']}", "--name labctl-docker-run-test")
     try:
         subprocess.run(["bash", "-c", command], check=True, capture_output=True)
-        deadline = time.monotonic() + 20
-        while True:
-            try:
-                if httpx.get(f"http://127.0.0.1:{port}/health").status_code == 200:
-                    break
-            except httpx.TransportError:
-                pass
-            assert time.monotonic() < deadline
-            time.sleep(0.1)
+        wait_healthy(f"http://127.0.0.1:{port}", 20)
         assert httpx.post(f"http://127.0.0.1:{port}/v1/completions",
                           json={"model": "harness-test", "prompt": "a", "max_tokens": 2}).status_code == 200
     finally:

@@ -7,38 +7,18 @@ import json
 import os
 import subprocess
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
-import httpx
 import openai
 import pytest
 
 from conftest import REPO
-from harness_proc import free_port
-from lifecycle_helpers import containers_of, labctl, record, remove_runs, up, write_profile
+from harness_proc import free_port, wait_healthy
+from lifecycle_helpers import containers_of, labctl, record, up, write_profile
 
 pytestmark = pytest.mark.docker
 
 
-@pytest.fixture
-def home(tmp_path: Path, docker_engine: None) -> Iterator[Path]:
-    home = tmp_path / "home"
-    home.mkdir()
-    yield home
-    remove_runs(home)
-
-
-def wait_healthy(url: str, seconds: float = 60) -> None:
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        try:
-            if httpx.get(url + "/health", timeout=1).status_code == 200:
-                return
-        except httpx.TransportError:
-            pass
-        time.sleep(0.1)
-    raise AssertionError(f"{url} did not become healthy")
 
 
 def start_resident(lab: Path, home: Path, *args: str) -> tuple[dict, str, str]:

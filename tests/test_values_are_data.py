@@ -16,7 +16,7 @@ from labctl.profiles import check_profile_spec, load_profile, Profile
 from labctl.render import RenderOptions, render_compose
 from labctl.sourcefile import SourceFile
 
-from conftest import REPO, compose_available
+from conftest import REPO
 
 LAB = Lab(REPO)
 BASE = load_profile(LAB, "vllm", "qwen3-32b")

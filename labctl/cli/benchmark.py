@@ -16,11 +16,6 @@ def register(app: typer.Typer) -> None:
     app.command("workloads")(workloads)
 
 
-def _runs() -> Any:
-    from labctl.records import Runs, home_dir
-
-    return Runs(home_dir(state.lab(), state.home_option))
-
 
 def _levels(text: str | None) -> list[int] | None:
     from labctl.errors import BadInput
@@ -73,7 +68,7 @@ def bench(
     from labctl.errors import BadInput
     from labctl.workloads import load_workload, with_overrides
 
-    runs = _runs()
+    runs = state.runs()
     if list_run:
         rows = [[r["bench_id"], r["workload"]["name"], r["workload"]["sha256"][:12], r["status"],
                  ",".join(str(level["concurrency"]) for level in r["levels"]), r["created_at"][:19]]

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from labctl.lab import Lab
+    from labctl.records import Runs
 
 
 @dataclass
@@ -20,6 +21,11 @@ class State:
         from labctl.lab import find_lab
 
         return find_lab(self.lab_option)
+
+    def runs(self) -> Runs:
+        from labctl.records import Runs, home_dir
+
+        return Runs(home_dir(self.lab(), self.home_option))
 
 
 state = State()

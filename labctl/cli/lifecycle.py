@@ -17,11 +17,6 @@ def register(app: typer.Typer) -> None:
         app.command(name)(func)
 
 
-def _runs() -> Any:
-    from labctl.records import Runs, home_dir
-
-    return Runs(home_dir(state.lab(), state.home_option))
-
 
 def _progress() -> Any:
     """A live status line on a terminal; silence elsewhere (logs and CI stay clean)."""
@@ -65,7 +60,7 @@ def up(
                         replace=replace, allow_unpinned=allow_unpinned, allow_unsupported=allow_unsupported,
                         owner=owner, cache_dir=cache_dir, quiet_pull=as_json or not sys.stderr.isatty(),
                         resident=resident, bind=bind, key_file=key_file, keys=keys, allow_no_auth=allow_no_auth)
-    record = start(state.lab(), _runs(), request, say=warn, progress=_progress())
+    record = start(state.lab(), state.runs(), request, say=warn, progress=_progress())
     info = summary(record)
     if as_json:
         print(json.dumps(info))
@@ -97,7 +92,7 @@ def down(
     from labctl.lifecycle import stop_run
     from labctl.records import current_user, is_run_id
 
-    runs = _runs()
+    runs = state.runs()
     live = live_runs(runs, probe=False)
     if target is None:
         chosen = live
@@ -128,7 +123,7 @@ def status(as_json: Annotated[bool, typer.Option("--json", help="Print a JSON li
     from labctl.deployments import observe
     from labctl.inventory import live_runs
 
-    store = _runs()
+    store = state.runs()
     live = live_runs(store)
     for run in live:
         observe(store, run)
@@ -168,7 +163,7 @@ def logs(
     from labctl import docker as dk
     from labctl.errors import BadInput
 
-    runs = _runs()
+    runs = state.runs()
     containers = [c for c in dk.labctl_containers(run_id=run_id) if dk.service_of(c) == "serve"]
     if containers:
         if follow:
@@ -190,7 +185,7 @@ def runs() -> None:
 
     Example: labctl runs
     """
-    store = _runs()
+    store = state.runs()
     rows = []
     for run_id in store.all_ids():
         r = store.load(run_id)
@@ -211,7 +206,7 @@ def show(
 
     Example: labctl show 20261203-015815-a1b2c3 --docker-run
     """
-    runs = _runs()
+    runs = state.runs()
     record = runs.load(run_id)
     if docker_run:
         from labctl.docker_run import docker_run_commands
@@ -264,7 +259,7 @@ def share(
     from labctl.deployments import share as access
     from labctl.deployments import snippets
 
-    info = access(_runs(), run_id)
+    info = access(state.runs(), run_id)
     if as_json:
         print(json.dumps({"base_url": info["base_url"], "model": info["model"], "api_key": info["api_key"]}))
         return
@@ -287,6 +282,6 @@ def rotate_key(
     from labctl.deployments import rotate_key as rotate
     from labctl.records import current_user
 
-    resident = rotate(_runs(), run_id, current_user(), key_file, keys)
+    resident = rotate(state.runs(), run_id, current_user(), key_file, keys)
     out(f"rotated {resident['keys']} key(s) of run {run_id} ({', '.join(resident['key_fingerprints'])}); "
         f"hand them out with: labctl share {run_id}")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import sys
-from typing import Annotated, Any, Optional
+from typing import Annotated, Optional
 
 import typer
 
@@ -17,11 +17,6 @@ def register(app: typer.Typer) -> None:
     app.command("compare")(compare)
     app.command("report")(report)
 
-
-def _runs() -> Any:
-    from labctl.records import Runs, home_dir
-
-    return Runs(home_dir(state.lab(), state.home_option))
 
 
 def suites(
@@ -72,7 +67,7 @@ def evaluate(
     from labctl.evaluation import diff_evals, find_eval, list_evals, run_eval
     from labctl.suites import load_suite
 
-    runs = _runs()
+    runs = state.runs()
     if diff:
         flips = diff_evals(find_eval(runs, diff[0]), find_eval(runs, diff[1]))
         if as_json:
@@ -131,7 +126,7 @@ def compare(
 
     if fmt not in FORMATS:
         raise BadInput(f"--format {fmt!r}: choose one of {', '.join(FORMATS)}.")
-    checks, rows, _ = gather(_runs(), ids, allow_mismatch)
+    checks, rows, _ = gather(state.runs(), ids, allow_mismatch)
     if not all(c.ok for c in checks) and not allow_mismatch:
         out("\n".join(checklist_lines(checks)))
         failed = ", ".join(c.rule for c in checks if not c.ok)
@@ -156,7 +151,7 @@ def report(
     from labctl.report import write_report
     from labctl.tables import checklist_lines
 
-    checks, rows, entries = gather(_runs(), ids, allow_mismatch)
+    checks, rows, entries = gather(state.runs(), ids, allow_mismatch)
     if not all(c.ok for c in checks) and not allow_mismatch:
         out("\n".join(checklist_lines(checks)))
         raise BadInput("these results were not measured under the same rules: no report. Pass --allow-mismatch to "

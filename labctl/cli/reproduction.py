@@ -10,7 +10,6 @@ import typer
 from labctl.cli.context import out, state, table, warn
 
 if TYPE_CHECKING:
-    from labctl.records import Runs
     from labctl.reproduce import Export
 
 
@@ -19,11 +18,6 @@ def register(app: typer.Typer) -> None:
     app.command("reproduce")(reproduce)
     app.command("diff")(diff)
 
-
-def _runs() -> Runs:
-    from labctl.records import Runs, home_dir
-
-    return Runs(home_dir(state.lab(), state.home_option))
 
 
 def export(
@@ -39,7 +33,7 @@ def export(
     from labctl.render import write_atomically
     from labctl.reproduce import dump_export, export_from_run
 
-    text = dump_export(export_from_run(_runs(), run_id).doc)
+    text = dump_export(export_from_run(state.runs(), run_id).doc)
     if output:
         write_atomically(Path(output), text)
         out(output)
@@ -68,7 +62,7 @@ def reproduce(
     from labctl.reproduce import ReproduceRequest
     from labctl.reproduce import reproduce as rebuild
 
-    record = rebuild(state.lab(), _runs(), ReproduceRequest(
+    record = rebuild(state.lab(), state.runs(), ReproduceRequest(
         source=source, gpus=parse_gpu_ids(gpus), port=parse_port(port), cache_dir=cache_dir, force=force,
         owner=owner, timeout=timeout), say=warn)
     info = summary(record)
@@ -92,7 +86,7 @@ def diff(
     from labctl.reproduce import load_source
     from labctl.setups import compare, setup_view
 
-    runs = _runs()
+    runs = state.runs()
     views = []
     for source in (a, b):
         exported = load_source(runs, source)
