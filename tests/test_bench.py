@@ -151,3 +151,17 @@ def test_tensorrt_batch_limit_refused_unless_forced(lab: Path, tmp_path: Path) -
         assert forced.code == 0, forced.stderr
         levels = json.loads(forced.stdout)["levels"]
         assert "over_max_batch_size" not in levels[0] and levels[1]["over_max_batch_size"] is True
+
+
+def test_open_loop_arrivals(lab: Path, tmp_path: Path) -> None:
+    (lab / "workloads" / "poisson.yaml").write_text(
+        "description: open loop\ndataset: {kind: random, input_len: 8, output_len: 4}\nrequests: 30\n"
+        "concurrency: [4]\nrequest_rate: 15\nburstiness: 1.0\nwarmup_per_concurrency: 0\n")
+    with harness("--ttft-ms", "5", "--tpot-ms", "2", model="truth") as (base, _):
+        result = bench(lab, tmp_path / "h", "--base-url", f"{base}/v1", "--model", "truth", "--workload", "poisson", "--json")
+    assert result.code == 0, result.stderr
+    level = json.loads(result.stdout)["levels"][0]
+    assert level["completed"] == 30 and level["target_rate"] == 15
+    # 30 gamma(1) gaps at 15/s take about 2 s: the loop paced them instead of sending all at once
+    assert 0.8 < level["duration_s"] < 5 and level["achieved_rate"] < 40
+    assert level["mean_queue_ms"] >= 0
