@@ -20,7 +20,7 @@ from labctl.profiles import Profile, check_profile_spec, with_overrides
 from labctl.records import SCHEMA_VERSION, Runs, is_run_id
 from labctl.render import RenderOptions, render_compose
 from labctl.setups import canonical_compose, sha256_text
-from labctl.sourcefile import SourceFile, parse_yaml_mapping
+from labctl.sourcefile import SourceFile, load_yaml_mapping
 
 EXPORT_SCHEMA = 1
 HOST_KEYS = ("port", "host")  # resolved-profile values that belong to the host, not the setup
@@ -143,13 +143,7 @@ _REQUIRED = {
 
 
 def load_export(path: Path) -> Export:
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise BadInput(f"{path}: file not found (give an export file or a run id).") from None
-    except UnicodeDecodeError:
-        raise BadInput(f"{path}: not UTF-8 text: not a labctl export.") from None
-    src = parse_yaml_mapping(text, path, str(path))
+    src = load_yaml_mapping(path)
     doc = src.data
     version = doc.get("labctl_export")
     if not isinstance(version, int):
