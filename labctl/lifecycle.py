@@ -15,7 +15,7 @@ from typing import Any
 
 from labctl import __version__
 from labctl import docker as dk
-from labctl.errors import BadInput, LabctlError
+from labctl.errors import BadInput, Conflict, LabctlError
 from labctl.health import check_openai_api, wait_until_ready
 from labctl.lab import Lab
 from labctl.lock import host_lock
@@ -178,6 +178,11 @@ class Starter:
         foreign = foreign_gpu_processes(profile, found_gpus)
         replaced: list[str] = []
         if (conflicts or port_holders) and self.request.replace:
+            me = self.request.owner or current_user()
+            guarded = [h for h in conflicts + port_holders if h.resident and h.owner != me]
+            if guarded:
+                raise Conflict(f"--replace will not stop {guarded[0].describe()}: it is {guarded[0].owner}'s resident "
+                               f"deployment. Stop it first: labctl down {guarded[0].run_id} --force --reason \"why\".")
             for holder in {h.run_id: h for h in conflicts + port_holders}.values():
                 self.say(f"replacing {holder.describe()}")
                 stop_run(self.runs, holder.run_id, by=self.request.owner or current_user(),
@@ -192,8 +197,6 @@ class Starter:
         if port_holders:
             raise refuse(f"port {profile.spec['port']}", port_holders)
         if port_in_use(profile.spec["host"], profile.spec["port"]):
-            from labctl.errors import Conflict
-
             raise Conflict(f"port {profile.spec['port']} on {profile.spec['host']} is in use by a process labctl did "
                            f"not start. Pick another with --port N (or stop it: ss -ltnp 'sport = :{profile.spec['port']}').")
         return replaced

@@ -168,3 +168,15 @@ def test_trtllm_resident_beyond_loopback_needs_allow_no_auth(lab: Path, home: Pa
                     "--bind", "0.0.0.0")
     assert result.code == 2
     assert "trtllm cannot check API keys" in result.stderr and "--allow-no-auth" in result.stderr
+
+
+def test_replace_does_not_stop_another_owners_resident_deployment(lab: Path, home: Path) -> None:
+    write_profile(lab, "held", free_port(), gpus=["6"])
+    held = up(lab, home, "held", "--resident", "--owner", "alice")
+    assert held.code == 0, held.stderr
+    run_id = json.loads(held.stdout)["run_id"]
+    write_profile(lab, "taker", free_port(), gpus=["6"])
+    result = up(lab, home, "taker", "--replace")
+    assert result.code == 3
+    assert f"--replace will not stop harness/held (run {run_id}, owner alice" in result.stderr
+    assert containers_of(run_id)
