@@ -40,6 +40,8 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict]:
             run = json.loads(up(lab, home, name).stdout)["run_id"]
             ids[name + "_run"] = run
             ids[name] = json.loads(labctl(lab, home, "bench", run, *BENCH, "--json").stdout)["bench_id"]
+            evaluated = labctl(lab, home, "eval", run, "--suite", "short-answer", "--json")
+            assert evaluated.code == 0, evaluated.stderr
         other = labctl(lab, home, "bench", ids["fast_run"], *BENCH[:-1], "16", "--json")
         ids["other_workload"] = json.loads(other.stdout)["bench_id"]
         yield {"lab": lab, "home": home, **ids}
@@ -61,6 +63,22 @@ def test_same_rules_table(world: dict) -> None:
     assert csv_text.splitlines()[0].startswith("engine,profile,digest") and len(csv_text.splitlines()) == 5
     md = labctl(world["lab"], world["home"], "compare", world["fast"], world["slow"], "--format", "markdown").stdout
     assert "| engine | profile |" in md and "- ✓ model family and revision" in md
+    assert all(r["quality"] == "short-answer 0%" for r in as_json["rows"])  # random words answer no question
+    assert "✓ quality suite version: short-answer 1.0+" in result.stdout
+
+
+def test_other_suite_version_refused(world: dict) -> None:
+    lab, home = world["lab"], world["home"]
+    suite = lab / "suites" / "short-answer" / "suite.yaml"
+    original = suite.read_text()
+    suite.write_text(original.replace("version: '1.0'", "version: '1.1'"))
+    try:
+        newer = json.loads(labctl(lab, home, "eval", world["slow_run"], "--suite", "short-answer", "--json").stdout)
+        refused = labctl(lab, home, "compare", world["fast"], world["slow"])
+        assert refused.code == 2 and "✗ quality suite version" in refused.stdout
+    finally:
+        suite.write_text(original)
+        (home / "runs" / world["slow_run"] / "eval" / f"{newer['eval_id']}.json").unlink()
 
 
 def test_other_workload_refused_then_marked(world: dict) -> None:
