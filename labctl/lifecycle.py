@@ -29,6 +29,7 @@ from labctl.render import build_key, render_compose, write_atomically
 from labctl.keys import KeyStore, fingerprint
 from labctl.resident import RESTART_POLICY, ResidentPlan, check_bind, image_user_ids, plan_resident
 from labctl.setups import canonical_compose, sha256_text
+from labctl.teardown import project_name, save_logs, stop_run, take_down
 
 Say = Callable[[str], None]
 
@@ -60,10 +61,6 @@ class UpRequest:
 def base_url(host: str, port: int | str) -> str:
     reach = "127.0.0.1" if host in ("0.0.0.0", "") else ("[::1]" if host == "::" else host)
     return f"http://{reach}:{port}"
-
-
-def project_name(run_id: str) -> str:
-    return f"labctl-{run_id}"
 
 
 def load_placed_profile(lab: Lab, request: UpRequest) -> Profile:
@@ -382,39 +379,3 @@ class Starter:
 
 def up(lab: Lab, runs: Runs, request: UpRequest, say: Say, progress: Say | None = None) -> dict[str, Any]:
     return Starter(lab, runs, request, say, progress).run()
-
-
-def take_down(project: str) -> None:
-    from python_on_whales import DockerClient
-
-    with dk.docker_errors(f"docker compose down ({project})"):
-        DockerClient(compose_project_name=project).compose.down(timeout=10, quiet=True, remove_orphans=True)
-
-
-def save_logs(runs: Runs, run_id: str) -> None:
-    """Keep the engine's logs beside the record before the container goes away."""
-    for container in dk.labctl_containers(run_id=run_id):
-        service = dk.service_of(container) or "serve"
-        text = dk.logs_tail(container, 100_000)
-        if text:
-            write_atomically(runs.dir(run_id) / f"{service}.log", text)
-
-
-def stop_run(runs: Runs, run_id: str, by: str, reason: str | None = None, replaced_by: str | None = None,
-             forced: bool = False) -> None:
-    containers = dk.labctl_containers(run_id=run_id)
-    if containers:
-        save_logs(runs, run_id)
-        project = dk.labels_of(containers[0]).get("com.docker.compose.project", project_name(run_id))
-        take_down(project)
-    if runs.exists(run_id):
-        changes: dict[str, Any] = {"status": "stopped", "stopped_at": now(), "stopped_by": by}
-        if reason:
-            changes["stop_reason"] = reason
-        if replaced_by:
-            changes["replaced_by"] = replaced_by
-        if forced:
-            changes["stop_forced"] = True
-        runs.update(run_id, **changes)
-        runs.event(run_id, "down", reason=reason, forced=forced)
-    KeyStore(runs.home).remove(run_id)  # a stopped deployment's keys open nothing any more

@@ -89,7 +89,7 @@ def down(
     """
     from labctl.errors import BadInput
     from labctl.inventory import live_runs
-    from labctl.lifecycle import stop_run
+    from labctl.teardown import stop_run
     from labctl.records import current_user, is_run_id
 
     runs = state.runs()

@@ -19,28 +19,9 @@ from collections import deque
 from typing import Any
 
 from labctl import __version__
-from labctl.harness.model import Answer, Schedule, Settings, count_tokens, make_answer, stable_seed
+from labctl.harness.model import Answer, Schedule, Settings, make_answer, stable_seed
+from labctl.harness.protocol import REASONS, HttpError, error_body, parse_head, parse_request, usage_of
 from labctl.harness.stepper import Stepper, StreamJob, frame
-
-REASONS = {200: "OK", 400: "Bad Request", 401: "Unauthorized", 404: "Not Found", 405: "Method Not Allowed",
-           408: "Request Timeout", 411: "Length Required", 413: "Payload Too Large",
-           431: "Request Header Fields Too Large", 503: "Service Unavailable"}
-ERROR_TYPES = {400: "BadRequestError", 401: "AuthenticationError", 404: "NotFoundError",
-               405: "MethodNotAllowed", 408: "RequestTimeout", 411: "BadRequestError",
-               413: "RequestTooLarge", 431: "BadRequestError", 503: "ServiceUnavailableError"}
-
-
-class HttpError(Exception):
-    def __init__(self, status: int, message: str, param: str | None = None) -> None:
-        super().__init__(message)
-        self.status = status
-        self.message = message
-        self.param = param
-
-
-def error_body(status: int, message: str, param: str | None = None) -> dict[str, Any]:
-    return {"error": {"message": message, "type": ERROR_TYPES.get(status, "Error"), "param": param, "code": status}}
-
 
 def _percentile(values: list[float], q: float) -> float:
     if not values:
@@ -331,108 +312,6 @@ class Harness:
         values = list(self.lateness)
         return {"count": len(values), "p50_ms": _percentile(values, 50) * 1000, "p99_ms": _percentile(values, 99) * 1000,
                 "max_ms": max(values, default=0.0) * 1000}
-
-
-def usage_of(request: dict[str, Any], completion_tokens: int) -> dict[str, int]:
-    return {"prompt_tokens": request["prompt_tokens"], "completion_tokens": completion_tokens,
-            "total_tokens": request["prompt_tokens"] + completion_tokens}
-
-
-def parse_head(head: bytes) -> tuple[str, str, dict[str, str]]:
-    try:
-        lines = head.decode("latin-1").split("\r\n")
-        method, path, version = lines[0].split(" ")
-    except ValueError:
-        raise HttpError(400, "malformed request line") from None
-    if not version.startswith("HTTP/1."):
-        raise HttpError(400, f"unsupported protocol {version}")
-    headers: dict[str, str] = {}
-    for line in lines[1:]:
-        if not line:
-            continue
-        name, sep, value = line.partition(":")
-        if not sep:
-            raise HttpError(400, "malformed header line")
-        headers[name.strip().lower()] = value.strip()
-    return method, path, headers
-
-
-def _int_field(data: dict[str, Any], name: str) -> int | None:
-    value = data.get(name)
-    if value is None:
-        return None
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise HttpError(400, f"'{name}' must be an integer", name)
-    return value
-
-
-def parse_request(body: bytes, chat: bool, s: Settings) -> dict[str, Any]:
-    try:
-        data = json.loads(body)
-    except (ValueError, UnicodeDecodeError):
-        raise HttpError(400, "the request body is not valid JSON") from None
-    if not isinstance(data, dict):
-        raise HttpError(400, "the request body must be a JSON object")
-    model = data.get("model")
-    if not isinstance(model, str):
-        raise HttpError(400, "'model' is required and must be a string", "model")
-    if model != s.model:
-        raise HttpError(404, f"The model `{model}` does not exist.", "model")
-    if chat:
-        messages = data.get("messages")
-        if not isinstance(messages, list) or not messages:
-            raise HttpError(400, "'messages' is required and must be a non-empty list", "messages")
-        texts = []
-        for i, message in enumerate(messages):
-            if not isinstance(message, dict) or not isinstance(message.get("role"), str):
-                raise HttpError(400, f"messages[{i}] must be an object with a 'role'", "messages")
-            content = message.get("content")
-            if isinstance(content, list):
-                content = " ".join(p.get("text", "") for p in content if isinstance(p, dict))
-            if content is not None and not isinstance(content, str):
-                raise HttpError(400, f"messages[{i}].content must be a string or a list of parts", "messages")
-            texts.append(content or "")
-        users = [t for m, t in zip(messages, texts) if m.get("role") == "user"]
-        prompt = users[-1] if users else texts[-1]
-        prompt_tokens = sum(count_tokens(t) for t in texts)
-    else:
-        raw = data.get("prompt")
-        if isinstance(raw, list) and len(raw) == 1 and isinstance(raw[0], str):
-            raw = raw[0]
-        if not isinstance(raw, str):
-            raise HttpError(400, "'prompt' is required and must be a string", "prompt")
-        prompt = raw
-        prompt_tokens = count_tokens(raw)
-    max_tokens = _int_field(data, "max_completion_tokens")
-    if max_tokens is None:
-        max_tokens = _int_field(data, "max_tokens")
-    if max_tokens is None:
-        max_tokens = min(s.default_max_tokens, max(1, s.max_model_len - prompt_tokens))
-    if max_tokens < 1:
-        raise HttpError(400, f"max_tokens must be at least 1, got {max_tokens}", "max_tokens")
-    if prompt_tokens + max_tokens > s.max_model_len:
-        raise HttpError(400, f"This model's maximum context length is {s.max_model_len} tokens. However, you requested "
-                        f"{prompt_tokens + max_tokens} tokens ({prompt_tokens} in the messages, {max_tokens} in the "
-                        "completion). Please reduce the length of the messages or completion.", "max_tokens")
-    temperature = data.get("temperature", 1.0)
-    if isinstance(temperature, bool) or not isinstance(temperature, (int, float)) or not 0 <= temperature <= 2:
-        raise HttpError(400, "'temperature' must be a number between 0 and 2", "temperature")
-    seed = _int_field(data, "seed")
-    n = _int_field(data, "n")
-    if n not in (None, 1):
-        raise HttpError(400, "only n=1 is supported", "n")
-    stream = data.get("stream", False)
-    if not isinstance(stream, bool):
-        raise HttpError(400, "'stream' must be true or false", "stream")
-    options = data.get("stream_options") or {}
-    if not isinstance(options, dict):
-        raise HttpError(400, "'stream_options' must be an object", "stream_options")
-    ignore_eos = data.get("ignore_eos", False)
-    if not isinstance(ignore_eos, bool):
-        raise HttpError(400, "'ignore_eos' must be true or false", "ignore_eos")
-    return {"prompt": prompt, "prompt_tokens": prompt_tokens, "max_tokens": max_tokens, "stream": stream,
-            "include_usage": bool(options.get("include_usage")), "ignore_eos": ignore_eos, "seed": seed,
-            "temperature": float(temperature)}
 
 
 def log(text: str) -> None:
