@@ -16,7 +16,7 @@ from pathlib import Path
 import openai
 import pytest
 
-from conftest import LABCTL
+from conftest import LABCTL, run_labctl
 from harness_proc import free_port
 from lifecycle_helpers import containers_of, labctl, record, remove_runs, up, write_profile
 
@@ -181,3 +181,21 @@ def test_pin_writes_registry_digest_keeping_comments(lab: Path, home: Path) -> N
     assert "unpinned" not in text and text.startswith("# reviewed by the lab\ndescription:")
     assert "max_num_seqs: 256  # keep\n" in text
     assert labctl(lab, home, "validate", "harness", "--profile", "smoke").code == 0
+
+
+def test_pinned_profile_is_pulled_by_digest_when_absent(lab: Path, home: Path) -> None:
+    assert labctl(lab, home, "pin", "harness", "--profile", "smoke").code == 0
+    path = lab / "engines" / "harness" / "profiles" / "smoke.yaml"
+    path.write_text(path.read_text().replace("port: 18000", f"port: {free_port()}"))
+    digest = registry_digest("labctl/harness", "dev")
+    subprocess.run(["docker", "rmi", "-f", "127.0.0.1:5000/labctl/harness:dev"], capture_output=True, check=True)
+    try:
+        result = run_labctl("up", "harness", "--profile", "smoke", "--json", lab=lab, env={"LABCTL_HOME": str(home)})
+        assert result.code == 0, result.stderr  # pinned: no --allow-unpinned needed
+        rec = record(home, json.loads(result.stdout)["run_id"])
+        assert rec["image"]["pulled"] is True and rec["image"]["digest"] == digest
+        assert rec["timings"]["image_pull_s"] > 0
+        assert f"127.0.0.1:5000/labctl/harness@{digest}" in rec["image"]["repo_digests"]
+    finally:
+        subprocess.run(["docker", "tag", f"127.0.0.1:5000/labctl/harness@{digest}", "127.0.0.1:5000/labctl/harness:dev"],
+                       capture_output=True)
