@@ -144,7 +144,7 @@ def rows(entries: list[Entry], checks: list[Check]) -> list[dict[str, Any]]:
     return out
 
 
-def compare(runs: Runs, ids: list[str], allow_mismatch: bool) -> tuple[list[Check], list[dict[str, Any]], list[Entry]]:
+def compare(runs: Runs, ids: list[str]) -> tuple[list[Check], list[dict[str, Any]], list[Entry]]:
     if len(ids) < 2:
         raise BadInput("give at least two bench or run ids to compare (one result has nothing to be compared with).")
     if len(set(ids)) != len(ids):

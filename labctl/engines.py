@@ -31,7 +31,7 @@ PLACEHOLDERS = frozenset(
 
 ENVIRONMENT_LABELS = ("harness-check", "real-gpu")
 AUTH_KINDS = ("env", "flag", "file", "none")
-_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 
 def _str_list(allowed: str) -> Field:
@@ -102,7 +102,7 @@ ENGINE_FIELDS: dict[str, Field] = {
         "map",
         fields={
             "kind": Field("str", "one of " + ", ".join(AUTH_KINDS), required=True, check=lambda v: v in AUTH_KINDS),
-            "env": Field("str", "an environment variable name", check=lambda v: _ENV_NAME.match(v) is not None),
+            "env": Field("str", "an environment variable name", check=lambda v: ENV_NAME.match(v) is not None),
             "args": _str_list("argv words that switch auth on; may name {api_key_file}"),
             "guards": Field("str", "which paths the key guards", default=""),
             "multiple_keys": Field("bool", default=False),

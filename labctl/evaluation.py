@@ -14,7 +14,7 @@ import httpx
 
 from labctl import __version__
 from labctl.bench.client import Target
-from labctl.bench.session import BenchRequest, resolve_target
+from labctl.bench.session import BenchRequest, preflight, resolve_target
 from labctl.errors import BadInput
 from labctl.records import Runs, new_run_id, now
 from labctl.render import write_atomically
@@ -67,8 +67,6 @@ def run_eval(runs: Runs, suite: Suite, request: BenchRequest, concurrency: int, 
     if concurrency < 1:
         raise BadInput(f"--concurrency {concurrency}: give a number > 0.")
     target, record = resolve_target(runs, request)
-    from labctl.bench.session import preflight
-
     preflight(target)
     if any(c.check["kind"] == "python" for c in suite.cases):
         check_sandbox()

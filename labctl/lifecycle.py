@@ -76,7 +76,7 @@ def load_placed_profile(lab: Lab, request: UpRequest) -> Profile:
     return placed
 
 
-def summary(record: dict[str, Any], health: str | None = None) -> dict[str, Any]:
+def summary(record: dict[str, Any]) -> dict[str, Any]:
     """The stable machine-readable face of a run (`up --json`, `status --json`)."""
     return {
         "run_id": record["run_id"],
@@ -86,7 +86,7 @@ def summary(record: dict[str, Any], health: str | None = None) -> dict[str, Any]
         "base_url": record["endpoint"]["base_url"],
         "model": record["served_model_name"],
         "gpus": record["gpus"]["ids"],
-        "health": health or ("healthy" if record["status"] == "running" else record["status"]),
+        "health": "healthy" if record["status"] == "running" else record["status"],
         "owner": record["owner"],
         "environment_label": record["environment_label"],
         "record": record.get("record_path", ""),

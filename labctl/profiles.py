@@ -11,14 +11,13 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from labctl.engines import Engine, load_engine
+from labctl.engines import ENV_NAME, Engine, load_engine
 from labctl.errors import BadInput
 from labctl.fields import Field, check_mapping
 from labctl.lab import Lab, check_name
 from labctl.sourcefile import SourceFile, load_yaml_mapping
 
 DIGEST = re.compile(r"^sha256:[0-9a-f]{64}$")
-_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _IMAGE_REF = re.compile(r"^[a-z0-9][a-z0-9._:/-]*$")  # repository[:port]/path[:tag], lower case
 
 
@@ -75,7 +74,7 @@ PROFILE_FIELDS: dict[str, Field] = {
         "list",
         "a list of environment variable names (never values)",
         default=list,
-        item=Field("str", "a variable name such as HF_TOKEN", check=lambda v: _ENV_NAME.match(v) is not None),
+        item=Field("str", "a variable name such as HF_TOKEN", check=lambda v: ENV_NAME.match(v) is not None),
     ),
     "build": Field(
         "map",
@@ -109,9 +108,7 @@ class Profile:
 
     @property
     def image_repository(self) -> str:
-        ref: str = self.spec["image"].split("@", 1)[0]
-        last = ref.rsplit("/", 1)[-1]
-        return ref.rsplit(":", 1)[0] if ":" in last else ref
+        return image_repository(self.spec["image"])
 
     @property
     def gpu_ids(self) -> list[str]:
@@ -145,6 +142,13 @@ def defining_spec(spec: dict[str, Any]) -> dict[str, Any]:
     gpus = spec.get("gpus") or {}
     out["gpus"] = len(gpus["device_ids"]) if gpus.get("device_ids") else gpus.get("count", 0)
     return out
+
+
+def image_repository(image: str) -> str:
+    """`registry:5000/name:tag@sha256:…` -> `registry:5000/name` (a port is not a tag)."""
+    ref = image.split("@", 1)[0]
+    last = ref.rsplit("/", 1)[-1]
+    return ref.rsplit(":", 1)[0] if ":" in last else ref
 
 
 def profile_hash(engine: str, spec: dict[str, Any]) -> str:

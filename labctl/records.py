@@ -96,12 +96,6 @@ class Runs:
         with path.open("a", encoding="utf-8") as handle:
             handle.write(line + "\n")
 
-    def events(self, run_id: str) -> list[dict[str, Any]]:
-        path = self.dir(run_id) / "events.jsonl"
-        if not path.is_file():
-            return []
-        return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
-
     def all_ids(self) -> list[str]:
         if not self.root.is_dir():
             return []

@@ -12,7 +12,7 @@ import yaml
 
 from labctl.engines import Engine
 from labctl.lab import Lab
-from labctl.profiles import Profile
+from labctl.profiles import Profile, image_repository
 from labctl.render import RenderOptions, render_compose
 
 # Host-specific values are replaced by these before hashing: two runs of one setup on different
@@ -23,10 +23,7 @@ CANONICAL_ENGINES = "/host/engine-store"
 
 def digest_reference(spec: dict[str, Any], digest: str | None) -> str:
     """`repository@sha256:…`: the image as a digest names it, whatever tag the profile used."""
-    ref = spec["image"].split("@", 1)[0]
-    last = ref.rsplit("/", 1)[-1]
-    repository = ref.rsplit(":", 1)[0] if ":" in last else ref
-    return f"{repository}@{digest}" if digest else ref
+    return f"{image_repository(spec['image'])}@{digest}" if digest else spec["image"].split("@", 1)[0]
 
 
 def canonical_profile(engine: Engine, name: str, spec: dict[str, Any], digest: str | None) -> Profile:

@@ -13,7 +13,7 @@ from typing import Any
 from labctl.errors import BadInput
 from labctl.fields import Field, check_mapping
 from labctl.lab import Lab, check_name
-from labctl.sourcefile import SourceFile, load_yaml_mapping, parse_yaml_mapping
+from labctl.sourcefile import SourceFile, load_yaml_mapping
 
 DATASET_KINDS = ("random", "jsonl", "sharegpt")
 # Words for synthetic prompts: common English words, about one token each for most tokenizers.
@@ -110,10 +110,6 @@ def load_workload(lab: Lab, name: str) -> Workload:
     src = load_yaml_mapping(path, display=str(path.relative_to(lab.root)))
     return Workload(name=name, spec=check_workload(src, src.data), folder=lab.workloads_dir)
 
-
-def workload_from_text(text: str, name: str, folder: Path) -> Workload:
-    src = parse_yaml_mapping(text, folder / f"{name}.yaml")
-    return Workload(name=name, spec=check_workload(src, src.data), folder=folder)
 
 
 def list_workloads(lab: Lab) -> list[str]:

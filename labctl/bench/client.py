@@ -45,10 +45,6 @@ class RequestResult:
     usage_reported: bool = False
     input_len: int = 0
 
-    @property
-    def last_token(self) -> float | None:
-        return self.chunk_times[-1] if self.chunk_times else None
-
 
 class _Response:
     """Parses one HTTP response as bytes arrive: status line, headers, chunked or sized body, SSE events."""

@@ -72,7 +72,7 @@ def request_body(workload: Workload, target: Target, prompt: Prompt) -> dict[str
 
 async def _closed_loop(target: Target, workload: Workload, prompts: list[Prompt], concurrency: int,
                        connections: list[Connection], timeout: float | None, tick: Callable[[], None],
-                       results: list[RequestResult]) -> list[RequestResult]:
+                       results: list[RequestResult]) -> None:
     chat = workload.spec["endpoint"] == "chat"
     queue = list(reversed(prompts))
 
@@ -85,12 +85,11 @@ async def _closed_loop(target: Target, workload: Workload, prompts: list[Prompt]
             tick()
 
     await asyncio.gather(*(worker(c) for c in connections[:concurrency]))
-    return results
 
 
 async def _open_loop(target: Target, workload: Workload, prompts: list[Prompt], concurrency: int,
                      connections: list[Connection], timeout: float | None, tick: Callable[[], None],
-                     rate: float, rng: random.Random, results: list[RequestResult]) -> list[RequestResult]:
+                     rate: float, rng: random.Random, results: list[RequestResult]) -> None:
     chat = workload.spec["endpoint"] == "chat"
     shape = workload.spec["burstiness"]
     idle = list(connections[:concurrency])
@@ -116,7 +115,6 @@ async def _open_loop(target: Target, workload: Workload, prompts: list[Prompt], 
         tasks.append(asyncio.create_task(one(prompt, due)))
         due += rng.gammavariate(shape, 1.0 / (rate * shape))
     await asyncio.gather(*tasks)
-    return results
 
 
 @dataclass

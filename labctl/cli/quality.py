@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import sys
-from typing import Annotated, Optional
+from typing import Annotated, Any, Optional
 
 import typer
 
@@ -122,16 +122,14 @@ def compare(
     """
     from labctl.compare import compare as gather
     from labctl.errors import BadInput
-    from labctl.tables import FORMATS, checklist_lines, render
+    from labctl.tables import FORMATS, render
 
     if fmt not in FORMATS:
         raise BadInput(f"--format {fmt!r}: choose one of {', '.join(FORMATS)}.")
-    checks, rows, _ = gather(state.runs(), ids, allow_mismatch)
-    if not all(c.ok for c in checks) and not allow_mismatch:
-        out("\n".join(checklist_lines(checks)))
-        failed = ", ".join(c.rule for c in checks if not c.ok)
-        raise BadInput(f"these results were not measured under the same rules ({failed}): no table. "
-                       "Pass --allow-mismatch to see them side by side with the differing cells marked.")
+    checks, rows, _ = gather(state.runs(), ids)
+    failed = ", ".join(c.rule for c in checks if not c.ok)
+    _refuse_mixed(checks, allow_mismatch, f"these results were not measured under the same rules ({failed}): no table. "
+                  "Pass --allow-mismatch to see them side by side with the differing cells marked.")
     out(render(checks, rows, fmt).rstrip("\n"))
 
 
@@ -147,14 +145,20 @@ def report(
     from pathlib import Path
 
     from labctl.compare import compare as gather
-    from labctl.errors import BadInput
     from labctl.report import write_report
-    from labctl.tables import checklist_lines
 
-    checks, rows, entries = gather(state.runs(), ids, allow_mismatch)
-    if not all(c.ok for c in checks) and not allow_mismatch:
-        out("\n".join(checklist_lines(checks)))
-        raise BadInput("these results were not measured under the same rules: no report. Pass --allow-mismatch to "
-                       "write one with the differing cells marked.")
+    checks, rows, entries = gather(state.runs(), ids)
+    _refuse_mixed(checks, allow_mismatch, "these results were not measured under the same rules: no report. Pass "
+                  "--allow-mismatch to write one with the differing cells marked.")
     folder = write_report(Path(output), checks, rows, entries)
     out(str(folder / "index.html"))
+
+
+def _refuse_mixed(checks: list[Any], allow_mismatch: bool, message: str) -> None:
+    """Print the checklist and refuse when a rule failed, unless the user asked for a marked mix."""
+    from labctl.errors import BadInput
+    from labctl.tables import checklist_lines
+
+    if not all(c.ok for c in checks) and not allow_mismatch:
+        out("\n".join(checklist_lines(checks)))
+        raise BadInput(message)
