@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test test-deps test-fast venv docker-lab harness-image bench-cli bench-harness bench-up bench-client typecheck lint clean
+.PHONY: demo test check format test-deps test-fast venv docker-lab harness-image bench-cli bench-harness bench-up bench-client typecheck lint clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -22,20 +22,30 @@ harness-image: $(STAMP) docker-lab
 test-deps:
 	bash scripts/test-deps.sh
 
-test: $(STAMP) docker-lab harness-image test-deps
+# Format, lint and types first: a check nobody runs is decoration.
+check: $(STAMP)
+	$(VENV)/bin/ruff format --check labctl tests scripts
+	$(VENV)/bin/ruff check labctl tests scripts
+	$(PY) -m mypy --strict labctl
+
+test: $(STAMP) check docker-lab harness-image test-deps
 	$(PY) -m pytest -q
 
+# The unit tier: the pure core, in-process, no Docker, in seconds.
 test-fast: $(STAMP)
-	$(PY) -m pytest -q -m "not docker"
+	$(PY) -m pytest -q tests/unit
 
 demo: $(STAMP) docker-lab harness-image
 	bash scripts/demo.sh
 
 typecheck: $(STAMP)
-	$(PY) -m mypy labctl
+	$(PY) -m mypy --strict labctl
 
 lint: $(STAMP)
-	$(VENV)/bin/ruff check --select F,E9 labctl tests scripts
+	$(VENV)/bin/ruff check labctl tests scripts
+
+format: $(STAMP)
+	$(VENV)/bin/ruff format labctl tests scripts
 
 bench-cli: $(STAMP)
 	$(PY) scripts/bench_cli.py

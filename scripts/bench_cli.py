@@ -25,7 +25,9 @@ def main() -> int:
             times.append(time.perf_counter() - start)
         median = statistics.median(times)
         worst = max(worst, median)
-        print(f"labctl {' '.join(args):<45} median {median * 1000:6.0f} ms  (min {min(times) * 1000:.0f}, max {max(times) * 1000:.0f}, n={RUNS})")
+        print(
+            f"labctl {' '.join(args):<45} median {median * 1000:6.0f} ms  (min {min(times) * 1000:.0f}, max {max(times) * 1000:.0f}, n={RUNS})"
+        )
     print(f"target <= {TARGET * 1000:.0f} ms each: {'met' if worst <= TARGET else 'MISSED'}")
     return 0
 

@@ -26,8 +26,23 @@ def free_port() -> int:
 
 def harness(*args: str) -> tuple[subprocess.Popen[bytes], str]:
     port = free_port()
-    proc = subprocess.Popen([sys.executable, "-m", "labctl.harness", "--model", "truth", "--port", str(port),
-                             "--max-num-seqs", "1024", "--max-model-len", "65536", *args], stdout=subprocess.DEVNULL)
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "labctl.harness",
+            "--model",
+            "truth",
+            "--port",
+            str(port),
+            "--max-num-seqs",
+            "1024",
+            "--max-model-len",
+            "65536",
+            *args,
+        ],
+        stdout=subprocess.DEVNULL,
+    )
     for _ in range(200):
         try:
             urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=1)
@@ -38,9 +53,25 @@ def harness(*args: str) -> tuple[subprocess.Popen[bytes], str]:
 
 
 def bench(base: str, home: str, *args: str) -> dict:
-    out = subprocess.run([*LABCTL, "bench", "--base-url", base, "--model", "truth", "--workload", "chat-sweep",
-                          "--input-len", "128", "--json", *args], capture_output=True, text=True,
-                         env={**os.environ, "LABCTL_HOME": home})
+    out = subprocess.run(
+        [
+            *LABCTL,
+            "bench",
+            "--base-url",
+            base,
+            "--model",
+            "truth",
+            "--workload",
+            "chat-sweep",
+            "--input-len",
+            "128",
+            "--json",
+            *args,
+        ],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "LABCTL_HOME": home},
+    )
     if out.returncode != 0:
         raise SystemExit(out.stderr)
     return json.loads(out.stdout)
@@ -54,15 +85,21 @@ def main() -> int:
     finally:
         proc.terminate()
         proc.wait()
-    print(f"bench-client: harness truth TTFT {TTFT:.0f} ms, TPOT {TPOT:.0f} ms; 64 output tokens, 10x concurrency "
-          f"requests, warm-up at the same concurrency; client and server share {os.cpu_count()} cores")
-    print(f"{'conc':>5} {'TTFT p50':>9} {'error':>7} {'TPOT p50':>9} {'error':>7} {'client CPU':>11}  verdict (TTFT within 5 %, TPOT within 1 %)")
+    print(
+        f"bench-client: harness truth TTFT {TTFT:.0f} ms, TPOT {TPOT:.0f} ms; 64 output tokens, 10x concurrency "
+        f"requests, warm-up at the same concurrency; client and server share {os.cpu_count()} cores"
+    )
+    print(
+        f"{'conc':>5} {'TTFT p50':>9} {'error':>7} {'TPOT p50':>9} {'error':>7} {'client CPU':>11}  verdict (TTFT within 5 %, TPOT within 1 %)"
+    )
     for level in result["levels"]:
         ttft_err = level["median_ttft_ms"] / TTFT - 1
         tpot_err = level["median_tpot_ms"] / TPOT - 1
         ok = abs(ttft_err) <= 0.05 and abs(tpot_err) <= 0.01
-        print(f"{level['concurrency']:>5} {level['median_ttft_ms']:>9.2f} {ttft_err:>+7.1%} {level['median_tpot_ms']:>9.3f} "
-              f"{tpot_err:>+7.2%} {level['client_cpu_share']:>10.0%}  {'met' if ok else 'MISSED'}")
+        print(
+            f"{level['concurrency']:>5} {level['median_ttft_ms']:>9.2f} {ttft_err:>+7.1%} {level['median_tpot_ms']:>9.3f} "
+            f"{tpot_err:>+7.2%} {level['client_cpu_share']:>10.0%}  {'met' if ok else 'MISSED'}"
+        )
     proc, base = harness("--ttft-ms", "0", "--tpot-ms", "0")
     try:
         result = bench(base, home, "--concurrency", "256", "--output-len", "256", "--requests", "2560")
@@ -71,8 +108,10 @@ def main() -> int:
         proc.wait()
     level = result["levels"][0]
     rate = level["output_throughput"]
-    print(f"TPOT 0, 256 streams, 256 tokens each: {rate:,.0f} streamed tokens/s through the client "
-          f"(client CPU {level['client_cpu_share']:.0%}); target >= 20,000: {'met' if rate >= 20000 else 'MISSED'}")
+    print(
+        f"TPOT 0, 256 streams, 256 tokens each: {rate:,.0f} streamed tokens/s through the client "
+        f"(client CPU {level['client_cpu_share']:.0%}); target >= 20,000: {'met' if rate >= 20000 else 'MISSED'}"
+    )
     return 0
 
 

@@ -29,8 +29,21 @@ def free_port() -> int:
 
 def start(*args: str) -> tuple[subprocess.Popen[bytes], int]:
     port = free_port()
-    proc = subprocess.Popen([sys.executable, "-m", "labctl.harness", "--model", "bench", "--port", str(port),
-                             "--max-num-seqs", "1024", *args], stdout=subprocess.DEVNULL)
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "labctl.harness",
+            "--model",
+            "bench",
+            "--port",
+            str(port),
+            "--max-num-seqs",
+            "1024",
+            *args,
+        ],
+        stdout=subprocess.DEVNULL,
+    )
     for _ in range(200):
         try:
             urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=1)
@@ -41,10 +54,19 @@ def start(*args: str) -> tuple[subprocess.Popen[bytes], int]:
 
 
 def request_bytes(port: int, max_tokens: int) -> bytes:
-    body = json.dumps({"model": "bench", "messages": [{"role": "user", "content": "hello there"}],
-                       "max_tokens": max_tokens, "ignore_eos": True, "stream": True}).encode()
-    return (f"POST /v1/chat/completions HTTP/1.1\r\nhost: 127.0.0.1:{port}\r\ncontent-type: application/json\r\n"
-            f"content-length: {len(body)}\r\n\r\n").encode() + body
+    body = json.dumps(
+        {
+            "model": "bench",
+            "messages": [{"role": "user", "content": "hello there"}],
+            "max_tokens": max_tokens,
+            "ignore_eos": True,
+            "stream": True,
+        }
+    ).encode()
+    return (
+        f"POST /v1/chat/completions HTTP/1.1\r\nhost: 127.0.0.1:{port}\r\ncontent-type: application/json\r\n"
+        f"content-length: {len(body)}\r\n\r\n"
+    ).encode() + body
 
 
 async def stream_once(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, req: bytes) -> int:
@@ -100,8 +122,10 @@ def main() -> int:
         proc.terminate()
         proc.wait()
     rates.sort()
-    print(f"(a) 256 streams, TPOT 0: {rates[1]:,.0f} tokens/s median of 3 "
-          f"(runs {', '.join(f'{r:,.0f}' for r in rates)}); target >= 20,000: {'met' if rates[1] >= 20000 else 'MISSED'}")
+    print(
+        f"(a) 256 streams, TPOT 0: {rates[1]:,.0f} tokens/s median of 3 "
+        f"(runs {', '.join(f'{r:,.0f}' for r in rates)}); target >= 20,000: {'met' if rates[1] >= 20000 else 'MISSED'}"
+    )
     proc, port = start("--ttft-ms", "50", "--tpot-ms", "20")
     try:
         for clients in (1, 64, 128, 256):
@@ -110,8 +134,10 @@ def main() -> int:
             if clients == 256:
                 ok = s["p50_ms"] <= 1 and s["p99_ms"] <= 5
                 verdict = f"; target p50 <= 1 ms, p99 <= 5 ms: {'met' if ok else 'MISSED'}"
-            print(f"(b) {clients:>3} streams, TTFT 50 ms / TPOT 20 ms: first-token lateness p50 {s['p50_ms']:.2f} ms, "
-                  f"p99 {s['p99_ms']:.2f} ms, max {s['max_ms']:.2f} ms (n={s['count']}){verdict}")
+            print(
+                f"(b) {clients:>3} streams, TTFT 50 ms / TPOT 20 ms: first-token lateness p50 {s['p50_ms']:.2f} ms, "
+                f"p99 {s['p99_ms']:.2f} ms, max {s['max_ms']:.2f} ms (n={s['count']}){verdict}"
+            )
     finally:
         proc.terminate()
         proc.wait()

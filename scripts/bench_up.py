@@ -40,17 +40,22 @@ def make_lab(root: Path) -> Path:
 
 def serving_at(container: str) -> float:
     logs = subprocess.run(["docker", "logs", "-t", container], capture_output=True, text=True).stdout
-    line = next(l for l in logs.splitlines() if "harness: serving" in l)
+    line = next(x for x in logs.splitlines() if "harness: serving" in x)
     stamp = line.split()[0]  # RFC 3339 with nanoseconds
     base, frac = stamp.rstrip("Z").split(".")
-    when = dt.datetime.fromisoformat(base).replace(tzinfo=dt.timezone.utc)
+    when = dt.datetime.fromisoformat(base).replace(tzinfo=dt.UTC)
     return when.timestamp() + float("0." + frac)
 
 
 def labctl_once(env: dict[str, str]) -> tuple[float, float]:
     start = time.time()
-    proc = subprocess.run([*LABCTL, "up", "harness", "--profile", "bench", "--allow-unpinned", "--json"],
-                          capture_output=True, text=True, env=env, check=True)
+    proc = subprocess.run(
+        [*LABCTL, "up", "harness", "--profile", "bench", "--allow-unpinned", "--json"],
+        capture_output=True,
+        text=True,
+        env=env,
+        check=True,
+    )
     end = time.time()
     info = json.loads(proc.stdout)
     record = json.loads(Path(info["record"]).read_text())
@@ -61,11 +66,15 @@ def labctl_once(env: dict[str, str]) -> tuple[float, float]:
 
 def compose_once(path: Path) -> float:
     start = time.time()
-    subprocess.run(["docker", "compose", "-p", "bench-wait", "-f", str(path), "up", "-d", "--wait"], check=True,
-                   capture_output=True)
+    subprocess.run(
+        ["docker", "compose", "-p", "bench-wait", "-f", str(path), "up", "-d", "--wait"],
+        check=True,
+        capture_output=True,
+    )
     elapsed = time.time() - start
-    subprocess.run(["docker", "compose", "-p", "bench-wait", "-f", str(path), "down", "-t", "2"], check=True,
-                   capture_output=True)
+    subprocess.run(
+        ["docker", "compose", "-p", "bench-wait", "-f", str(path), "down", "-t", "2"], check=True, capture_output=True
+    )
     return elapsed
 
 
@@ -73,12 +82,25 @@ def main() -> int:
     with tempfile.TemporaryDirectory() as tmp:
         lab = make_lab(Path(tmp))
         env = {**os.environ, "LABCTL_LAB": str(lab), "LABCTL_HOME": str(Path(tmp) / "home")}
-        rendered = subprocess.run([*LABCTL, "render", "harness", "--profile", "bench", "--stdout"], capture_output=True,
-                                  text=True, env=env, check=True).stdout
+        rendered = subprocess.run(
+            [*LABCTL, "render", "harness", "--profile", "bench", "--stdout"],
+            capture_output=True,
+            text=True,
+            env=env,
+            check=True,
+        ).stdout
         doc = yaml.safe_load(rendered)
         doc["services"]["serve"]["healthcheck"] = {
-            "test": ["CMD", "python3", "-c", f"import urllib.request; urllib.request.urlopen('http://127.0.0.1:{PORT}/health')"],
-            "interval": "1s", "timeout": "1s", "retries": 60}
+            "test": [
+                "CMD",
+                "python3",
+                "-c",
+                f"import urllib.request; urllib.request.urlopen('http://127.0.0.1:{PORT}/health')",
+            ],
+            "interval": "1s",
+            "timeout": "1s",
+            "retries": 60,
+        }
         waited = Path(tmp) / "compose-wait.yaml"
         waited.write_text(yaml.safe_dump(doc))
         ups, lags, composes = [], [], []
@@ -88,13 +110,17 @@ def main() -> int:
             lags.append(lag)
             composes.append(compose_once(waited))
     print(f"bench-up: harness with a {COLD_START} s cold start, {RUNS} runs each, alternating")
-    print(f"(1) engine answered its probe -> labctl up returned: median {statistics.median(lags) * 1000:.0f} ms "
-          f"(runs: {', '.join(f'{x * 1000:.0f}' for x in lags)}); target <= 300 ms: "
-          f"{'met' if statistics.median(lags) <= 0.3 else 'MISSED'}")
+    print(
+        f"(1) engine answered its probe -> labctl up returned: median {statistics.median(lags) * 1000:.0f} ms "
+        f"(runs: {', '.join(f'{x * 1000:.0f}' for x in lags)}); target <= 300 ms: "
+        f"{'met' if statistics.median(lags) <= 0.3 else 'MISSED'}"
+    )
     ratio = statistics.median(ups) / statistics.median(composes)
-    print(f"(2) labctl up total: median {statistics.median(ups):.2f} s; docker compose up -d --wait (1 s healthcheck): "
-          f"median {statistics.median(composes):.2f} s; ratio labctl/compose {ratio:.2f} (target <= 1.00: "
-          f"{'met' if ratio <= 1.0 else 'MISSED'})")
+    print(
+        f"(2) labctl up total: median {statistics.median(ups):.2f} s; docker compose up -d --wait (1 s healthcheck): "
+        f"median {statistics.median(composes):.2f} s; ratio labctl/compose {ratio:.2f} (target <= 1.00: "
+        f"{'met' if ratio <= 1.0 else 'MISSED'})"
+    )
     print("    labctl's total includes preflight, image inspection, the record, /v1/models and one chat completion.")
     return 0
 

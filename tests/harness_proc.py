@@ -19,11 +19,15 @@ def free_port() -> int:
 
 
 @contextmanager
-def harness(*args: str, model: str = "harness", ready: bool = True, env: dict[str, str] | None = None) -> Iterator[tuple[str, subprocess.Popen[bytes]]]:
+def harness(
+    *args: str, model: str = "harness", ready: bool = True, env: dict[str, str] | None = None
+) -> Iterator[tuple[str, subprocess.Popen[bytes]]]:
     port = free_port()
     proc = subprocess.Popen(
         [sys.executable, "-m", "labctl.harness", "--model", model, "--port", str(port), *args],
-        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        env=env,
     )
     base = f"http://127.0.0.1:{port}"
     try:

@@ -8,14 +8,20 @@ import subprocess
 from pathlib import Path
 
 import yaml
-
-from conftest import Result, run_labctl
+from support import Result, run_labctl
 
 IMAGE = "127.0.0.1:5000/labctl/harness:dev"
 
 
-def write_profile(lab: Path, name: str, port: int, extra: list[str] | None = None, gpus: list[str] | None = None,
-                  image: str = IMAGE, pinned_comment: bool = False) -> None:
+def write_profile(
+    lab: Path,
+    name: str,
+    port: int,
+    extra: list[str] | None = None,
+    gpus: list[str] | None = None,
+    image: str = IMAGE,
+    pinned_comment: bool = False,
+) -> None:
     data = {
         "description": f"test profile {name}",
         "image": image,
@@ -33,8 +39,18 @@ def write_profile(lab: Path, name: str, port: int, extra: list[str] | None = Non
 
 
 def up(lab: Path, home: Path, profile: str, *args: str, timeout: float = 60) -> Result:
-    return run_labctl("up", "harness", "--profile", profile, "--allow-unpinned", "--json", *args, lab=lab,
-                      env={"LABCTL_HOME": str(home)}, timeout=timeout)
+    return run_labctl(
+        "up",
+        "harness",
+        "--profile",
+        profile,
+        "--allow-unpinned",
+        "--json",
+        *args,
+        lab=lab,
+        env={"LABCTL_HOME": str(home)},
+        timeout=timeout,
+    )
 
 
 def labctl(lab: Path, home: Path, *args: str) -> Result:
@@ -46,7 +62,9 @@ def record(home: Path, run_id: str) -> dict:
 
 
 def containers_of(run_id: str) -> list[str]:
-    out = subprocess.run(["docker", "ps", "-aq", "--filter", f"label=labctl.run_id={run_id}"], capture_output=True, text=True)
+    out = subprocess.run(
+        ["docker", "ps", "-aq", "--filter", f"label=labctl.run_id={run_id}"], capture_output=True, text=True
+    )
     return out.stdout.split()
 
 

@@ -6,8 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-
-from conftest import run_labctl
+from support import run_labctl
 
 PROFILE = Path("engines/vllm/profiles/qwen3-32b.yaml")
 
@@ -31,13 +30,17 @@ def _render_fails(lab: Path, expected: str, *args: str) -> None:
 def test_unknown_engine(lab: Path) -> None:
     result = run_labctl("render", "nginx", "--profile", "x", lab=lab)
     assert (result.code, result.stderr) == (
-        2, "Error: unknown engine 'nginx'. Engines in this lab: atlas, harness, sglang, trtllm, vllm.\n")
+        2,
+        "Error: unknown engine 'nginx'. Engines in this lab: atlas, harness, sglang, trtllm, vllm.\n",
+    )
 
 
 def test_unknown_profile(lab: Path) -> None:
     result = run_labctl("render", "sglang", "--profile", "qwen9", lab=lab)
     assert (result.code, result.stderr) == (
-        2, "Error: unknown profile 'qwen9' for engine sglang. Profiles: qwen2.5-7b, qwen3-32b.\n")
+        2,
+        "Error: unknown profile 'qwen9' for engine sglang. Profiles: qwen2.5-7b, qwen3-32b.\n",
+    )
 
 
 @pytest.mark.parametrize("name", ["../vllm", "a/b", "..", ".hidden"])
@@ -46,7 +49,8 @@ def test_names_cannot_escape(lab: Path, name: str) -> None:
     assert result.code == 2
     assert result.stderr == (
         f"Error: profile name {name!r} is not allowed: use letters, digits, '.', '_' and '-' "
-        "(no path separators, no '..', not starting with '.' or '-').\n")
+        "(no path separators, no '..', not starting with '.' or '-').\n"
+    )
 
 
 def test_yaml_syntax_error_names_line(lab: Path) -> None:
@@ -60,33 +64,46 @@ def test_yaml_syntax_error_names_line(lab: Path) -> None:
 
 def test_unknown_key_suggests(lab: Path) -> None:
     _edit(lab, "max_num_seqs: 256", "max_num_seq: 256")
-    _render_fails(lab, "engines/vllm/profiles/qwen3-32b.yaml:11: max_num_seq: unknown field. Did you mean "
-                  "'max_num_seqs'? Allowed here: build, description, env, extra_args, gpu_memory_utilization, gpus, "
-                  "host, image, max_model_len, max_num_seqs, model, network, port, served_model_name, unpinned.")
+    _render_fails(
+        lab,
+        "engines/vllm/profiles/qwen3-32b.yaml:11: max_num_seq: unknown field. Did you mean "
+        "'max_num_seqs'? Allowed here: build, description, env, extra_args, gpu_memory_utilization, gpus, "
+        "host, image, max_model_len, max_num_seqs, model, network, port, served_model_name, unpinned.",
+    )
 
 
 def test_wrong_type(lab: Path) -> None:
     _edit(lab, "max_model_len: 32768", "max_model_len: lots")
-    _render_fails(lab, "engines/vllm/profiles/qwen3-32b.yaml:10: max_model_len: "
-                  "expected a whole number of tokens > 0, found 'lots'.")
+    _render_fails(
+        lab,
+        "engines/vllm/profiles/qwen3-32b.yaml:10: max_model_len: expected a whole number of tokens > 0, found 'lots'.",
+    )
 
 
 def test_port_range(lab: Path) -> None:
     _edit(lab, "max_num_seqs: 256", "max_num_seqs: 256\nport: 70000")
-    _render_fails(lab, "engines/vllm/profiles/qwen3-32b.yaml:12: port: 70000 is not allowed: expected a TCP port 1-65535.")
+    _render_fails(
+        lab, "engines/vllm/profiles/qwen3-32b.yaml:12: port: 70000 is not allowed: expected a TCP port 1-65535."
+    )
 
 
 def test_memory_fraction_range(lab: Path) -> None:
     _edit(lab, "gpu_memory_utilization: 0.9", "gpu_memory_utilization: 1.5")
-    _render_fails(lab, "engines/vllm/profiles/qwen3-32b.yaml:12: gpu_memory_utilization: 1.5 is not allowed: "
-                  "expected a fraction in (0, 1].")
+    _render_fails(
+        lab,
+        "engines/vllm/profiles/qwen3-32b.yaml:12: gpu_memory_utilization: 1.5 is not allowed: "
+        "expected a fraction in (0, 1].",
+    )
 
 
 def test_unsupported_combination(lab: Path) -> None:
     _edit(lab, "quantization: bf16", "quantization: nvfp4")
-    _render_fails(lab, "engines/vllm/profiles/qwen3-32b.yaml:4: model: quantization 'nvfp4' is not in vllm's "
-                  "support matrix for qwen3 (supported: awq, bf16, fp8, gptq). Use a supported combination, "
-                  "or pass --allow-unsupported.")
+    _render_fails(
+        lab,
+        "engines/vllm/profiles/qwen3-32b.yaml:4: model: quantization 'nvfp4' is not in vllm's "
+        "support matrix for qwen3 (supported: awq, bf16, fp8, gptq). Use a supported combination, "
+        "or pass --allow-unsupported.",
+    )
 
 
 def test_allow_unsupported_is_labelled(lab: Path) -> None:
@@ -99,26 +116,37 @@ def test_allow_unsupported_is_labelled(lab: Path) -> None:
 
 def test_image_neither_pinned_nor_unpinned(lab: Path) -> None:
     _edit(lab, "unpinned: true", "unpinned: false")
-    _render_fails(lab, "engines/vllm/profiles/qwen3-32b.yaml:2: image: 'vllm/vllm-openai:v0.11.0' is not pinned "
-                  "by digest. Pin it (repo:tag@sha256:…, or `labctl pin ENGINE --profile NAME`), or say "
-                  "'unpinned: true' to use the tag as it is.")
+    _render_fails(
+        lab,
+        "engines/vllm/profiles/qwen3-32b.yaml:2: image: 'vllm/vllm-openai:v0.11.0' is not pinned "
+        "by digest. Pin it (repo:tag@sha256:…, or `labctl pin ENGINE --profile NAME`), or say "
+        "'unpinned: true' to use the tag as it is.",
+    )
 
 
 def test_malformed_digest(lab: Path) -> None:
     _edit(lab, "image: vllm/vllm-openai:v0.11.0\nunpinned: true", "image: vllm/vllm-openai:v0.11.0@sha256:abc")
-    _render_fails(lab, "engines/vllm/profiles/qwen3-32b.yaml:2: image: malformed digest 'sha256:abc': expected "
-                  "sha256: followed by 64 lower-case hex digits. Run `labctl pin` to fill it in from the registry.")
+    _render_fails(
+        lab,
+        "engines/vllm/profiles/qwen3-32b.yaml:2: image: malformed digest 'sha256:abc': expected "
+        "sha256: followed by 64 lower-case hex digits. Run `labctl pin` to fill it in from the registry.",
+    )
 
 
 def test_empty_file(lab: Path) -> None:
     (lab / PROFILE).write_text("\n")
-    _render_fails(lab, "engines/vllm/profiles/qwen3-32b.yaml: the file is empty; it must be a YAML mapping "
-                  "(see README, 'Profile format').")
+    _render_fails(
+        lab,
+        "engines/vllm/profiles/qwen3-32b.yaml: the file is empty; it must be a YAML mapping "
+        "(see README, 'Profile format').",
+    )
 
 
 def test_not_a_mapping(lab: Path) -> None:
     (lab / PROFILE).write_text("- a\n- b\n")
-    _render_fails(lab, "engines/vllm/profiles/qwen3-32b.yaml: expected a YAML mapping of fields at the top level, found list.")
+    _render_fails(
+        lab, "engines/vllm/profiles/qwen3-32b.yaml: expected a YAML mapping of fields at the top level, found list."
+    )
 
 
 def test_duplicate_key(lab: Path) -> None:
@@ -128,20 +156,28 @@ def test_duplicate_key(lab: Path) -> None:
 
 def test_env_values_refused(lab: Path) -> None:
     _edit(lab, "env: [HF_TOKEN]", "env: [HF_TOKEN=hf_abc]")
-    _render_fails(lab, "engines/vllm/profiles/qwen3-32b.yaml:16: env[0]: 'HF_TOKEN=hf_abc' is not allowed: "
-                  "expected a variable name such as HF_TOKEN.")
+    _render_fails(
+        lab,
+        "engines/vllm/profiles/qwen3-32b.yaml:16: env[0]: 'HF_TOKEN=hf_abc' is not allowed: "
+        "expected a variable name such as HF_TOKEN.",
+    )
 
 
 def test_broken_engine_file(lab: Path) -> None:
     _edit(lab, "  port: 8000", "  port: eighty", rel=Path("engines/vllm/engine.yaml"))
-    _render_fails(lab, "engines/vllm/engine.yaml:21: server.port: expected the engine's default port (1-65535), found 'eighty'.")
+    _render_fails(
+        lab, "engines/vllm/engine.yaml:21: server.port: expected the engine's default port (1-65535), found 'eighty'."
+    )
 
 
 def test_unknown_placeholder_in_engine(lab: Path) -> None:
     _edit(lab, '["--port", "{port}"]', '["--port", "{prot}"]', rel=Path("engines/vllm/engine.yaml"))
-    _render_fails(lab, "engines/vllm/engine.yaml:16: server.args[4][1]: unknown placeholder {prot}; known: api_key_file, "
-                  "engine_dir, gpu_memory_utilization, host, max_model_len, max_num_seqs, model, port, revision, "
-                  "served_model_name, tensor_parallel_size.")
+    _render_fails(
+        lab,
+        "engines/vllm/engine.yaml:16: server.args[4][1]: unknown placeholder {prot}; known: api_key_file, "
+        "engine_dir, gpu_memory_utilization, host, max_model_len, max_num_seqs, model, port, revision, "
+        "served_model_name, tensor_parallel_size.",
+    )
 
 
 def test_bad_gpus_option(lab: Path) -> None:
@@ -152,7 +188,9 @@ def test_validate_all_and_debug_traceback(lab: Path) -> None:
     assert run_labctl("validate", lab=lab).stdout == "ok: 8 profile(s) valid\n"
     _edit(lab, "max_model_len: 32768", "max_model_len: -1")
     result = run_labctl("validate", lab=lab)
-    assert result.code == 2 and result.stderr.startswith("Error: engines/vllm/profiles/qwen3-32b.yaml:10: max_model_len:")
+    assert result.code == 2 and result.stderr.startswith(
+        "Error: engines/vllm/profiles/qwen3-32b.yaml:10: max_model_len:"
+    )
     debug = run_labctl("--debug", "validate", lab=lab)
     assert debug.code != 0 and "Traceback" in debug.stderr
 
@@ -166,8 +204,9 @@ def test_render_writes_and_prints_path(lab: Path) -> None:
 
 
 def test_every_command_has_help_with_example() -> None:
-    from labctl.cli import app
     import typer.main
+
+    from labctl.cli import app
 
     group = typer.main.get_command(app)
     for name, command in group.commands.items():  # type: ignore[attr-defined]

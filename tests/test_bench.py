@@ -4,7 +4,6 @@ bad input, interruption."""
 from __future__ import annotations
 
 import json
-import math
 import os
 import signal
 import subprocess
@@ -12,46 +11,47 @@ import time
 from pathlib import Path
 
 import pytest
-
-from conftest import LABCTL, run_labctl
 from harness_proc import harness
-
-from labctl.bench.client import RequestResult
-from labctl.bench.metrics import level_metrics, percentile
+from support import LABCTL, run_labctl
 
 SMALL = ("--workload", "latency-probe", "--requests", "6", "--output-len", "8", "--input-len", "16")
 
 
-def bench(lab: Path, home: Path, *args: str, env: dict[str, str] | None = None) -> "subprocess.CompletedProcess[str]":
+def bench(lab: Path, home: Path, *args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     return run_labctl("bench", *args, lab=lab, env={"LABCTL_HOME": str(home), **(env or {})})  # type: ignore[return-value]
-
-
-def test_percentile_and_metric_definitions() -> None:
-    assert percentile([1, 2, 3, 4], 50) == 2.5 and percentile([5], 99) == 5
-    r = RequestResult(ok=True, sent=0.0, first_token=0.05, chunk_times=[0.05, 0.07, 0.09, 0.11], output_tokens=4,
-                      usage_reported=True, prompt_tokens=10)
-    m = level_metrics([r, RequestResult(ok=False, error="HTTP 503: busy")], duration_s=1.0, slo={"ttft_ms": 60})
-    assert math.isclose(m["median_ttft_ms"], 50) and math.isclose(m["median_tpot_ms"], 20)
-    assert math.isclose(m["median_itl_ms"], 20) and math.isclose(m["median_e2el_ms"], 110)
-    assert m["completed"] == 1 and m["failed"] == 1 and m["failures"] == {"HTTP 503: busy": 1}
-    assert m["output_throughput"] == 4 and m["total_token_throughput"] == 14 and m["goodput"] == 1
 
 
 def test_bench_external_url_json_and_storage(lab: Path, tmp_path: Path) -> None:
     home = tmp_path / "home"
     with harness("--ttft-ms", "40", "--tpot-ms", "5", model="truth") as (base, _):
-        result = bench(lab, home, "--base-url", f"{base}/v1", "--model", "truth", *SMALL, "--concurrency", "1,3", "--json")
+        result = bench(
+            lab, home, "--base-url", f"{base}/v1", "--model", "truth", *SMALL, "--concurrency", "1,3", "--json"
+        )
     assert result.code == 0, result.stderr
     doc = json.loads(result.stdout)
-    assert doc["status"] == "complete" and [l["concurrency"] for l in doc["levels"]] == [1, 3]
+    assert doc["status"] == "complete" and [lv["concurrency"] for lv in doc["levels"]] == [1, 3]
     for level in doc["levels"]:
-        for key in ("concurrency", "median_ttft_ms", "p99_ttft_ms", "median_tpot_ms", "median_itl_ms",
-                    "output_throughput", "request_throughput", "total_token_throughput", "median_e2el_ms",
-                    "p99_itl_ms", "max_itl_ms", "completed", "failed"):
+        for key in (
+            "concurrency",
+            "median_ttft_ms",
+            "p99_ttft_ms",
+            "median_tpot_ms",
+            "median_itl_ms",
+            "output_throughput",
+            "request_throughput",
+            "total_token_throughput",
+            "median_e2el_ms",
+            "p99_itl_ms",
+            "max_itl_ms",
+            "completed",
+            "failed",
+        ):
             assert key in level, key
         assert level["completed"] == 6 and level["failed"] == 0
         # the role-only chunk arrives at once: counting it would put TTFT near 0
-        assert level["median_ttft_ms"] >= 40 and level["median_tpot_ms"] >= 4.9  # absolute schedule: a late first token shortens TPOT a hair
+        assert (
+            level["median_ttft_ms"] >= 40 and level["median_tpot_ms"] >= 4.9
+        )  # absolute schedule: a late first token shortens TPOT a hair
         assert level["total_output_tokens"] == 6 * 8 and not level["usage_fallback"]
     assert doc["workload"]["sha256"] and doc["client"]["cpu_count"] and doc["target"]["environment_label"] == "external"
     stored = home / "runs" / doc["run_id"] / "bench" / f"{doc['bench_id']}.json"
@@ -63,9 +63,13 @@ def test_bench_external_url_json_and_storage(lab: Path, tmp_path: Path) -> None:
 
 
 def test_failures_are_counted_with_reasons(lab: Path, tmp_path: Path) -> None:
-    with harness("--ttft-ms", "1", "--tpot-ms", "1", "--drop-stream-rate", "0.5", "--seed", "3", model="truth") as (base, _):
-        result = bench(lab, tmp_path / "h", "--base-url", f"{base}/v1", "--model", "truth", *SMALL, "--requests", "20",
-                       "--json")
+    with harness("--ttft-ms", "1", "--tpot-ms", "1", "--drop-stream-rate", "0.5", "--seed", "3", model="truth") as (
+        base,
+        _,
+    ):
+        result = bench(
+            lab, tmp_path / "h", "--base-url", f"{base}/v1", "--model", "truth", *SMALL, "--requests", "20", "--json"
+        )
     assert result.code == 0, result.stderr
     level = json.loads(result.stdout)["levels"][0]
     assert level["failed"] > 0 and level["completed"] + level["failed"] == 20
@@ -73,12 +77,18 @@ def test_failures_are_counted_with_reasons(lab: Path, tmp_path: Path) -> None:
     assert "request(s) failed" in result.stderr
 
 
-@pytest.mark.parametrize(("args", "message"), [
-    (("--base-url", "http://127.0.0.1:9/v1", "--model", "x"), "does not answer"),
-    (("--base-url", "ftp://x/v1", "--model", "x"), "is not an http(s) URL"),
-    (("--requests", "0", "--base-url", "http://127.0.0.1:9/v1", "--model", "x"), "--requests 0: give a number of requests > 0."),
-    (("--concurrency", "1,a", "--base-url", "http://127.0.0.1:9/v1", "--model", "x"), "expected whole numbers"),
-])
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (("--base-url", "http://127.0.0.1:9/v1", "--model", "x"), "does not answer"),
+        (("--base-url", "ftp://x/v1", "--model", "x"), "is not an http(s) URL"),
+        (
+            ("--requests", "0", "--base-url", "http://127.0.0.1:9/v1", "--model", "x"),
+            "--requests 0: give a number of requests > 0.",
+        ),
+        (("--concurrency", "1,a", "--base-url", "http://127.0.0.1:9/v1", "--model", "x"), "expected whole numbers"),
+    ],
+)
 def test_bad_targets_and_overrides(lab: Path, tmp_path: Path, args: tuple[str, ...], message: str) -> None:
     result = bench(lab, tmp_path / "h", "--workload", "latency-probe", *args)
     assert result.code == 2 and message in result.stderr and "Traceback" not in result.stderr
@@ -91,26 +101,39 @@ def test_wrong_model_and_missing_key(lab: Path, tmp_path: Path) -> None:
     with harness(model="truth", env={**os.environ, "LABCTL_HARNESS_API_KEY": "sk-0123456789abcdef"}) as (base, _):
         result = bench(lab, tmp_path / "h", "--base-url", f"{base}/v1", "--model", "truth", *SMALL)
         assert result.code == 2 and "--api-key-env NAME" in result.stderr
-        ok = bench(lab, tmp_path / "h", "--base-url", f"{base}/v1", "--model", "truth", *SMALL, "--api-key-env", "MY_KEY",
-                   env={"MY_KEY": "sk-0123456789abcdef"})
+        ok = bench(
+            lab,
+            tmp_path / "h",
+            "--base-url",
+            f"{base}/v1",
+            "--model",
+            "truth",
+            *SMALL,
+            "--api-key-env",
+            "MY_KEY",
+            env={"MY_KEY": "sk-0123456789abcdef"},
+        )
         assert ok.code == 0, ok.stderr
         assert "sk-0123456789abcdef" not in ok.stdout + ok.stderr
 
 
 def test_bad_workload_files(lab: Path, tmp_path: Path) -> None:
     folder = lab / "workloads"
-    (folder / "typo.yaml").write_text("description: x\ndataset: {kind: random, input_len: 8, output_len: 8}\n"
-                                      "concurency: [1]\n")
+    (folder / "typo.yaml").write_text(
+        "description: x\ndataset: {kind: random, input_len: 8, output_len: 8}\nconcurency: [1]\n"
+    )
     result = bench(lab, tmp_path / "h", "--workload", "typo", "--base-url", "http://127.0.0.1:9/v1", "--model", "x")
     assert result.code == 2
     assert "workloads/typo.yaml:3: concurency: unknown field. Did you mean 'concurrency'?" in result.stderr
-    (folder / "neg.yaml").write_text("description: x\ndataset: {kind: random, input_len: -5, output_len: 8}\n"
-                                     "concurrency: [1]\n")
+    (folder / "neg.yaml").write_text(
+        "description: x\ndataset: {kind: random, input_len: -5, output_len: 8}\nconcurrency: [1]\n"
+    )
     result = bench(lab, tmp_path / "h", "--workload", "neg", "--base-url", "http://127.0.0.1:9/v1", "--model", "x")
     assert result.code == 2 and "dataset.input_len: -5 is not allowed" in result.stderr
     (folder / "data.jsonl").write_text('{"prompt": "ok"}\nnot json\n')
-    (folder / "jsonl.yaml").write_text("description: x\ndataset: {kind: jsonl, path: data.jsonl}\nconcurrency: [1]\n"
-                                       "max_tokens: 4\n")
+    (folder / "jsonl.yaml").write_text(
+        "description: x\ndataset: {kind: jsonl, path: data.jsonl}\nconcurrency: [1]\nmax_tokens: 4\n"
+    )
     with harness(model="truth") as (base, _):
         result = bench(lab, tmp_path / "h", "--workload", "jsonl", "--base-url", f"{base}/v1", "--model", "truth")
     assert result.code == 2 and "data.jsonl:2: not JSON" in result.stderr
@@ -119,10 +142,26 @@ def test_bad_workload_files(lab: Path, tmp_path: Path) -> None:
 def test_ctrl_c_saves_a_partial_result(lab: Path, tmp_path: Path) -> None:
     home = tmp_path / "h"
     with harness("--ttft-ms", "10", "--tpot-ms", "50", model="truth") as (base, _):
-        proc = subprocess.Popen([*LABCTL, "bench", "--base-url", f"{base}/v1", "--model", "truth", "--workload",
-                                 "latency-probe", "--requests", "100", "--output-len", "20"],
-                                env={**os.environ, "LABCTL_LAB": str(lab), "LABCTL_HOME": str(home)},
-                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        proc = subprocess.Popen(
+            [
+                *LABCTL,
+                "bench",
+                "--base-url",
+                f"{base}/v1",
+                "--model",
+                "truth",
+                "--workload",
+                "latency-probe",
+                "--requests",
+                "100",
+                "--output-len",
+                "20",
+            ],
+            env={**os.environ, "LABCTL_LAB": str(lab), "LABCTL_HOME": str(home)},
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
         time.sleep(6)
         proc.send_signal(signal.SIGINT)
         assert proc.wait(30) == 130
@@ -139,10 +178,19 @@ def test_tensorrt_batch_limit_refused_unless_forced(lab: Path, tmp_path: Path) -
     home = tmp_path / "h"
     with harness(model="qwen3-32b") as (base, _):
         run_id = "20261203-000000-abcdef"
-        record = {"schema_version": 1, "run_id": run_id, "status": "running", "engine": "trtllm",
-                  "profile": "qwen3-32b-engine", "environment_label": "real-gpu", "served_model_name": "qwen3-32b",
-                  "endpoint": {"base_url": f"{base}/v1"}, "image": {"digest": None},
-                  "resolved_profile": {"build": {"max_batch_size": 2}}, "record_path": ""}
+        record = {
+            "schema_version": 1,
+            "run_id": run_id,
+            "status": "running",
+            "engine": "trtllm",
+            "profile": "qwen3-32b-engine",
+            "environment_label": "real-gpu",
+            "served_model_name": "qwen3-32b",
+            "endpoint": {"base_url": f"{base}/v1"},
+            "image": {"digest": None},
+            "resolved_profile": {"build": {"max_batch_size": 2}},
+            "record_path": "",
+        }
         (home / "runs" / run_id).mkdir(parents=True)
         (home / "runs" / run_id / "record.json").write_text(json.dumps(record))
         refused = bench(lab, home, run_id, *SMALL, "--concurrency", "1,4")
@@ -156,9 +204,12 @@ def test_tensorrt_batch_limit_refused_unless_forced(lab: Path, tmp_path: Path) -
 def test_open_loop_arrivals(lab: Path, tmp_path: Path) -> None:
     (lab / "workloads" / "poisson.yaml").write_text(
         "description: open loop\ndataset: {kind: random, input_len: 8, output_len: 4}\nrequests: 30\n"
-        "concurrency: [4]\nrequest_rate: 15\nburstiness: 1.0\nwarmup_per_concurrency: 0\n")
+        "concurrency: [4]\nrequest_rate: 15\nburstiness: 1.0\nwarmup_per_concurrency: 0\n"
+    )
     with harness("--ttft-ms", "5", "--tpot-ms", "2", model="truth") as (base, _):
-        result = bench(lab, tmp_path / "h", "--base-url", f"{base}/v1", "--model", "truth", "--workload", "poisson", "--json")
+        result = bench(
+            lab, tmp_path / "h", "--base-url", f"{base}/v1", "--model", "truth", "--workload", "poisson", "--json"
+        )
     assert result.code == 0, result.stderr
     level = json.loads(result.stdout)["levels"][0]
     assert level["completed"] == 30 and level["target_rate"] == 15

@@ -7,20 +7,28 @@ import json
 from pathlib import Path
 
 import pytest
-
 from harness_proc import free_port
 from lifecycle_helpers import labctl, up, write_profile
 
 pytestmark = pytest.mark.docker
 
 
-
-
 def test_bench_a_labctl_run(lab: Path, home: Path) -> None:
     write_profile(lab, "b", free_port())
     info = json.loads(up(lab, home, "b", "--resident").stdout)
-    result = labctl(lab, home, "bench", info["run_id"], "--workload", "latency-probe", "--requests", "5",
-                    "--output-len", "4", "--json")
+    result = labctl(
+        lab,
+        home,
+        "bench",
+        info["run_id"],
+        "--workload",
+        "latency-probe",
+        "--requests",
+        "5",
+        "--output-len",
+        "4",
+        "--json",
+    )
     assert result.code == 0, result.stderr
     doc = json.loads(result.stdout)
     assert doc["run_id"] == info["run_id"] and doc["target"]["engine"] == "harness"

@@ -11,18 +11,28 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-
-from conftest import IN_CI
 from harness_proc import free_port
 from lifecycle_helpers import labctl, remove_runs, up, write_profile
+from support import IN_CI
 
 pytestmark = pytest.mark.docker
-BENCH = ("--workload", "chat-sweep", "--concurrency", "1,4", "--requests", "8", "--input-len", "16", "--output-len", "8")
+BENCH = (
+    "--workload",
+    "chat-sweep",
+    "--concurrency",
+    "1,4",
+    "--requests",
+    "8",
+    "--input-len",
+    "16",
+    "--output-len",
+    "8",
+)
 
 
 @pytest.fixture(scope="module")
 def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict]:
-    from conftest import REPO, docker_available
+    from support import REPO, docker_available
 
     if not docker_available():
         if IN_CI:
@@ -55,7 +65,9 @@ def test_same_rules_table(world: dict) -> None:
     assert "✓ workload: chat-sweep" in result.stdout and "✓ environment label: harness-check" in result.stdout
     assert "✗" not in result.stdout
     assert "fast" in result.stdout and "slow" in result.stdout
-    as_json = json.loads(labctl(world["lab"], world["home"], "compare", world["fast"], world["slow"], "--format", "json").stdout)
+    as_json = json.loads(
+        labctl(world["lab"], world["home"], "compare", world["fast"], world["slow"], "--format", "json").stdout
+    )
     assert as_json["same_rules"] is True and len(as_json["rows"]) == 4
     by_profile = {(r["profile"], r["concurrency"]): r for r in as_json["rows"]}
     assert by_profile[("slow", 1)]["median_tpot_ms"] > by_profile[("fast", 1)]["median_tpot_ms"] * 2
@@ -86,8 +98,16 @@ def test_other_workload_refused_then_marked(world: dict) -> None:
     assert refused.code == 2
     assert "✗ workload:" in refused.stdout and "not measured under the same rules (workload)" in refused.stderr
     assert "TTFT p50" not in refused.stdout  # no numbers without the flag
-    shown = labctl(world["lab"], world["home"], "compare", world["fast"], world["other_workload"], "--allow-mismatch",
-                   "--format", "json")
+    shown = labctl(
+        world["lab"],
+        world["home"],
+        "compare",
+        world["fast"],
+        world["other_workload"],
+        "--allow-mismatch",
+        "--format",
+        "json",
+    )
     rows = json.loads(shown.stdout)["rows"]
     assert all(r["mismatch"] == ["workload"] for r in rows)
     table = labctl(world["lab"], world["home"], "compare", world["fast"], world["other_workload"], "--allow-mismatch")
@@ -97,11 +117,26 @@ def test_other_workload_refused_then_marked(world: dict) -> None:
 def test_other_environment_label_and_model_family_refused(world: dict) -> None:
     lab, home = world["lab"], world["home"]
     record = json.loads((home / "runs" / world["fast_run"] / "record.json").read_text())
-    external = labctl(lab, home, "bench", "--base-url", record["endpoint"]["base_url"], "--model", "harness-test", *BENCH,
-                      "--environment-label", "real-gpu", "--json")
+    external = labctl(
+        lab,
+        home,
+        "bench",
+        "--base-url",
+        record["endpoint"]["base_url"],
+        "--model",
+        "harness-test",
+        *BENCH,
+        "--environment-label",
+        "real-gpu",
+        "--json",
+    )
     ext_id = json.loads(external.stdout)["bench_id"]
     refused = labctl(lab, home, "compare", world["fast"], ext_id)
-    assert refused.code == 2 and "✗ environment label" in refused.stdout and "✗ model family and revision" in refused.stdout
+    assert (
+        refused.code == 2
+        and "✗ environment label" in refused.stdout
+        and "✗ model family and revision" in refused.stdout
+    )
 
 
 def test_bad_ids(world: dict) -> None:
@@ -139,7 +174,18 @@ def test_report_folder_renders_in_chromium(world: dict, tmp_path: Path) -> None:
             pytest.fail("CI=true and chromium is missing: make test installs it", pytrace=False)
         pytest.skip("SKIPPED LOUDLY: chromium is not installed (make test installs it)")
     shot = tmp_path / "page.png"
-    subprocess.run([browser, "--headless", "--no-sandbox", "--disable-gpu", f"--screenshot={shot}",
-                    "--window-size=1400,2200", (out / "index.html").as_uri()], capture_output=True, timeout=120)
+    subprocess.run(
+        [
+            browser,
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            f"--screenshot={shot}",
+            "--window-size=1400,2200",
+            (out / "index.html").as_uri(),
+        ],
+        capture_output=True,
+        timeout=120,
+    )
     width, height = _png_size(shot)
     assert (width, height) == (1400, 2200) and shot.stat().st_size > 50_000

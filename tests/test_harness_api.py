@@ -6,7 +6,6 @@ from __future__ import annotations
 import httpx
 import openai
 import pytest
-
 from harness_proc import harness
 
 
@@ -27,7 +26,8 @@ def test_models_and_version(base: str) -> None:
 
 def test_chat_non_streaming(base: str) -> None:
     reply = client(base).chat.completions.create(
-        model="harness", messages=[{"role": "user", "content": "say three words"}], max_tokens=7, seed=1, temperature=0)
+        model="harness", messages=[{"role": "user", "content": "say three words"}], max_tokens=7, seed=1, temperature=0
+    )
     assert reply.choices[0].message.role == "assistant"
     assert reply.usage is not None and reply.usage.prompt_tokens == 3
     assert reply.usage.completion_tokens == len(reply.choices[0].message.content.split()) <= 7
@@ -35,8 +35,13 @@ def test_chat_non_streaming(base: str) -> None:
 
 def test_chat_streaming_role_chunk_usage_done(base: str) -> None:
     stream = client(base).chat.completions.create(
-        model="harness", messages=[{"role": "user", "content": "a b c d"}], max_tokens=12, stream=True,
-        stream_options={"include_usage": True}, extra_body={"ignore_eos": True})
+        model="harness",
+        messages=[{"role": "user", "content": "a b c d"}],
+        max_tokens=12,
+        stream=True,
+        stream_options={"include_usage": True},
+        extra_body={"ignore_eos": True},
+    )
     chunks = list(stream)
     first = chunks[0].choices[0].delta
     assert first.role == "assistant" and first.content == ""  # role-only chunk carries no token
@@ -51,16 +56,32 @@ def test_completions_both_ways(base: str) -> None:
     c = client(base)
     plain = c.completions.create(model="harness", prompt="one two", max_tokens=5, extra_body={"ignore_eos": True})
     assert plain.usage.completion_tokens == 5 and plain.choices[0].finish_reason == "length"
-    streamed = "".join(x.choices[0].text for x in c.completions.create(
-        model="harness", prompt="one two", max_tokens=5, stream=True, extra_body={"ignore_eos": True}) if x.choices)
+    streamed = "".join(
+        x.choices[0].text
+        for x in c.completions.create(
+            model="harness", prompt="one two", max_tokens=5, stream=True, extra_body={"ignore_eos": True}
+        )
+        if x.choices
+    )
     assert streamed == plain.choices[0].text  # deterministic: same prompt, same answer
 
 
 def test_max_completion_tokens_and_seed(base: str) -> None:
     c = client(base)
-    ask = lambda seed: c.chat.completions.create(  # noqa: E731
-        model="harness", messages=[{"role": "user", "content": "x"}], max_completion_tokens=30, seed=seed,
-        extra_body={"ignore_eos": True}).choices[0].message.content
+
+    def ask(seed):
+        return (
+            c.chat.completions.create(  # noqa: E731
+                model="harness",
+                messages=[{"role": "user", "content": "x"}],
+                max_completion_tokens=30,
+                seed=seed,
+                extra_body={"ignore_eos": True},
+            )
+            .choices[0]
+            .message.content
+        )
+
     assert len(ask(1).split()) == 30
     assert ask(1) == ask(1) and ask(1) != ask(2)
 
@@ -71,15 +92,18 @@ def test_unknown_model_is_404(base: str) -> None:
     assert err.value.body["message"] == "The model `gpt-9` does not exist."
 
 
-@pytest.mark.parametrize("body", [
-    {"model": "harness", "messages": "hi"},
-    {"model": "harness", "messages": [{"role": "user", "content": "x"}], "max_tokens": -1},
-    {"model": "harness", "messages": [{"role": "user", "content": "x"}], "max_tokens": 10**9},
-    {"model": "harness", "messages": [{"role": "user", "content": "x"}], "max_tokens": "10"},
-    {"model": "harness", "messages": [{"role": "user", "content": "x"}], "temperature": "hot"},
-    {"model": "harness", "messages": [{"role": "user", "content": "x"}], "stream": "yes"},
-    {"model": 7, "messages": [{"role": "user", "content": "x"}]},
-])
+@pytest.mark.parametrize(
+    "body",
+    [
+        {"model": "harness", "messages": "hi"},
+        {"model": "harness", "messages": [{"role": "user", "content": "x"}], "max_tokens": -1},
+        {"model": "harness", "messages": [{"role": "user", "content": "x"}], "max_tokens": 10**9},
+        {"model": "harness", "messages": [{"role": "user", "content": "x"}], "max_tokens": "10"},
+        {"model": "harness", "messages": [{"role": "user", "content": "x"}], "temperature": "hot"},
+        {"model": "harness", "messages": [{"role": "user", "content": "x"}], "stream": "yes"},
+        {"model": 7, "messages": [{"role": "user", "content": "x"}]},
+    ],
+)
 def test_bad_requests_are_400(base: str, body: dict) -> None:
     with pytest.raises(openai.BadRequestError) as err:
         client(base).chat.completions.create(**body)  # type: ignore[call-overload]
@@ -89,8 +113,14 @@ def test_bad_requests_are_400(base: str, body: dict) -> None:
 def test_malformed_json_is_400(base: str) -> None:
     r = httpx.post(f"{base}/v1/chat/completions", content=b"{not json", headers={"content-type": "application/json"})
     assert r.status_code == 400
-    assert r.json() == {"error": {"message": "the request body is not valid JSON", "type": "BadRequestError",
-                                  "param": None, "code": 400}}
+    assert r.json() == {
+        "error": {
+            "message": "the request body is not valid JSON",
+            "type": "BadRequestError",
+            "param": None,
+            "code": 400,
+        }
+    }
 
 
 def test_missing_messages_is_400(base: str) -> None:
@@ -115,7 +145,7 @@ def test_metrics_count_requests_and_tokens(base: str) -> None:
     after = httpx.get(f"{base}/metrics").text
 
     def value(text: str, name: str) -> float:
-        return float(next(l for l in text.splitlines() if l.startswith(name + "{")).split()[-1])
+        return float(next(x for x in text.splitlines() if x.startswith(name + "{")).split()[-1])
 
     assert value(after, "harness_generation_tokens_total") - value(before, "harness_generation_tokens_total") == 4
     assert value(after, "harness_prompt_tokens_total") - value(before, "harness_prompt_tokens_total") == 3

@@ -10,14 +10,18 @@ from pathlib import Path
 import openai
 import pytest
 import yaml
-
-from labctl.lab import Lab
-from labctl.profiles import check_profile_spec, load_profile, with_overrides, Profile
-from labctl.render import RenderOptions, render_compose
-from labctl.sourcefile import SourceFile
-
-from conftest import REPO
 from harness_proc import free_port, wait_healthy
+from support import REPO
+
+from labctl.catalog.lab import Lab
+from labctl.catalog.profiles import (
+    Profile,
+    check_profile_spec,
+    load_profile,
+    with_overrides,
+)
+from labctl.catalog.sourcefile import SourceFile
+from labctl.compose.render import RenderOptions, render_compose
 
 pytestmark = pytest.mark.docker
 LAB = Lab(REPO)
@@ -38,10 +42,17 @@ def test_smoke_container_with_openai_sdk(tmp_path: Path, docker_engine: None) ->
     try:
         wait_healthy(f"http://127.0.0.1:{port}", 20)
         client = openai.OpenAI(base_url=f"http://127.0.0.1:{port}/v1", api_key="none", max_retries=0)
-        reply = client.chat.completions.create(model="harness-smoke", messages=[{"role": "user", "content": "hi"}], max_tokens=4)
+        reply = client.chat.completions.create(
+            model="harness-smoke", messages=[{"role": "user", "content": "hi"}], max_tokens=4
+        )
         assert reply.usage.completion_tokens == len(reply.choices[0].message.content.split())
-        text = "".join(c.choices[0].text for c in client.completions.create(
-            model="harness-smoke", prompt="a b", max_tokens=6, stream=True, extra_body={"ignore_eos": True}) if c.choices)
+        text = "".join(
+            c.choices[0].text
+            for c in client.completions.create(
+                model="harness-smoke", prompt="a b", max_tokens=6, stream=True, extra_body={"ignore_eos": True}
+            )
+            if c.choices
+        )
         assert len(text.split()) == 6
         with pytest.raises(openai.NotFoundError):
             client.chat.completions.create(model="nope", messages=[{"role": "user", "content": "hi"}])
@@ -51,7 +62,7 @@ def test_smoke_container_with_openai_sdk(tmp_path: Path, docker_engine: None) ->
 
 def test_values_reach_the_container_verbatim(tmp_path: Path, docker_engine: None) -> None:
     """Compose must not interpolate `$` or reinterpret quotes: the container sees the profile's bytes."""
-    value = 'a ${HOME} $PATH "q" \'s\' {{ x }} # c: d\nline2'
+    value = "a ${HOME} $PATH \"q\" 's' {{ x }} # c: d\nline2"
     base = load_profile(LAB, "harness", "smoke")
     data = yaml.safe_load(base.source.path.read_text())  # type: ignore[union-attr]
     data["extra_args"] = [value]

@@ -15,19 +15,28 @@ from pathlib import Path
 
 import openai
 import pytest
-
-from conftest import LABCTL, run_labctl
 from harness_proc import free_port
-from lifecycle_helpers import containers_of, labctl, record, remove_runs, up, write_profile
+from lifecycle_helpers import (
+    containers_of,
+    labctl,
+    record,
+    remove_runs,
+    up,
+    write_profile,
+)
+from support import LABCTL, run_labctl
 
 pytestmark = pytest.mark.docker
 
 
-
-
 def registry_digest(repo: str, tag: str) -> str:
-    request = urllib.request.Request(f"http://127.0.0.1:5000/v2/{repo}/manifests/{tag}", method="HEAD", headers={
-        "Accept": "application/vnd.docker.distribution.manifest.v2+json, application/vnd.oci.image.manifest.v1+json"})
+    request = urllib.request.Request(
+        f"http://127.0.0.1:5000/v2/{repo}/manifests/{tag}",
+        method="HEAD",
+        headers={
+            "Accept": "application/vnd.docker.distribution.manifest.v2+json, application/vnd.oci.image.manifest.v1+json"
+        },
+    )
     with urllib.request.urlopen(request) as response:
         return str(response.headers["Docker-Content-Digest"])
 
@@ -40,7 +49,8 @@ def test_up_status_down_with_complete_record(lab: Path, home: Path) -> None:
     assert set(info) >= {"run_id", "engine", "profile", "base_url", "model", "gpus", "health", "owner", "record"}
     assert info["health"] == "healthy" and info["base_url"].endswith("/v1")
     reply = openai.OpenAI(base_url=info["base_url"], api_key="x").chat.completions.create(
-        model=info["model"], messages=[{"role": "user", "content": "hi"}], max_tokens=3)
+        model=info["model"], messages=[{"role": "user", "content": "hi"}], max_tokens=3
+    )
     assert reply.choices[0].message.content
     rec = record(home, info["run_id"])
     assert rec["status"] == "running" and rec["environment_label"] == "harness-check"
@@ -61,7 +71,9 @@ def test_up_status_down_with_complete_record(lab: Path, home: Path) -> None:
     rec = record(home, info["run_id"])
     assert rec["status"] == "stopped" and rec["stopped_at"] and rec["stopped_by"]
     assert "serving harness-test" in labctl(lab, home, "logs", info["run_id"]).stdout  # saved before removal
-    assert [e["event"] for e in map(json.loads, (home / "runs" / info["run_id"] / "events.jsonl").read_text().splitlines())] == ["up", "ready", "down"]
+    assert [
+        e["event"] for e in map(json.loads, (home / "runs" / info["run_id"] / "events.jsonl").read_text().splitlines())
+    ] == ["up", "ready", "down"]
 
 
 def test_second_up_on_same_gpu_is_refused_with_holder(lab: Path, home: Path) -> None:
@@ -87,8 +99,16 @@ def test_two_concurrent_ups_exactly_one_wins(lab: Path, home: Path) -> None:
     write_profile(lab, "c1", free_port(), gpus=["5"])
     write_profile(lab, "c2", free_port(), gpus=["5"])
     env = {**os.environ, "LABCTL_LAB": str(lab), "LABCTL_HOME": str(home)}
-    procs = [subprocess.Popen([*LABCTL, "up", "harness", "--profile", p, "--allow-unpinned", "--json"], env=env,
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for p in ("c1", "c2")]
+    procs = [
+        subprocess.Popen(
+            [*LABCTL, "up", "harness", "--profile", p, "--allow-unpinned", "--json"],
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for p in ("c1", "c2")
+    ]
     codes = sorted(p.wait(60) for p in procs)
     assert codes == [0, 3], [p.stderr.read() for p in procs]  # type: ignore[union-attr]
 
@@ -129,10 +149,19 @@ def test_never_ready_times_out_with_logs(lab: Path, home: Path) -> None:
 def test_ctrl_c_leaves_nothing_and_an_aborted_record(lab: Path, home: Path) -> None:
     write_profile(lab, "slow", free_port(), extra=["--cold-start", "30"])
     env = {**os.environ, "LABCTL_LAB": str(lab), "LABCTL_HOME": str(home)}
-    proc = subprocess.Popen([*LABCTL, "up", "harness", "--profile", "slow", "--allow-unpinned"], env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [*LABCTL, "up", "harness", "--profile", "slow", "--allow-unpinned"],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     deadline = time.monotonic() + 30
-    while not ((home / "runs").is_dir() and any((home / "runs").iterdir()) and containers_of(next((home / "runs").iterdir()).name)):
+    while not (
+        (home / "runs").is_dir()
+        and any((home / "runs").iterdir())
+        and containers_of(next((home / "runs").iterdir()).name)
+    ):
         assert time.monotonic() < deadline and proc.poll() is None
         time.sleep(0.1)
     time.sleep(0.5)
@@ -148,8 +177,12 @@ def test_record_stays_valid_json_under_sigkill(lab: Path, home: Path) -> None:
     write_profile(lab, "k", free_port())
     env = {**os.environ, "LABCTL_LAB": str(lab), "LABCTL_HOME": str(home)}
     for delay in (0.6, 0.9, 1.2, 1.5):
-        proc = subprocess.Popen([*LABCTL, "up", "harness", "--profile", "k", "--allow-unpinned"], env=env,
-                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        proc = subprocess.Popen(
+            [*LABCTL, "up", "harness", "--profile", "k", "--allow-unpinned"],
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
         time.sleep(delay)
         proc.kill()
         proc.wait()
@@ -172,7 +205,9 @@ def test_gpu_engine_refused_by_preflight_with_nothing_started(lab: Path, home: P
 
 def test_pin_writes_registry_digest_keeping_comments(lab: Path, home: Path) -> None:
     path = lab / "engines" / "harness" / "profiles" / "smoke.yaml"
-    path.write_text("# reviewed by the lab\n" + path.read_text().replace("max_num_seqs: 256", "max_num_seqs: 256  # keep"))
+    path.write_text(
+        "# reviewed by the lab\n" + path.read_text().replace("max_num_seqs: 256", "max_num_seqs: 256  # keep")
+    )
     result = labctl(lab, home, "pin", "harness", "--profile", "smoke")
     assert result.code == 0, result.stderr
     digest = registry_digest("labctl/harness", "dev")
@@ -197,5 +232,7 @@ def test_pinned_profile_is_pulled_by_digest_when_absent(lab: Path, home: Path) -
         assert rec["timings"]["image_pull_s"] > 0
         assert f"127.0.0.1:5000/labctl/harness@{digest}" in rec["image"]["repo_digests"]
     finally:
-        subprocess.run(["docker", "tag", f"127.0.0.1:5000/labctl/harness@{digest}", "127.0.0.1:5000/labctl/harness:dev"],
-                       capture_output=True)
+        subprocess.run(
+            ["docker", "tag", f"127.0.0.1:5000/labctl/harness@{digest}", "127.0.0.1:5000/labctl/harness:dev"],
+            capture_output=True,
+        )

@@ -9,14 +9,11 @@ from pathlib import Path
 import httpx
 import pytest
 import yaml
-
-from conftest import run_labctl
 from harness_proc import free_port, wait_healthy
 from lifecycle_helpers import IMAGE, labctl, record, remove_runs, up, write_profile
+from support import run_labctl
 
 pytestmark = pytest.mark.docker
-
-
 
 
 @pytest.fixture
@@ -41,9 +38,13 @@ def test_reproduce_elsewhere_pulls_by_digest(lab: Path, home: Path, exported: tu
     other_dir = tmp_path / "somewhere"
     other_dir.mkdir()
     port = free_port()
-    proc = subprocess.run([*__import__("conftest").LABCTL, "reproduce", str(path), "--port", str(port), "--json"],
-                          capture_output=True, text=True, cwd=other_dir,
-                          env={**__import__("os").environ, "LABCTL_LAB": str(lab), "LABCTL_HOME": str(other_home)})
+    proc = subprocess.run(
+        [*__import__("support").LABCTL, "reproduce", str(path), "--port", str(port), "--json"],
+        capture_output=True,
+        text=True,
+        cwd=other_dir,
+        env={**__import__("os").environ, "LABCTL_LAB": str(lab), "LABCTL_HOME": str(other_home)},
+    )
     try:
         assert proc.returncode == 0, proc.stderr
         assert "by digest" in proc.stderr
@@ -64,16 +65,24 @@ def test_reproduce_elsewhere_pulls_by_digest(lab: Path, home: Path, exported: tu
 
 
 def _rewrite(path: Path, change) -> None:  # type: ignore[no-untyped-def]
-    from labctl.lab import Lab
-    from labctl.reproduce import content_hash, dump_export, load_export, recorded_profile
-    from labctl.setups import canonical_compose, sha256_text
+    from labctl.catalog.lab import Lab
+    from labctl.compose.canonical import canonical_compose, sha256_text
+    from labctl.run.reproduce import (
+        content_hash,
+        dump_export,
+        load_export,
+        recorded_profile,
+    )
 
     export = load_export(path)
     change(export.doc)
     lab = Lab(Path(__file__).parent.parent)
     profile = recorded_profile(lab, export)
-    export.doc["setup"]["compose_sha256"] = sha256_text(canonical_compose(
-        lab, profile.engine, profile.name, profile.spec, export.doc["setup"]["image"]["digest"], False))
+    export.doc["setup"]["compose_sha256"] = sha256_text(
+        canonical_compose(
+            lab, profile.engine, profile.name, profile.spec, export.doc["setup"]["image"]["digest"], False
+        )
+    )
     export.doc["content_sha256"] = content_hash(export.doc)
     path.write_text(dump_export(export.doc))
 
@@ -119,19 +128,33 @@ def test_show_docker_run_starts_an_answering_engine(lab: Path, home: Path) -> No
     try:
         subprocess.run(["bash", "-c", command], check=True, capture_output=True)
         wait_healthy(f"http://127.0.0.1:{port}", 20)
-        assert httpx.post(f"http://127.0.0.1:{port}/v1/completions",
-                          json={"model": "harness-test", "prompt": "a", "max_tokens": 2}).status_code == 200
+        assert (
+            httpx.post(
+                f"http://127.0.0.1:{port}/v1/completions",
+                json={"model": "harness-test", "prompt": "a", "max_tokens": 2},
+            ).status_code
+            == 200
+        )
     finally:
         subprocess.run(["docker", "rm", "-f", "labctl-docker-run-test"], capture_output=True)
 
 
-@pytest.mark.parametrize(("content", "message"), [
-    ("labctl_export: 1\nsetup: {engine: harness\n", "YAML syntax error"),
-    ("- not a mapping\n", "expected a YAML mapping"),
-    ("labctl_export: 99\nsetup: {}\n", "export schema version 99 is newer than this labctl reads (1). Upgrade labctl."),
-    ("hello: world\n", "not a labctl export"),
-    ("labctl_export: 1\nsetup: {engine: harness}\nhost: {}\n", "missing setup.profile: the export is truncated or invalid."),
-])
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        ("labctl_export: 1\nsetup: {engine: harness\n", "YAML syntax error"),
+        ("- not a mapping\n", "expected a YAML mapping"),
+        (
+            "labctl_export: 99\nsetup: {}\n",
+            "export schema version 99 is newer than this labctl reads (1). Upgrade labctl.",
+        ),
+        ("hello: world\n", "not a labctl export"),
+        (
+            "labctl_export: 1\nsetup: {engine: harness}\nhost: {}\n",
+            "missing setup.profile: the export is truncated or invalid.",
+        ),
+    ],
+)
 def test_bad_export_files(lab: Path, tmp_path: Path, content: str, message: str) -> None:
     path = tmp_path / "bad.yaml"
     path.write_text(content)

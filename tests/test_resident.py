@@ -11,14 +11,11 @@ from pathlib import Path
 
 import openai
 import pytest
-
-from conftest import REPO
 from harness_proc import free_port, wait_healthy
 from lifecycle_helpers import containers_of, labctl, record, up, write_profile
+from support import REPO
 
 pytestmark = pytest.mark.docker
-
-
 
 
 def start_resident(lab: Path, home: Path, *args: str) -> tuple[dict, str, str]:
@@ -38,8 +35,12 @@ def client(info: dict, key: str) -> openai.OpenAI:
 
 
 def ask(info: dict, key: str) -> str:
-    return client(info, key).chat.completions.create(
-        model=info["model"], messages=[{"role": "user", "content": "hi"}], max_tokens=2).choices[0].message.content
+    return (
+        client(info, key)
+        .chat.completions.create(model=info["model"], messages=[{"role": "user", "content": "hi"}], max_tokens=2)
+        .choices[0]
+        .message.content
+    )
 
 
 def test_keys_enforced_and_never_leaked(lab: Path, home: Path) -> None:
@@ -47,15 +48,26 @@ def test_keys_enforced_and_never_leaked(lab: Path, home: Path) -> None:
     with pytest.raises(openai.AuthenticationError):
         ask(info, "sk-wrong-key-000000000000")
     assert ask(info, key)
-    outputs = [labctl(lab, home, *args) for args in (("status",), ("status", "--json"), ("show", info["run_id"]),
-                                                      ("show", info["run_id"], "--json"), ("runs",),
-                                                      ("export", info["run_id"]), ("logs", info["run_id"]))]
+    outputs = [
+        labctl(lab, home, *args)
+        for args in (
+            ("status",),
+            ("status", "--json"),
+            ("show", info["run_id"]),
+            ("show", info["run_id"], "--json"),
+            ("runs",),
+            ("export", info["run_id"]),
+            ("logs", info["run_id"]),
+        )
+    ]
     assert all(key not in o.stdout + o.stderr for o in outputs)
     assert key in labctl(lab, home, "share", info["run_id"]).stdout  # the one place it is shown
     for path in list((home / "runs").rglob("*")) + list((REPO / "compose").glob("*")):
         if path.is_file():
             assert key not in path.read_text(errors="replace"), path
-    inspect = subprocess.run(["docker", "inspect", *containers_of(info["run_id"])], capture_output=True, text=True).stdout
+    inspect = subprocess.run(
+        ["docker", "inspect", *containers_of(info["run_id"])], capture_output=True, text=True
+    ).stdout
     assert key not in inspect
     rec = record(home, info["run_id"])
     assert rec["resident"]["restart_policy"] == "unless-stopped" and rec["resident"]["keys"] == 1
@@ -67,7 +79,9 @@ def test_keys_enforced_and_never_leaked(lab: Path, home: Path) -> None:
 def test_engine_killed_is_restarted_and_counted(lab: Path, home: Path) -> None:
     info, key, url = start_resident(lab, home)
     container = containers_of(info["run_id"])[0]
-    pid = subprocess.run(["docker", "inspect", "-f", "{{.State.Pid}}", container], capture_output=True, text=True).stdout.strip()
+    pid = subprocess.run(
+        ["docker", "inspect", "-f", "{{.State.Pid}}", container], capture_output=True, text=True
+    ).stdout.strip()
     os.kill(int(pid), 9)
     time.sleep(0.5)
     wait_healthy(url)
@@ -75,7 +89,9 @@ def test_engine_killed_is_restarted_and_counted(lab: Path, home: Path) -> None:
     status = json.loads(labctl(lab, home, "status", "--json").stdout)
     mine = next(s for s in status if s["run_id"] == info["run_id"])
     assert mine["restarts"] >= 1 and mine["health"] == "healthy" and mine["resident"]
-    events = [json.loads(l)["event"] for l in (home / "runs" / info["run_id"] / "events.jsonl").read_text().splitlines()]
+    events = [
+        json.loads(x)["event"] for x in (home / "runs" / info["run_id"] / "events.jsonl").read_text().splitlines()
+    ]
     assert "restart" in events
 
 
@@ -102,7 +118,7 @@ def test_key_rotation(lab: Path, home: Path) -> None:
     with pytest.raises(openai.AuthenticationError):
         ask(info, old)
     assert ask(info, new)
-    events = [json.loads(l) for l in (home / "runs" / info["run_id"] / "events.jsonl").read_text().splitlines()]
+    events = [json.loads(x) for x in (home / "runs" / info["run_id"] / "events.jsonl").read_text().splitlines()]
     assert any(e["event"] == "key rotation" and e["key_fingerprints"][0].startswith("sha256:") for e in events)
 
 
@@ -136,11 +152,14 @@ def test_comes_back_after_dockerd_restart(lab: Path, home: Path) -> None:
     assert any(s["run_id"] == info["run_id"] and s["health"] == "healthy" for s in status)
 
 
-@pytest.mark.parametrize(("args", "message"), [
-    (("--key-file", "/nonexistent/keys"), "--key-file /nonexistent/keys: no such file."),
-    (("--bind", "localhost-ish"), "--bind 'localhost-ish' is not an IP address"),
-    (("--keys", "2", "--key-file", "x"), "give either --key-file FILE or --keys N, not both."),
-])
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (("--key-file", "/nonexistent/keys"), "--key-file /nonexistent/keys: no such file."),
+        (("--bind", "localhost-ish"), "--bind 'localhost-ish' is not an IP address"),
+        (("--keys", "2", "--key-file", "x"), "give either --key-file FILE or --keys N, not both."),
+    ],
+)
 def test_bad_resident_input(lab: Path, home: Path, args: tuple[str, ...], message: str) -> None:
     write_profile(lab, "bad", free_port())
     result = up(lab, home, "bad", "--resident", *args)
@@ -159,13 +178,16 @@ def test_bad_key_files(lab: Path, home: Path, tmp_path: Path) -> None:
     open_file.write_text("sk-0123456789abcdefgh\n")
     open_file.chmod(0o644)
     result = up(lab, home, "bad", "--resident", "--key-file", str(open_file))
-    assert result.code == 2 and f"readable by other users (mode 0644). Fix it with: chmod 600 {open_file}" in result.stderr
+    assert (
+        result.code == 2 and f"readable by other users (mode 0644). Fix it with: chmod 600 {open_file}" in result.stderr
+    )
     assert not (home / "runs").exists()
 
 
 def test_trtllm_resident_beyond_loopback_needs_allow_no_auth(lab: Path, home: Path) -> None:
-    result = labctl(lab, home, "up", "trtllm", "--profile", "qwen3-32b", "--allow-unpinned", "--resident",
-                    "--bind", "0.0.0.0")
+    result = labctl(
+        lab, home, "up", "trtllm", "--profile", "qwen3-32b", "--allow-unpinned", "--resident", "--bind", "0.0.0.0"
+    )
     assert result.code == 2
     assert "trtllm cannot check API keys" in result.stderr and "--allow-no-auth" in result.stderr
 

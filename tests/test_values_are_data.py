@@ -10,22 +10,53 @@ import pytest
 import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from support import REPO
 
-from labctl.lab import Lab
-from labctl.profiles import check_profile_spec, load_profile, Profile
-from labctl.render import RenderOptions, render_compose
-from labctl.sourcefile import SourceFile
-
-from conftest import REPO
+from labctl.catalog.lab import Lab
+from labctl.catalog.profiles import Profile, check_profile_spec, load_profile
+from labctl.catalog.sourcefile import SourceFile
+from labctl.compose.render import RenderOptions, render_compose
 
 LAB = Lab(REPO)
 BASE = load_profile(LAB, "vllm", "qwen3-32b")
-NASTY = ['"', "'", "\n", "${HF_TOKEN}", "$HOME", "{{ x }}", "{% if %}", "#", ": ", "- ", "[", "]", "{", "}",
-         "&a", "*a", "!!python/object", "|", ">", "\\", "\t", "%", "@", "`", "null", "~", "\u2028", "é"]
-texts = st.lists(st.one_of(st.sampled_from(NASTY), st.text(min_size=1, max_size=8)), min_size=1, max_size=6).map("".join)
+NASTY = [
+    '"',
+    "'",
+    "\n",
+    "${HF_TOKEN}",
+    "$HOME",
+    "{{ x }}",
+    "{% if %}",
+    "#",
+    ": ",
+    "- ",
+    "[",
+    "]",
+    "{",
+    "}",
+    "&a",
+    "*a",
+    "!!python/object",
+    "|",
+    ">",
+    "\\",
+    "\t",
+    "%",
+    "@",
+    "`",
+    "null",
+    "~",
+    "\u2028",
+    "é",
+]
+texts = st.lists(st.one_of(st.sampled_from(NASTY), st.text(min_size=1, max_size=8)), min_size=1, max_size=6).map(
+    "".join
+)
 # Compose and YAML cannot carry some code points at all (NUL, lone surrogates); the profile loader refuses
 # them too because YAML cannot hold them.
-printable = texts.filter(lambda s: all(c >= " " or c in "\n\t" for c in s) and not any(0xD800 <= ord(c) <= 0xDFFF for c in s))
+printable = texts.filter(
+    lambda s: all(c >= " " or c in "\n\t" for c in s) and not any(0xD800 <= ord(c) <= 0xDFFF for c in s)
+)
 
 
 def _profile_with(**changes: object) -> Profile:
@@ -67,8 +98,12 @@ def test_compose_does_not_interpolate(tmp_path: Path, compose_binary: None) -> N
     profile = _profile_with(extra_args=[value])
     path = tmp_path / "c.yaml"
     path.write_text(render_compose(LAB, profile, RenderOptions(cache_dir="/c")))
-    proc = subprocess.run(["docker", "compose", "-f", str(path), "config", "--format", "json"],
-                          capture_output=True, text=True, env={"PATH": "/usr/bin:/bin:/usr/local/bin", "LABCTL_PROBE": "SECRET", "HOME": "/root"})
+    proc = subprocess.run(
+        ["docker", "compose", "-f", str(path), "config", "--format", "json"],
+        capture_output=True,
+        text=True,
+        env={"PATH": "/usr/bin:/bin:/usr/local/bin", "LABCTL_PROBE": "SECRET", "HOME": "/root"},
+    )
     assert proc.returncode == 0, proc.stderr
     import json
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 import ssl
 import time
 from dataclasses import dataclass, field
@@ -46,6 +47,16 @@ class RequestResult:
     input_len: int = 0
 
 
+MAX_HEAD = 64 * 1024
+MAX_EVENT = 1024 * 1024
+_STATUS_LINE = re.compile(r"HTTP/1\.[01] ([1-5][0-9][0-9])(?: .*)?\Z")
+_HEX = re.compile(rb"[0-9a-fA-F]{1,15}")
+
+
+class _Malformed(Exception):
+    """The server's bytes are not what HTTP/1.1 and SSE allow: the request fails, with this reason."""
+
+
 class _Response:
     """Parses one HTTP response as bytes arrive: status line, headers, chunked or sized body, SSE events."""
 
@@ -65,13 +76,24 @@ class _Response:
         self.headers_done = False
 
     def feed(self, data: bytes, now: float) -> None:
+        if self.done:
+            return
+        try:
+            self._feed(data, now)
+        except _Malformed as exc:
+            self.result.error = str(exc)
+            self.done, self.keep_alive = True, False
+
+    def _feed(self, data: bytes, now: float) -> None:
         if not self.headers_done:
             self.head += data
             end = self.head.find(b"\r\n\r\n")
             if end < 0:
+                if len(self.head) > MAX_HEAD:
+                    raise _Malformed(f"response headers beyond the {MAX_HEAD // 1024} KiB bound")
                 return
             self._headers(self.head[:end].decode("latin-1"))
-            data = self.head[end + 4:]
+            data = self.head[end + 4 :]
             self.head = b""
         if self.chunked:
             self.raw += data
@@ -86,14 +108,21 @@ class _Response:
 
     def _headers(self, text: str) -> None:
         lines = text.split("\r\n")
-        self.status = int(lines[0].split(" ", 2)[1])
+        status = _STATUS_LINE.match(lines[0])
+        if status is None:
+            raise _Malformed(f"not an HTTP/1.1 status line: {lines[0][:60]!r}")
+        self.status = int(status.group(1))
         for line in lines[1:]:
             name, _, value = line.partition(":")
             name, value = name.strip().lower(), value.strip().lower()
             if name == "transfer-encoding" and "chunked" in value:
                 self.chunked = True
             elif name == "content-length":
+                if not value.isdigit() or len(value) > 15:
+                    raise _Malformed(f"a Content-Length that is not a number: {value[:30]!r}")
                 self.remaining = int(value)
+            elif name == "content-encoding" and value not in ("", "identity"):
+                raise _Malformed(f"an unrequested Content-Encoding {value[:30]!r} (labctl asks for none)")
             elif name == "connection" and value == "close":
                 self.keep_alive = False
         self.headers_done = True
@@ -106,7 +135,7 @@ class _Response:
         while pos < len(raw):
             if self.chunk_left:
                 take = min(self.chunk_left, len(raw) - pos)
-                self.body += raw[pos:pos + take]
+                self.body += raw[pos : pos + take]
                 pos += take
                 self.chunk_left -= take
                 continue
@@ -118,8 +147,13 @@ class _Response:
                 continue
             eol = raw.find(b"\r\n", pos)
             if eol < 0:
+                if len(raw) - pos > 1024:
+                    raise _Malformed("a chunk-size line beyond 1 KiB")
                 break
-            size = int(raw[pos:eol].split(b";", 1)[0], 16)
+            size_text = raw[pos:eol].split(b";", 1)[0].strip()
+            if not _HEX.fullmatch(size_text):
+                raise _Malformed(f"a malformed chunk size {bytes(size_text[:20])!r}")
+            size = int(size_text, 16)
             pos = eol + 2
             if size == 0:
                 self.done = True
@@ -134,6 +168,8 @@ class _Response:
                 self._finish_plain()
             return
         body = self.body
+        if b"\r" in body:  # SSE allows CRLF line ends; a lone CR at the end waits for its LF
+            body[:] = body.replace(b"\r\n", b"\n")
         start = 0
         while True:
             end = body.find(b"\n\n", start)
@@ -142,6 +178,8 @@ class _Response:
             self._event(bytes(body[start:end]), now)
             start = end + 2
         del body[:start]
+        if len(body) > MAX_EVENT:
+            raise _Malformed(f"an SSE event beyond the {MAX_EVENT // 1024} KiB bound")
 
     def _event(self, event: bytes, now: float) -> None:
         for line in event.split(b"\n"):
@@ -153,8 +191,9 @@ class _Response:
             try:
                 obj = json.loads(payload)
             except ValueError:
-                self.result.error = f"unparseable SSE event: {payload[:80]!r}"
-                return
+                raise _Malformed(f"unparseable SSE event: {payload[:80]!r}") from None
+            if not isinstance(obj, dict) or not isinstance(obj.get("choices", []), list):
+                raise _Malformed(f"an SSE event that is not a JSON object with a choices list: {payload[:80]!r}")
             if "error" in obj and not obj.get("choices"):
                 self.result.error = f"error event: {str(obj['error'])[:160]}"
                 return
@@ -261,14 +300,18 @@ class Connection:
         if self.protocol and self.protocol.transport:
             self.protocol.transport.close()
 
-    async def send(self, body: dict[str, Any], chat: bool, result: RequestResult, timeout: float | None) -> RequestResult:
+    async def send(
+        self, body: dict[str, Any], chat: bool, result: RequestResult, timeout: float | None
+    ) -> RequestResult:
         stream = bool(body.get("stream"))
         path = f"{self.prefix}/{'chat/completions' if chat else 'completions'}"
         payload = json.dumps(body).encode()
         auth = f"authorization: Bearer {self.target.api_key}\r\n" if self.target.api_key else ""
-        head = (f"POST {path} HTTP/1.1\r\nhost: {self.host}:{self.port}\r\ncontent-type: application/json\r\n"
-                f"accept: {'text/event-stream' if stream else 'application/json'}\r\n{auth}"
-                f"content-length: {len(payload)}\r\n\r\n").encode()
+        head = (
+            f"POST {path} HTTP/1.1\r\nhost: {self.host}:{self.port}\r\ncontent-type: application/json\r\n"
+            f"accept: {'text/event-stream' if stream else 'application/json'}\r\n{auth}"
+            f"content-length: {len(payload)}\r\n\r\n"
+        ).encode()
         try:
             protocol = await self._ensure()
         except OSError as exc:
@@ -291,8 +334,11 @@ class Connection:
             protocol.response = None
         if not response.done:
             got = len(result.chunk_times)
-            result.error = result.error or (f"stream dropped after {got} token chunks" if response.headers_done
-                                            else "connection closed before a response")
+            result.error = result.error or (
+                f"stream dropped after {got} token chunks"
+                if response.headers_done
+                else "connection closed before a response"
+            )
         elif response.status != 200 and result.error is None:
             response._finish_plain()
         if not response.keep_alive or protocol.lost or not response.done:

@@ -46,9 +46,12 @@ def level_metrics(results: list[RequestResult], duration_s: float, slo: dict[str
     failed = [r for r in results if not r.ok]
     ttft = [(r.first_token - r.sent) * 1000 for r in done if r.first_token is not None]
     e2e = [(r.chunk_times[-1] - r.sent) * 1000 for r in done if r.chunk_times]
-    tpot = [((r.chunk_times[-1] - r.first_token) * 1000) / (r.output_tokens - 1)
-            for r in done if r.first_token is not None and r.output_tokens > 1]
-    itl = [(b - a) * 1000 for r in done for a, b in zip(r.chunk_times, r.chunk_times[1:])]
+    tpot = [
+        ((r.chunk_times[-1] - r.first_token) * 1000) / (r.output_tokens - 1)
+        for r in done
+        if r.first_token is not None and r.output_tokens > 1
+    ]
+    itl = [(b - a) * 1000 for r in done for a, b in zip(r.chunk_times, r.chunk_times[1:], strict=False)]
     queue = [(r.sent - r.scheduled) * 1000 for r in results if r.scheduled]
     output_tokens = sum(r.output_tokens for r in done)
     input_tokens = sum(r.prompt_tokens if r.prompt_tokens is not None else r.input_len for r in done)
@@ -63,8 +66,11 @@ def level_metrics(results: list[RequestResult], duration_s: float, slo: dict[str
         "request_throughput": len(done) / duration_s if duration_s > 0 else math.nan,
         "output_throughput": output_tokens / duration_s if duration_s > 0 else math.nan,
         "total_token_throughput": (input_tokens + output_tokens) / duration_s if duration_s > 0 else math.nan,
-        "output_len": {"min": min(lengths, default=0), "median": statistics.median(lengths) if lengths else 0,
-                       "max": max(lengths, default=0)},
+        "output_len": {
+            "min": min(lengths, default=0),
+            "median": statistics.median(lengths) if lengths else 0,
+            "max": max(lengths, default=0),
+        },
         "usage_fallback": any(not r.usage_reported for r in done),
         "mean_queue_ms": statistics.fmean(queue) if queue else 0.0,
         "p99_queue_ms": percentile(queue, 99) if queue else 0.0,
@@ -84,8 +90,11 @@ def _meets(r: RequestResult, slo: dict[str, float]) -> bool:
     ttft = (r.first_token - r.sent) * 1000
     e2e = (r.chunk_times[-1] - r.sent) * 1000
     tpot = (e2e - ttft) / (r.output_tokens - 1) if r.output_tokens > 1 else 0.0
-    return (ttft <= slo.get("ttft_ms", math.inf) and tpot <= slo.get("tpot_ms", math.inf)
-            and e2e <= slo.get("e2e_ms", math.inf))
+    return (
+        ttft <= slo.get("ttft_ms", math.inf)
+        and tpot <= slo.get("tpot_ms", math.inf)
+        and e2e <= slo.get("e2e_ms", math.inf)
+    )
 
 
 def clean(value: Any) -> Any:

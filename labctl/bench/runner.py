@@ -13,7 +13,7 @@ from typing import Any
 
 from labctl.bench.client import Connection, RequestResult, Target
 from labctl.bench.metrics import level_metrics
-from labctl.workloads import Prompt, Workload, make_prompts
+from labctl.bench.workloads import Prompt, Workload, make_prompts
 
 Progress = Callable[[str, int, int], None]  # (phase, done, total)
 SATURATED_CPU = 0.85  # share of one core above which the client's own timing is suspect
@@ -42,10 +42,17 @@ class LevelOutcome:
             warnings.append("the server sent no usage: output tokens were counted from chunks (may be wrong)")
         if metrics["failed"]:
             warnings.append(f"{metrics['failed']} request(s) failed: see failures")
-        return {"concurrency": self.concurrency, "requests": len(self.results), **metrics,
-                "client_cpu_s": self.client_cpu_s, "client_cpu_share": cpu_share,
-                "target_rate": self.target_rate, "achieved_rate": achieved,
-                "interrupted": self.interrupted, "warnings": warnings}
+        return {
+            "concurrency": self.concurrency,
+            "requests": len(self.results),
+            **metrics,
+            "client_cpu_s": self.client_cpu_s,
+            "client_cpu_share": cpu_share,
+            "target_rate": self.target_rate,
+            "achieved_rate": achieved,
+            "interrupted": self.interrupted,
+            "warnings": warnings,
+        }
 
 
 def raise_open_file_limit(need: int) -> None:
@@ -57,8 +64,13 @@ def raise_open_file_limit(need: int) -> None:
 
 def request_body(workload: Workload, target: Target, prompt: Prompt) -> dict[str, Any]:
     spec = workload.spec
-    body: dict[str, Any] = {"model": target.model, "max_tokens": prompt.max_tokens, "temperature": spec["temperature"],
-                            "stream": spec["stream"], "seed": spec["seed"]}
+    body: dict[str, Any] = {
+        "model": target.model,
+        "max_tokens": prompt.max_tokens,
+        "temperature": spec["temperature"],
+        "stream": spec["stream"],
+        "seed": spec["seed"],
+    }
     if spec["ignore_eos"]:
         body["ignore_eos"] = True
     if spec["stream"]:
@@ -70,9 +82,16 @@ def request_body(workload: Workload, target: Target, prompt: Prompt) -> dict[str
     return body
 
 
-async def _closed_loop(target: Target, workload: Workload, prompts: list[Prompt], concurrency: int,
-                       connections: list[Connection], timeout: float | None, tick: Callable[[], None],
-                       results: list[RequestResult]) -> None:
+async def _closed_loop(
+    target: Target,
+    workload: Workload,
+    prompts: list[Prompt],
+    concurrency: int,
+    connections: list[Connection],
+    timeout: float | None,
+    tick: Callable[[], None],
+    results: list[RequestResult],
+) -> None:
     chat = workload.spec["endpoint"] == "chat"
     queue = list(reversed(prompts))
 
@@ -87,9 +106,18 @@ async def _closed_loop(target: Target, workload: Workload, prompts: list[Prompt]
     await asyncio.gather(*(worker(c) for c in connections[:concurrency]))
 
 
-async def _open_loop(target: Target, workload: Workload, prompts: list[Prompt], concurrency: int,
-                     connections: list[Connection], timeout: float | None, tick: Callable[[], None],
-                     rate: float, rng: random.Random, results: list[RequestResult]) -> None:
+async def _open_loop(
+    target: Target,
+    workload: Workload,
+    prompts: list[Prompt],
+    concurrency: int,
+    connections: list[Connection],
+    timeout: float | None,
+    tick: Callable[[], None],
+    rate: float,
+    rng: random.Random,
+    results: list[RequestResult],
+) -> None:
     chat = workload.spec["endpoint"] == "chat"
     shape = workload.spec["burstiness"]
     idle = list(connections[:concurrency])
@@ -126,8 +154,15 @@ class LevelProgress:
     cpu_started: float = 0.0
 
 
-async def run_level(target: Target, workload: Workload, concurrency: int, level_index: int,
-                    timeout: float | None, progress: Progress, partial: LevelProgress) -> LevelOutcome:
+async def run_level(
+    target: Target,
+    workload: Workload,
+    concurrency: int,
+    level_index: int,
+    timeout: float | None,
+    progress: Progress,
+    partial: LevelProgress,
+) -> LevelOutcome:
     spec = workload.spec
     raise_open_file_limit(concurrency)
     connections = [Connection(target) for _ in range(concurrency)]
@@ -141,17 +176,36 @@ async def run_level(target: Target, workload: Workload, concurrency: int, level_
         def tick() -> None:
             counter["n"] += 1
             progress(phase, counter["n"], total)
+
         return tick
 
     try:
         if warm:
-            await _closed_loop(target, workload, warm, concurrency, connections, timeout,
-                               ticker(f"warm-up c={concurrency}", len(warm)), [])
+            await _closed_loop(
+                target,
+                workload,
+                warm,
+                concurrency,
+                connections,
+                timeout,
+                ticker(f"warm-up c={concurrency}", len(warm)),
+                [],
+            )
         partial.cpu_started, partial.started = time.process_time(), time.perf_counter()
         tick = ticker(f"measure c={concurrency}", len(measured))
         if spec["request_rate"]:
-            await _open_loop(target, workload, measured, concurrency, connections, timeout, tick,
-                             spec["request_rate"], random.Random(f"{spec['seed']}:arrivals:{level_index}"), partial.results)
+            await _open_loop(
+                target,
+                workload,
+                measured,
+                concurrency,
+                connections,
+                timeout,
+                tick,
+                spec["request_rate"],
+                random.Random(f"{spec['seed']}:arrivals:{level_index}"),
+                partial.results,
+            )
         else:
             await _closed_loop(target, workload, measured, concurrency, connections, timeout, tick, partial.results)
         return outcome_of(concurrency, partial, spec["request_rate"])

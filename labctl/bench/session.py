@@ -19,11 +19,13 @@ from labctl import __version__
 from labctl.bench.client import Target
 from labctl.bench.metrics import clean
 from labctl.bench.runner import LevelProgress, Progress, outcome_of, run_level
+from labctl.bench.workloads import Workload
 from labctl.errors import BadInput
-from labctl.keys import KeyStore
-from labctl.records import SCHEMA_VERSION, Runs, current_user, host_name, new_run_id, now
-from labctl.render import write_atomically
-from labctl.workloads import Workload
+from labctl.host.files import write_atomically
+from labctl.host.identity import host_name
+from labctl.run.keys import KeyStore
+from labctl.run.record import Endpoint, Record, new_record
+from labctl.run.store import Runs, new_run_id, now
 
 RESULT_SCHEMA = 1
 
@@ -44,7 +46,7 @@ def new_bench_id() -> str:
     return "b" + new_run_id()
 
 
-def resolve_target(runs: Runs, request: BenchRequest) -> tuple[Target, dict[str, Any]]:
+def resolve_target(runs: Runs, request: BenchRequest) -> tuple[Target, Record]:
     if request.run_id and (request.base_url or request.model):
         raise BadInput("give either RUN_ID or --base-url/--model, not both.")
     key = None
@@ -54,12 +56,11 @@ def resolve_target(runs: Runs, request: BenchRequest) -> tuple[Target, dict[str,
             raise BadInput(f"--api-key-env {request.api_key_env}: that variable is not set or empty.")
     if request.run_id:
         record = runs.load(request.run_id)
-        if record["status"] != "running":
-            raise BadInput(f"run {request.run_id} is {record['status']}, not running: start it (or reproduce it) first.")
-        resident = record.get("resident") or {}
-        if key is None and resident.get("keys"):
+        if record.status != "running":
+            raise BadInput(f"run {request.run_id} is {record.status}, not running: start it (or reproduce it) first.")
+        if key is None and record.resident and record.resident.keys:
             key = KeyStore(runs.home).read(request.run_id)[0]
-        return Target(record["endpoint"]["base_url"], record["served_model_name"], key), record
+        return Target(record.base_url, record.served_model_name, key), record
     if not request.base_url or not request.model:
         raise BadInput("give a RUN_ID, or both --base-url URL and --model NAME.")
     base = request.base_url.rstrip("/")
@@ -71,17 +72,20 @@ def resolve_target(runs: Runs, request: BenchRequest) -> tuple[Target, dict[str,
     return target, external_record(runs, target, request.environment_label)
 
 
-def external_record(runs: Runs, target: Target, label: str) -> dict[str, Any]:
+def external_record(runs: Runs, target: Target, label: str) -> Record:
     """An endpoint labctl did not start still gets a run record, so its results are stored alike."""
     run_id = new_run_id()
-    return {
-        "schema_version": SCHEMA_VERSION, "run_id": run_id, "status": "external", "reason": None,
-        "user": current_user(), "owner": current_user(), "host": host_name(), "created_at": now(),
-        "labctl_version": __version__, "environment_label": label, "engine": "external", "profile": "-",
-        "profile_sha256": None, "resolved_profile": None, "served_model_name": target.model,
-        "image": {"reference": None, "digest": None}, "endpoint": {"base_url": target.base_url},
-        "gpus": {"ids": [], "count": 0}, "record_path": str(runs.record_path(run_id)),
-    }
+    return new_record(
+        run_id,
+        "external",
+        "-",
+        target.model,
+        Endpoint(base_url=target.base_url),
+        None,
+        label,
+        status="external",
+        record_path=str(runs.record_path(run_id)),
+    )
 
 
 def preflight(target: Target) -> dict[str, Any]:
@@ -90,32 +94,42 @@ def preflight(target: Target) -> dict[str, Any]:
     try:
         response = httpx.get(f"{target.base_url}/models", headers=headers, timeout=10)
     except httpx.HTTPError as exc:
-        raise BadInput(f"{target.base_url} does not answer ({type(exc).__name__}: {exc}). Check the URL and that "
-                       "the engine is up (labctl status).") from None
+        raise BadInput(
+            f"{target.base_url} does not answer ({type(exc).__name__}: {exc}). Check the URL and that "
+            "the engine is up (labctl status)."
+        ) from None
     if response.status_code == 401:
-        raise BadInput(f"{target.base_url} answered 401: it wants an API key. Put it in a variable and pass "
-                       "--api-key-env NAME (the key never goes on the command line).")
+        raise BadInput(
+            f"{target.base_url} answered 401: it wants an API key. Put it in a variable and pass "
+            "--api-key-env NAME (the key never goes on the command line)."
+        )
     if response.status_code != 200:
         raise BadInput(f"GET {target.base_url}/models answered {response.status_code}: {response.text[:200]}")
     try:
         listed = [m.get("id") for m in response.json().get("data", [])]
     except (ValueError, AttributeError):
-        raise BadInput(f"GET {target.base_url}/models did not answer OpenAI's JSON: is this an OpenAI-compatible API?") from None
+        raise BadInput(
+            f"GET {target.base_url}/models did not answer OpenAI's JSON: is this an OpenAI-compatible API?"
+        ) from None
     if target.model not in listed:
-        raise BadInput(f"model {target.model!r} is not served at {target.base_url} (it serves: {', '.join(map(str, listed))}).")
+        raise BadInput(
+            f"model {target.model!r} is not served at {target.base_url} (it serves: {', '.join(map(str, listed))})."
+        )
     return {"models": listed}
 
 
-def check_batch_limits(record: dict[str, Any], workload: Workload, force: bool) -> int | None:
-    build = (record.get("resolved_profile") or {}).get("build") or None
+def check_batch_limits(record: Record, workload: Workload, force: bool) -> int | None:
+    build = (record.resolved_profile or {}).get("build") or None
     if not build:
         return None
     limit = int(build["max_batch_size"])
     over = [c for c in workload.spec["concurrency"] if c > limit]
     if over and not force:
-        raise BadInput(f"run {record['run_id']}'s TensorRT engine was built with max_batch_size {limit}; concurrency "
-                       f"{', '.join(map(str, over))} would queue inside the engine and inflate TTFT. Drop those levels "
-                       "(--concurrency) or pass --force (the levels are then marked).")
+        raise BadInput(
+            f"run {record.run_id}'s TensorRT engine was built with max_batch_size {limit}; concurrency "
+            f"{', '.join(map(str, over))} would queue inside the engine and inflate TTFT. Drop those levels "
+            "(--concurrency) or pass --force (the levels are then marked)."
+        )
     return limit
 
 
@@ -128,34 +142,58 @@ def client_environment() -> dict[str, Any]:
                 break
     except OSError:
         pass
-    return {"labctl_version": __version__, "python": sys.version.split()[0], "cpu": cpu, "cpu_count": os.cpu_count(),
-            "client": "labctl lean asyncio HTTP/1.1 + SSE (one process)", "host": host_name()}
+    return {
+        "labctl_version": __version__,
+        "python": sys.version.split()[0],
+        "cpu": cpu,
+        "cpu_count": os.cpu_count(),
+        "client": "labctl lean asyncio HTTP/1.1 + SSE (one process)",
+        "host": host_name(),
+    }
 
 
-def run_bench(runs: Runs, request: BenchRequest, progress: Progress, say: Callable[[str], None]) -> tuple[dict[str, Any], Path]:
+def run_bench(
+    runs: Runs, request: BenchRequest, progress: Progress, say: Callable[[str], None]
+) -> tuple[dict[str, Any], Path]:
     target, record = resolve_target(runs, request)
     assert request.workload is not None
     limit = check_batch_limits(record, request.workload, request.force)
     server = preflight(target)
-    if record["status"] == "external":
+    if record.status == "external":
         runs.save(record)
     bench_id = new_bench_id()
-    path = runs.dir(record["run_id"]) / "bench" / f"{bench_id}.json"
+    path = runs.dir(record.run_id) / "bench" / f"{bench_id}.json"
     workload = request.workload
     result: dict[str, Any] = {
-        "schema_version": RESULT_SCHEMA, "bench_id": bench_id, "run_id": record["run_id"], "status": "running",
-        "created_at": now(), "finished_at": None,
-        "target": {"base_url": target.base_url, "model": target.model, "engine": record["engine"],
-                   "profile": record["profile"], "environment_label": record["environment_label"],
-                   "image_digest": (record.get("image") or {}).get("digest"), "engine_version": record.get("engine_version"),
-                   "record": record.get("record_path"), "max_batch_size": limit, "models": server["models"]},
+        "schema_version": RESULT_SCHEMA,
+        "bench_id": bench_id,
+        "run_id": record.run_id,
+        "status": "running",
+        "created_at": now(),
+        "finished_at": None,
+        "target": {
+            "base_url": target.base_url,
+            "model": target.model,
+            "engine": record.engine,
+            "profile": record.profile,
+            "environment_label": record.environment_label,
+            "image_digest": record.image.digest,
+            "engine_version": record.engine_version,
+            "record": record.record_path,
+            "max_batch_size": limit,
+            "models": server["models"],
+        },
         "workload": {"name": workload.name, "sha256": workload.sha256, "spec": workload.spec},
-        "client": client_environment(), "levels": [], "warnings": [],
+        "client": client_environment(),
+        "levels": [],
+        "warnings": [],
     }
     for index, concurrency in enumerate(workload.spec["concurrency"]):
         partial = LevelProgress()
         try:
-            outcome = asyncio.run(run_level(target, workload, concurrency, index, request.request_timeout, progress, partial))
+            outcome = asyncio.run(
+                run_level(target, workload, concurrency, index, request.request_timeout, progress, partial)
+            )
         except KeyboardInterrupt:
             outcome = outcome_of(concurrency, partial, workload.spec["request_rate"], interrupted=True)
             result["levels"].append(_level(outcome, workload, limit))
@@ -178,7 +216,9 @@ def _level(outcome: Any, workload: Workload, limit: int | None) -> dict[str, Any
     level: dict[str, Any] = outcome.summary(workload.spec["slo"])
     if limit is not None and outcome.concurrency > limit:
         level["over_max_batch_size"] = True
-        level["warnings"].append(f"concurrency {outcome.concurrency} is above the engine's built max_batch_size {limit} (--force)")
+        level["warnings"].append(
+            f"concurrency {outcome.concurrency} is above the engine's built max_batch_size {limit} (--force)"
+        )
     return level
 
 
@@ -196,5 +236,6 @@ def find_result(runs: Runs, bench_id: str) -> tuple[dict[str, Any], Path]:
         path = runs.dir(run_id) / "bench" / f"{bench_id}.json"
         if path.is_file():
             return json.loads(path.read_text()), path
-    raise BadInput(f"no bench result {bench_id} under {runs.root}. List a run's results with `labctl bench --list RUN_ID`.")
-
+    raise BadInput(
+        f"no bench result {bench_id} under {runs.root}. List a run's results with `labctl bench --list RUN_ID`."
+    )

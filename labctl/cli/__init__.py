@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import os
 import sys
-from typing import Annotated, Optional
+from typing import Annotated
 
 import typer
 
-from labctl.cli import benchmark, catalog, lifecycle, quality, reproduction
+from labctl.cli import bench, catalog, quality, reproduce, runs
 from labctl.cli.context import state
 
 app = typer.Typer(
@@ -25,8 +25,12 @@ app = typer.Typer(
 @app.callback()
 def _global(
     debug: Annotated[bool, typer.Option("--debug", help="Show tracebacks.")] = False,
-    lab: Annotated[Optional[str], typer.Option("--lab", help="The lab folder (default: $LABCTL_LAB, or the checkout).")] = None,
-    home: Annotated[Optional[str], typer.Option("--home", help="Where runs/ live (default: $LABCTL_HOME, or the lab folder).")] = None,
+    lab: Annotated[
+        str | None, typer.Option("--lab", help="The lab folder (default: $LABCTL_LAB, or the checkout).")
+    ] = None,
+    home: Annotated[
+        str | None, typer.Option("--home", help="Where runs/ live (default: $LABCTL_HOME, or the lab folder).")
+    ] = None,
 ) -> None:
     state.debug = debug or os.environ.get("LABCTL_DEBUG") == "1"
     state.lab_option = lab
@@ -34,9 +38,9 @@ def _global(
 
 
 catalog.register(app)
-lifecycle.register(app)
-reproduction.register(app)
-benchmark.register(app)
+runs.register(app)
+reproduce.register(app)
+bench.register(app)
 quality.register(app)
 
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Optional
+from typing import Annotated
 
 import typer
 
@@ -21,28 +21,32 @@ def engines() -> None:
 
     Example: labctl engines
     """
-    from labctl.engines import list_engine_names, load_engine
+    from labctl.catalog.engines import list_engine_names, load_engine
 
     lab = state.lab()
     rows = []
     for name in list_engine_names(lab):
         engine = load_engine(lab, name)
         spec = engine.spec
-        gpu = "none" if not engine.needs_gpu else ("any NVIDIA" if not spec["gpu"]["archs"] else ",".join(spec["gpu"]["archs"]))
+        gpu = (
+            "none"
+            if not engine.needs_gpu
+            else ("any NVIDIA" if not spec["gpu"]["archs"] else ",".join(spec["gpu"]["archs"]))
+        )
         rows.append([name, spec["title"], spec["image"], str(engine.default_port), gpu, spec["auth"]["kind"]])
     out(table(rows, ["ENGINE", "TITLE", "IMAGE", "PORT", "GPU", "AUTH"]))
 
 
 def profiles(
-    engine: Annotated[Optional[str], typer.Argument(help="Only this engine's profiles.")] = None,
+    engine: Annotated[str | None, typer.Argument(help="Only this engine's profiles.")] = None,
 ) -> None:
     """List launch profiles with their pinning and support-matrix status.
 
     Example: labctl profiles sglang
     """
-    from labctl.engines import list_engine_names, load_engine
+    from labctl.catalog.engines import list_engine_names, load_engine
+    from labctl.catalog.profiles import list_profile_names, load_profile
     from labctl.errors import LabctlError
-    from labctl.profiles import list_profile_names, load_profile
 
     lab = state.lab()
     names = [engine] if engine else list_engine_names(lab)
@@ -63,17 +67,19 @@ def profiles(
 
 
 def validate(
-    engine: Annotated[Optional[str], typer.Argument(help="Only this engine (default: every engine).")] = None,
-    profile: Annotated[Optional[str], typer.Option("--profile", "-p", help="Only this profile.")] = None,
-    allow_unsupported: Annotated[bool, typer.Option(help="Accept family x quantization outside the support matrix.")] = False,
+    engine: Annotated[str | None, typer.Argument(help="Only this engine (default: every engine).")] = None,
+    profile: Annotated[str | None, typer.Option("--profile", "-p", help="Only this profile.")] = None,
+    allow_unsupported: Annotated[
+        bool, typer.Option(help="Accept family x quantization outside the support matrix.")
+    ] = False,
 ) -> None:
     """Check engine definitions and profiles; exit 2 naming the file, field and line of the first problem.
 
     Example: labctl validate sglang --profile qwen3-32b
     """
-    from labctl.engines import list_engine_names, load_engine
+    from labctl.catalog.engines import list_engine_names, load_engine
+    from labctl.catalog.profiles import list_profile_names, load_profile
     from labctl.errors import BadInput
-    from labctl.profiles import list_profile_names, load_profile
 
     lab = state.lab()
     if profile and not engine:
@@ -91,18 +97,27 @@ def render(
     engine: Annotated[str, typer.Argument(help="The engine, e.g. sglang.")],
     profile: Annotated[str, typer.Option("--profile", "-p", help="The launch profile, e.g. qwen3-32b.")],
     stdout: Annotated[bool, typer.Option("--stdout", help="Print the compose file instead of writing it.")] = False,
-    allow_unsupported: Annotated[bool, typer.Option(help="Render a family x quantization outside the support matrix (labelled).")] = False,
-    gpus: Annotated[Optional[str], typer.Option(help="GPU ids on this host, e.g. 0,1 (default: the profile's).")] = None,
-    port: Annotated[Optional[int], typer.Option(help="Port on this host (default: the profile's).")] = None,
-    cache_dir: Annotated[Optional[str], typer.Option(help="Host model cache (default: $LABCTL_CACHE_DIR or ~/.cache/huggingface).")] = None,
+    allow_unsupported: Annotated[
+        bool, typer.Option(help="Render a family x quantization outside the support matrix (labelled).")
+    ] = False,
+    gpus: Annotated[str | None, typer.Option(help="GPU ids on this host, e.g. 0,1 (default: the profile's).")] = None,
+    port: Annotated[int | None, typer.Option(help="Port on this host (default: the profile's).")] = None,
+    cache_dir: Annotated[
+        str | None, typer.Option(help="Host model cache (default: $LABCTL_CACHE_DIR or ~/.cache/huggingface).")
+    ] = None,
 ) -> None:
     """Render compose/ENGINE-PROFILE.yaml from a profile and print its path.
 
     Example: labctl render sglang --profile qwen3-32b --stdout
     """
-    from labctl.placement import render_options
-    from labctl.profiles import load_profile, parse_gpu_ids, parse_port, with_overrides
-    from labctl.render import render_compose, save_compose
+    from labctl.catalog.profiles import (
+        load_profile,
+        parse_gpu_ids,
+        parse_port,
+        with_overrides,
+    )
+    from labctl.compose.options import render_options
+    from labctl.compose.render import render_compose, save_compose
 
     lab = state.lab()
     loaded = load_profile(lab, engine, profile, allow_unsupported=allow_unsupported)

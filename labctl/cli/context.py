@@ -7,8 +7,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from labctl.lab import Lab
-    from labctl.records import Runs
+    from labctl.catalog.lab import Lab
+    from labctl.run.store import Runs
 
 
 @dataclass
@@ -18,12 +18,12 @@ class State:
     home_option: str | None = None
 
     def lab(self) -> Lab:
-        from labctl.lab import find_lab
+        from labctl.catalog.lab import find_lab
 
         return find_lab(self.lab_option)
 
     def runs(self) -> Runs:
-        from labctl.records import Runs, home_dir
+        from labctl.run.store import Runs, home_dir
 
         return Runs(home_dir(self.lab(), self.home_option))
 
@@ -42,5 +42,5 @@ def warn(text: str) -> None:
 def table(rows: list[list[str]], header: list[str]) -> str:
     """A plain aligned text table (rich costs import time these commands do not need)."""
     widths = [max(len(str(r[i])) for r in [header, *rows]) for i in range(len(header))]
-    lines = ["  ".join(str(c).ljust(w) for c, w in zip(r, widths)).rstrip() for r in [header, *rows]]
+    lines = ["  ".join(str(c).ljust(w) for c, w in zip(r, widths, strict=False)).rstrip() for r in [header, *rows]]
     return "\n".join(lines)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import sys
-from typing import Annotated, Any, Optional
+from typing import Annotated, Any
 
 import typer
 
@@ -18,16 +18,17 @@ def register(app: typer.Typer) -> None:
     app.command("report")(report)
 
 
-
 def suites(
-    name: Annotated[Optional[str], typer.Argument(help="One suite (default: list them all).")] = None,
-    answer_map: Annotated[bool, typer.Option(help="Print the suite's reference answers as the harness engine's --answers JSON.")] = False,
+    name: Annotated[str | None, typer.Argument(help="One suite (default: list them all).")] = None,
+    answer_map: Annotated[
+        bool, typer.Option(help="Print the suite's reference answers as the harness engine's --answers JSON.")
+    ] = False,
 ) -> None:
     """List quality suites with their versions, or print one suite's answer map for the harness engine.
 
     Example: labctl suites coding --answer-map > answers.json
     """
-    from labctl.suites import list_suites, load_suite
+    from labctl.quality.suites import list_suites, load_suite
 
     lab = state.lab()
     if name:
@@ -46,17 +47,19 @@ def suites(
 
 
 def evaluate(
-    run_id: Annotated[Optional[str], typer.Argument(help="A running labctl run (or use --base-url and --model).")] = None,
-    suite: Annotated[Optional[str], typer.Option(help="The suite (suites/NAME/suite.yaml).")] = None,
-    base_url: Annotated[Optional[str], typer.Option(help="Any OpenAI-compatible base URL.")] = None,
-    model: Annotated[Optional[str], typer.Option(help="The served model name (with --base-url).")] = None,
-    api_key_env: Annotated[Optional[str], typer.Option(help="Name of the variable holding the API key.")] = None,
+    run_id: Annotated[str | None, typer.Argument(help="A running labctl run (or use --base-url and --model).")] = None,
+    suite: Annotated[str | None, typer.Option(help="The suite (suites/NAME/suite.yaml).")] = None,
+    base_url: Annotated[str | None, typer.Option(help="Any OpenAI-compatible base URL.")] = None,
+    model: Annotated[str | None, typer.Option(help="The served model name (with --base-url).")] = None,
+    api_key_env: Annotated[str | None, typer.Option(help="Name of the variable holding the API key.")] = None,
     environment_label: Annotated[str, typer.Option(help="Label for an endpoint labctl did not start.")] = "external",
     concurrency: Annotated[int, typer.Option(help="Cases asked at once.")] = 8,
     timeout: Annotated[float, typer.Option(help="Seconds one answer may take.")] = 300.0,
     as_json: Annotated[bool, typer.Option("--json", help="Print the whole result as JSON.")] = False,
-    diff: Annotated[Optional[tuple[str, str]], typer.Option("--diff", help="Two evaluation ids: list the cases that flipped.")] = None,
-    list_run: Annotated[Optional[str], typer.Option("--list", help="List the evaluations of this run.")] = None,
+    diff: Annotated[
+        tuple[str, str] | None, typer.Option("--diff", help="Two evaluation ids: list the cases that flipped.")
+    ] = None,
+    list_run: Annotated[str | None, typer.Option("--list", help="List the evaluations of this run.")] = None,
 ) -> None:
     """Run a quality suite against a run; verdicts are stored beside its record.
 
@@ -64,8 +67,8 @@ def evaluate(
     """
     from labctl.bench.session import BenchRequest
     from labctl.errors import BadInput
-    from labctl.evaluation import diff_evals, find_eval, list_evals, run_eval
-    from labctl.suites import load_suite
+    from labctl.quality.evaluate import diff_evals, find_eval, list_evals, run_eval
+    from labctl.quality.suites import load_suite
 
     runs = state.runs()
     if diff:
@@ -73,20 +76,37 @@ def evaluate(
         if as_json:
             print(json.dumps(flips))
         elif flips:
-            out(table([[f["id"], f["was"], f["now"], f["reason"][:80]] for f in flips], ["CASE", "WAS", "NOW", "REASON NOW"]))
+            out(
+                table(
+                    [[f["id"], f["was"], f["now"], f["reason"][:80]] for f in flips],
+                    ["CASE", "WAS", "NOW", "REASON NOW"],
+                )
+            )
         else:
             out("no case flipped")
         return
     if list_run:
-        rows = [[e["eval_id"], e["suite"]["name"], e["suite"]["full_version"], f"{e['score']:.1%}", e["created_at"][:19]]
-                for e in list_evals(runs, list_run)]
-        out(table(rows, ["EVAL", "SUITE", "VERSION", "SCORE", "CREATED"]) if rows else f"no evaluations for run {list_run}")
+        rows = [
+            [e["eval_id"], e["suite"]["name"], e["suite"]["full_version"], f"{e['score']:.1%}", e["created_at"][:19]]
+            for e in list_evals(runs, list_run)
+        ]
+        out(
+            table(rows, ["EVAL", "SUITE", "VERSION", "SCORE", "CREATED"])
+            if rows
+            else f"no evaluations for run {list_run}"
+        )
         return
     if not suite:
         raise BadInput("--suite NAME is required (see `labctl suites`).")
     chosen = load_suite(state.lab(), suite)
-    request = BenchRequest(workload=None, run_id=run_id, base_url=base_url, model=model,
-                           api_key_env=api_key_env, environment_label=environment_label)
+    request = BenchRequest(
+        workload=None,
+        run_id=run_id,
+        base_url=base_url,
+        model=model,
+        api_key_env=api_key_env,
+        environment_label=environment_label,
+    )
     live = sys.stderr.isatty() and not as_json
 
     def progress(done: int, total: int) -> None:
@@ -100,9 +120,11 @@ def evaluate(
     if as_json:
         print(json.dumps(result))
         return
-    out(f"eval {result['eval_id']}: {result['suite']['name']} {result['suite']['full_version']} on "
+    out(
+        f"eval {result['eval_id']}: {result['suite']['name']} {result['suite']['full_version']} on "
         f"{result['target']['engine']}/{result['target']['profile']}: {result['passed']}/{result['total']} "
-        f"passed ({result['score']:.1%})")
+        f"passed ({result['score']:.1%})"
+    )
     failed = [c for c in result["cases"] if not c["passed"]]
     if failed:
         out(table([[c["id"], c["check"], c["reason"][:90]] for c in failed], ["FAILED CASE", "CHECK", "REASON"]))
@@ -114,29 +136,37 @@ def evaluate(
 def compare(
     ids: Annotated[list[str], typer.Argument(help="Bench ids (or run ids: their latest complete result).")],
     fmt: Annotated[str, typer.Option("--format", help="table, markdown, csv or json.")] = "table",
-    allow_mismatch: Annotated[bool, typer.Option(help="Show results measured under different rules, cells marked ✗.")] = False,
+    allow_mismatch: Annotated[
+        bool, typer.Option(help="Show results measured under different rules, cells marked ✗.")
+    ] = False,
 ) -> None:
     """Put results side by side only when measured under the same rules (checklist first).
 
     Example: labctl compare b20261203-020000-aaaaaa b20261203-021500-bbbbbb --format markdown
     """
-    from labctl.compare import compare as gather
+    from labctl.compare.formats import FORMATS, render
+    from labctl.compare.rules import compare as gather
     from labctl.errors import BadInput
-    from labctl.tables import FORMATS, render
 
     if fmt not in FORMATS:
         raise BadInput(f"--format {fmt!r}: choose one of {', '.join(FORMATS)}.")
     checks, rows, _ = gather(state.runs(), ids)
     failed = ", ".join(c.rule for c in checks if not c.ok)
-    _refuse_mixed(checks, allow_mismatch, f"these results were not measured under the same rules ({failed}): no table. "
-                  "Pass --allow-mismatch to see them side by side with the differing cells marked.")
+    _refuse_mixed(
+        checks,
+        allow_mismatch,
+        f"these results were not measured under the same rules ({failed}): no table. "
+        "Pass --allow-mismatch to see them side by side with the differing cells marked.",
+    )
     out(render(checks, rows, fmt).rstrip("\n"))
 
 
 def report(
     ids: Annotated[list[str], typer.Argument(help="Bench ids (or run ids).")],
     output: Annotated[str, typer.Option("-o", "--output", help="The report folder to write.")],
-    allow_mismatch: Annotated[bool, typer.Option(help="Report results measured under different rules (marked).")] = False,
+    allow_mismatch: Annotated[
+        bool, typer.Option(help="Report results measured under different rules (marked).")
+    ] = False,
 ) -> None:
     """Write a report folder: Markdown, PNG plots and a static index.html.
 
@@ -144,20 +174,24 @@ def report(
     """
     from pathlib import Path
 
-    from labctl.compare import compare as gather
-    from labctl.report import write_report
+    from labctl.compare.report import write_report
+    from labctl.compare.rules import compare as gather
 
     checks, rows, entries = gather(state.runs(), ids)
-    _refuse_mixed(checks, allow_mismatch, "these results were not measured under the same rules: no report. Pass "
-                  "--allow-mismatch to write one with the differing cells marked.")
+    _refuse_mixed(
+        checks,
+        allow_mismatch,
+        "these results were not measured under the same rules: no report. Pass "
+        "--allow-mismatch to write one with the differing cells marked.",
+    )
     folder = write_report(Path(output), checks, rows, entries)
     out(str(folder / "index.html"))
 
 
 def _refuse_mixed(checks: list[Any], allow_mismatch: bool, message: str) -> None:
     """Print the checklist and refuse when a rule failed, unless the user asked for a marked mix."""
+    from labctl.compare.formats import checklist_lines
     from labctl.errors import BadInput
-    from labctl.tables import checklist_lines
 
     if not all(c.ok for c in checks) and not allow_mismatch:
         out("\n".join(checklist_lines(checks)))

@@ -13,11 +13,69 @@ from pathlib import Path
 
 # A harness token is one whitespace-separated word: a prompt of N words has N prompt tokens, so
 # workloads can ask for exact input lengths.
-VOCAB = (
-    "the of and to in is that for it as was with be by on not he this are or his from at which but have "
-    "an they you were her she there been one all we their has would when if so no will more can about "
-    "model token engine batch latency server request stream cache prefix kernel memory compute"
-).split()
+VOCAB = [
+    "the",
+    "of",
+    "and",
+    "to",
+    "in",
+    "is",
+    "that",
+    "for",
+    "it",
+    "as",
+    "was",
+    "with",
+    "be",
+    "by",
+    "on",
+    "not",
+    "he",
+    "this",
+    "are",
+    "or",
+    "his",
+    "from",
+    "at",
+    "which",
+    "but",
+    "have",
+    "an",
+    "they",
+    "you",
+    "were",
+    "her",
+    "she",
+    "there",
+    "been",
+    "one",
+    "all",
+    "we",
+    "their",
+    "has",
+    "would",
+    "when",
+    "if",
+    "so",
+    "no",
+    "will",
+    "more",
+    "can",
+    "about",
+    "model",
+    "token",
+    "engine",
+    "batch",
+    "latency",
+    "server",
+    "request",
+    "stream",
+    "cache",
+    "prefix",
+    "kernel",
+    "memory",
+    "compute",
+]
 
 
 WRONG_ANSWER = "I do not know."  # fails every kind of check: not a number, not JSON, not code
@@ -55,20 +113,30 @@ class Settings:
 
 def parse_settings(argv: list[str] | None = None) -> Settings:
     env = os.environ.get
-    p = argparse.ArgumentParser(prog="python3 -m labctl.harness", description="labctl's GPU-free OpenAI-compatible engine")
+    p = argparse.ArgumentParser(
+        prog="python3 -m labctl.harness", description="labctl's GPU-free OpenAI-compatible engine"
+    )
     p.add_argument("--model", default=env("HARNESS_MODEL", "harness"), help="served model name")
     p.add_argument("--revision", default="v1")
     p.add_argument("--host", default="127.0.0.1")
     p.add_argument("--port", type=int, default=8000)
     p.add_argument("--max-model-len", type=int, default=32768)
     p.add_argument("--max-num-seqs", type=int, default=256, help="concurrent sequences; more requests queue")
-    p.add_argument("--cold-start", type=float, default=float(env("HARNESS_COLD_START", "0")), help="seconds the port stays closed")
-    p.add_argument("--warmup", type=float, default=float(env("HARNESS_WARMUP", "0")), help="seconds of 503 after the port opens")
+    p.add_argument(
+        "--cold-start", type=float, default=float(env("HARNESS_COLD_START", "0")), help="seconds the port stays closed"
+    )
+    p.add_argument(
+        "--warmup", type=float, default=float(env("HARNESS_WARMUP", "0")), help="seconds of 503 after the port opens"
+    )
     p.add_argument("--ttft-ms", type=float, default=float(env("HARNESS_TTFT_MS", "50")))
     p.add_argument("--ttft-per-token-ms", type=float, default=float(env("HARNESS_TTFT_PER_TOKEN_MS", "0")))
     p.add_argument("--tpot-ms", type=float, default=float(env("HARNESS_TPOT_MS", "20")))
-    p.add_argument("--tpot-batch-factor", type=float, default=float(env("HARNESS_TPOT_BATCH_FACTOR", "0")),
-                   help="TPOT grows by this fraction per extra running sequence")
+    p.add_argument(
+        "--tpot-batch-factor",
+        type=float,
+        default=float(env("HARNESS_TPOT_BATCH_FACTOR", "0")),
+        help="TPOT grows by this fraction per extra running sequence",
+    )
     p.add_argument("--jitter", type=float, default=0.0, help="relative jitter of TTFT and TPOT (seeded)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--default-max-tokens", type=int, default=256)
@@ -87,13 +155,31 @@ def parse_settings(argv: list[str] | None = None) -> Settings:
     keys = [k.strip() for k in raw.replace(",", "\n").splitlines() if k.strip()]
     answers = json.loads(Path(a.answers).read_text()) if a.answers else {}
     return Settings(
-        model=a.model, revision=a.revision, host=a.host, port=a.port, max_model_len=a.max_model_len,
-        max_num_seqs=a.max_num_seqs, cold_start=a.cold_start, warmup=a.warmup, ttft_ms=a.ttft_ms,
-        ttft_per_token_ms=a.ttft_per_token_ms, tpot_ms=a.tpot_ms, tpot_batch_factor=a.tpot_batch_factor,
-        jitter=a.jitter, seed=a.seed, default_max_tokens=a.default_max_tokens, max_body_bytes=a.max_body_bytes,
-        header_timeout=a.header_timeout, api_keys=keys, answers=answers, wrong_rate=a.wrong_rate,
-        fail_on_start=a.fail_on_start, never_ready=a.never_ready, crash_after=a.crash_after,
-        error_rate=a.error_rate, drop_stream_rate=a.drop_stream_rate,
+        model=a.model,
+        revision=a.revision,
+        host=a.host,
+        port=a.port,
+        max_model_len=a.max_model_len,
+        max_num_seqs=a.max_num_seqs,
+        cold_start=a.cold_start,
+        warmup=a.warmup,
+        ttft_ms=a.ttft_ms,
+        ttft_per_token_ms=a.ttft_per_token_ms,
+        tpot_ms=a.tpot_ms,
+        tpot_batch_factor=a.tpot_batch_factor,
+        jitter=a.jitter,
+        seed=a.seed,
+        default_max_tokens=a.default_max_tokens,
+        max_body_bytes=a.max_body_bytes,
+        header_timeout=a.header_timeout,
+        api_keys=keys,
+        answers=answers,
+        wrong_rate=a.wrong_rate,
+        fail_on_start=a.fail_on_start,
+        never_ready=a.never_ready,
+        crash_after=a.crash_after,
+        error_rate=a.error_rate,
+        drop_stream_rate=a.drop_stream_rate,
     )
 
 
@@ -117,7 +203,10 @@ def make_answer(settings: Settings, prompt: str, max_tokens: int, ignore_eos: bo
     rng = random.Random(stable_seed(settings.seed, seed, prompt))
     mapped = settings.answers.get(prompt.strip())
     if mapped is not None:
-        if settings.wrong_rate and random.Random(stable_seed("wrong", settings.seed, prompt)).random() < settings.wrong_rate:
+        if (
+            settings.wrong_rate
+            and random.Random(stable_seed("wrong", settings.seed, prompt)).random() < settings.wrong_rate
+        ):
             mapped = WRONG_ANSWER
         words = mapped.split(" ")
         tokens = [words[0]] + [" " + w for w in words[1:]]

@@ -8,12 +8,29 @@ from typing import Any
 
 from labctl.harness.model import Settings, count_tokens
 
-REASONS = {200: "OK", 400: "Bad Request", 401: "Unauthorized", 404: "Not Found", 405: "Method Not Allowed",
-           408: "Request Timeout", 411: "Length Required", 413: "Payload Too Large",
-           431: "Request Header Fields Too Large", 503: "Service Unavailable"}
-ERROR_TYPES = {400: "BadRequestError", 401: "AuthenticationError", 404: "NotFoundError",
-               405: "MethodNotAllowed", 408: "RequestTimeout", 411: "BadRequestError",
-               413: "RequestTooLarge", 431: "BadRequestError", 503: "ServiceUnavailableError"}
+REASONS = {
+    200: "OK",
+    400: "Bad Request",
+    401: "Unauthorized",
+    404: "Not Found",
+    405: "Method Not Allowed",
+    408: "Request Timeout",
+    411: "Length Required",
+    413: "Payload Too Large",
+    431: "Request Header Fields Too Large",
+    503: "Service Unavailable",
+}
+ERROR_TYPES = {
+    400: "BadRequestError",
+    401: "AuthenticationError",
+    404: "NotFoundError",
+    405: "MethodNotAllowed",
+    408: "RequestTimeout",
+    411: "BadRequestError",
+    413: "RequestTooLarge",
+    431: "BadRequestError",
+    503: "ServiceUnavailableError",
+}
 
 
 class HttpError(Exception):
@@ -29,8 +46,11 @@ def error_body(status: int, message: str, param: str | None = None) -> dict[str,
 
 
 def usage_of(request: dict[str, Any], completion_tokens: int) -> dict[str, int]:
-    return {"prompt_tokens": request["prompt_tokens"], "completion_tokens": completion_tokens,
-            "total_tokens": request["prompt_tokens"] + completion_tokens}
+    return {
+        "prompt_tokens": request["prompt_tokens"],
+        "completion_tokens": completion_tokens,
+        "total_tokens": request["prompt_tokens"] + completion_tokens,
+    }
 
 
 def parse_head(head: bytes) -> tuple[str, str, dict[str, str]]:
@@ -87,7 +107,7 @@ def parse_request(body: bytes, chat: bool, s: Settings) -> dict[str, Any]:
             if content is not None and not isinstance(content, str):
                 raise HttpError(400, f"messages[{i}].content must be a string or a list of parts", "messages")
             texts.append(content or "")
-        users = [t for m, t in zip(messages, texts) if m.get("role") == "user"]
+        users = [t for m, t in zip(messages, texts, strict=False) if m.get("role") == "user"]
         prompt = users[-1] if users else texts[-1]
         prompt_tokens = sum(count_tokens(t) for t in texts)
     else:
@@ -106,9 +126,13 @@ def parse_request(body: bytes, chat: bool, s: Settings) -> dict[str, Any]:
     if max_tokens < 1:
         raise HttpError(400, f"max_tokens must be at least 1, got {max_tokens}", "max_tokens")
     if prompt_tokens + max_tokens > s.max_model_len:
-        raise HttpError(400, f"This model's maximum context length is {s.max_model_len} tokens. However, you requested "
-                        f"{prompt_tokens + max_tokens} tokens ({prompt_tokens} in the messages, {max_tokens} in the "
-                        "completion). Please reduce the length of the messages or completion.", "max_tokens")
+        raise HttpError(
+            400,
+            f"This model's maximum context length is {s.max_model_len} tokens. However, you requested "
+            f"{prompt_tokens + max_tokens} tokens ({prompt_tokens} in the messages, {max_tokens} in the "
+            "completion). Please reduce the length of the messages or completion.",
+            "max_tokens",
+        )
     temperature = data.get("temperature", 1.0)
     if isinstance(temperature, bool) or not isinstance(temperature, (int, float)) or not 0 <= temperature <= 2:
         raise HttpError(400, "'temperature' must be a number between 0 and 2", "temperature")
@@ -125,6 +149,13 @@ def parse_request(body: bytes, chat: bool, s: Settings) -> dict[str, Any]:
     ignore_eos = data.get("ignore_eos", False)
     if not isinstance(ignore_eos, bool):
         raise HttpError(400, "'ignore_eos' must be true or false", "ignore_eos")
-    return {"prompt": prompt, "prompt_tokens": prompt_tokens, "max_tokens": max_tokens, "stream": stream,
-            "include_usage": bool(options.get("include_usage")), "ignore_eos": ignore_eos, "seed": seed,
-            "temperature": float(temperature)}
+    return {
+        "prompt": prompt,
+        "prompt_tokens": prompt_tokens,
+        "max_tokens": max_tokens,
+        "stream": stream,
+        "include_usage": bool(options.get("include_usage")),
+        "ignore_eos": ignore_eos,
+        "seed": seed,
+        "temperature": float(temperature),
+    }

@@ -7,6 +7,7 @@ per-token cost and scheduling error small enough to measure clients against (mak
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import gc
 import json
 import os
@@ -20,8 +21,16 @@ from typing import Any
 
 from labctl import __version__
 from labctl.harness.model import Answer, Schedule, Settings, make_answer, stable_seed
-from labctl.harness.protocol import REASONS, HttpError, error_body, parse_head, parse_request, usage_of
+from labctl.harness.protocol import (
+    REASONS,
+    HttpError,
+    error_body,
+    parse_head,
+    parse_request,
+    usage_of,
+)
 from labctl.harness.stepper import Stepper, StreamJob, frame
+
 
 def _percentile(values: list[float], q: float) -> float:
     if not values:
@@ -40,8 +49,14 @@ class Harness:
         self.arrived = 0
         self.running = 0
         self.waiting = 0
-        self.counters = {"requests_total": 0, "requests_success_total": 0, "requests_failed_total": 0,
-                         "prompt_tokens_total": 0, "generation_tokens_total": 0, "streams_dropped_total": 0}
+        self.counters = {
+            "requests_total": 0,
+            "requests_success_total": 0,
+            "requests_failed_total": 0,
+            "prompt_tokens_total": 0,
+            "generation_tokens_total": 0,
+            "streams_dropped_total": 0,
+        }
         self.lateness: deque[float] = deque(maxlen=200_000)
         self.rng = random.Random(settings.seed)
         self.created = int(time.time())
@@ -111,7 +126,9 @@ class Harness:
                     except (asyncio.IncompleteReadError, ConnectionError):
                         return
                     except TimeoutError:
-                        await self.send_json(writer, 408, error_body(408, "request body not received in time"), close=True)
+                        await self.send_json(
+                            writer, 408, error_body(408, "request body not received in time"), close=True
+                        )
                         return
                 elif "chunked" in headers.get("transfer-encoding", ""):
                     await self.send_json(writer, 411, error_body(411, "send a Content-Length"), close=True)
@@ -124,23 +141,31 @@ class Harness:
         finally:
             writer.close()
 
-    async def send(self, writer: asyncio.StreamWriter, status: int, body: bytes, content_type: str,
-                   close: bool = False, extra: str = "") -> None:
-        head = (f"HTTP/1.1 {status} {REASONS.get(status, 'Status')}\r\ncontent-type: {content_type}\r\n"
-                f"content-length: {len(body)}\r\n{extra}")
+    async def send(
+        self,
+        writer: asyncio.StreamWriter,
+        status: int,
+        body: bytes,
+        content_type: str,
+        close: bool = False,
+        extra: str = "",
+    ) -> None:
+        head = (
+            f"HTTP/1.1 {status} {REASONS.get(status, 'Status')}\r\ncontent-type: {content_type}\r\n"
+            f"content-length: {len(body)}\r\n{extra}"
+        )
         if close:
             head += "connection: close\r\n"
         writer.write(head.encode() + b"\r\n" + body)
-        try:
+        with contextlib.suppress(ConnectionError):
             await writer.drain()
-        except ConnectionError:
-            pass
 
     async def send_json(self, writer: asyncio.StreamWriter, status: int, obj: Any, close: bool = False) -> None:
         await self.send(writer, status, json.dumps(obj).encode(), "application/json", close=close)
 
-    async def route(self, method: str, path: str, headers: dict[str, str], body: bytes,
-                    writer: asyncio.StreamWriter) -> None:
+    async def route(
+        self, method: str, path: str, headers: dict[str, str], body: bytes, writer: asyncio.StreamWriter
+    ) -> None:
         try:
             if path.startswith("/v1/"):
                 self.check_key(headers)
@@ -152,12 +177,28 @@ class Harness:
                     await self.send_json(writer, 503, {"status": "loading"})
             elif path == "/v1/models":
                 self.expect(method, "GET")
-                await self.send_json(writer, 200, {"object": "list", "data": [{
-                    "id": self.s.model, "object": "model", "created": self.created, "owned_by": "labctl-harness",
-                    "root": self.s.model, "max_model_len": self.s.max_model_len}]})
+                await self.send_json(
+                    writer,
+                    200,
+                    {
+                        "object": "list",
+                        "data": [
+                            {
+                                "id": self.s.model,
+                                "object": "model",
+                                "created": self.created,
+                                "owned_by": "labctl-harness",
+                                "root": self.s.model,
+                                "max_model_len": self.s.max_model_len,
+                            }
+                        ],
+                    },
+                )
             elif path == "/version":
                 self.expect(method, "GET")
-                await self.send_json(writer, 200, {"version": f"labctl-harness {__version__}", "revision": self.s.revision})
+                await self.send_json(
+                    writer, 200, {"version": f"labctl-harness {__version__}", "revision": self.s.revision}
+                )
             elif path == "/metrics":
                 self.expect(method, "GET")
                 await self.send(writer, 200, self.metrics().encode(), "text/plain; version=0.0.4")
@@ -216,8 +257,12 @@ class Harness:
         self.running += 1
         try:
             start = self.loop.time() if queued else arrived  # a queued request's prefill starts when admitted
-            schedule = Schedule(self.s, start, request["prompt_tokens"],
-                                random.Random(stable_seed(self.s.seed, request["seed"], request["prompt"], self.arrived)))
+            schedule = Schedule(
+                self.s,
+                start,
+                request["prompt_tokens"],
+                random.Random(stable_seed(self.s.seed, request["seed"], request["prompt"], self.arrived)),
+            )
             if request["stream"]:
                 await self.stream(chat, request, answer, schedule, writer)
             else:
@@ -231,8 +276,9 @@ class Harness:
         self.counters["prompt_tokens_total"] += request["prompt_tokens"]
         self.counters["generation_tokens_total"] += answer_tokens
 
-    async def respond(self, chat: bool, request: dict[str, Any], answer: Answer, schedule: Schedule,
-                      writer: asyncio.StreamWriter) -> None:
+    async def respond(
+        self, chat: bool, request: dict[str, Any], answer: Answer, schedule: Schedule, writer: asyncio.StreamWriter
+    ) -> None:
         due = schedule.first
         for _ in answer.tokens[1:]:
             due += schedule.gap(self.running)
@@ -242,39 +288,62 @@ class Harness:
         rid = f"{'chatcmpl' if chat else 'cmpl'}-{uuid.uuid4().hex}"
         usage = usage_of(request, len(answer.tokens))
         if chat:
-            choice: dict[str, Any] = {"index": 0, "message": {"role": "assistant", "content": text},
-                                      "logprobs": None, "finish_reason": answer.finish_reason}
+            choice: dict[str, Any] = {
+                "index": 0,
+                "message": {"role": "assistant", "content": text},
+                "logprobs": None,
+                "finish_reason": answer.finish_reason,
+            }
             obj = "chat.completion"
         else:
             choice = {"index": 0, "text": text, "logprobs": None, "finish_reason": answer.finish_reason}
             obj = "text_completion"
         self._count(request, len(answer.tokens))
-        await self.send_json(writer, 200, {"id": rid, "object": obj, "created": int(time.time()),
-                                           "model": self.s.model, "choices": [choice], "usage": usage})
+        await self.send_json(
+            writer,
+            200,
+            {
+                "id": rid,
+                "object": obj,
+                "created": int(time.time()),
+                "model": self.s.model,
+                "choices": [choice],
+                "usage": usage,
+            },
+        )
 
-    async def stream(self, chat: bool, request: dict[str, Any], answer: Answer, schedule: Schedule,
-                     writer: asyncio.StreamWriter) -> None:
+    async def stream(
+        self, chat: bool, request: dict[str, Any], answer: Answer, schedule: Schedule, writer: asyncio.StreamWriter
+    ) -> None:
         rid = f"{'chatcmpl' if chat else 'cmpl'}-{uuid.uuid4().hex}"
         created = int(time.time())
         if chat:
-            head = json.dumps({"id": rid, "object": "chat.completion.chunk", "created": created, "model": self.s.model})[:-1]
+            head = json.dumps(
+                {"id": rid, "object": "chat.completion.chunk", "created": created, "model": self.s.model}
+            )[:-1]
             prefix = (head + ',"choices":[{"index":0,"delta":{"content":').encode()
             suffix = b'},"logprobs":null,"finish_reason":null}]}'
         else:
             head = json.dumps({"id": rid, "object": "text_completion", "created": created, "model": self.s.model})[:-1]
             prefix = (head + ',"choices":[{"index":0,"text":').encode()
             suffix = b',"logprobs":null,"finish_reason":null}]}'
-        writer.write(b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ncache-control: no-cache\r\n"
-                     b"transfer-encoding: chunked\r\n\r\n")
+        writer.write(
+            b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ncache-control: no-cache\r\n"
+            b"transfer-encoding: chunked\r\n\r\n"
+        )
         if chat:  # real engines open with a role-only chunk that carries no token
-            role = head + ',"choices":[{"index":0,"delta":{"role":"assistant","content":""},"logprobs":null,"finish_reason":null}]}'
+            role = (
+                head
+                + ',"choices":[{"index":0,"delta":{"role":"assistant","content":""},"logprobs":null,"finish_reason":null}]}'
+            )
             writer.write(frame(b"data: " + role.encode() + b"\n\n"))
         drop_at = -1
         if self.s.drop_stream_rate and self.rng.random() < self.s.drop_stream_rate:
             drop_at = max(1, len(answer.tokens) // 2)
         tokens = answer.tokens
-        job = StreamJob(writer, tokens, prefix, suffix, schedule.first, lambda: schedule.gap(self.running),
-                        self.lateness, drop_at)
+        job = StreamJob(
+            writer, tokens, prefix, suffix, schedule.first, lambda: schedule.gap(self.running), self.lateness, drop_at
+        )
         self.stepper.add(job)
         outcome = await job.finished
         if outcome == "dropped":
@@ -283,21 +352,41 @@ class Harness:
             return
         tail = []
         if chat:
-            tail.append({"id": rid, "object": "chat.completion.chunk", "created": created, "model": self.s.model,
-                         "choices": [{"index": 0, "delta": {}, "logprobs": None, "finish_reason": answer.finish_reason}]})
+            tail.append(
+                {
+                    "id": rid,
+                    "object": "chat.completion.chunk",
+                    "created": created,
+                    "model": self.s.model,
+                    "choices": [{"index": 0, "delta": {}, "logprobs": None, "finish_reason": answer.finish_reason}],
+                }
+            )
         else:
-            tail.append({"id": rid, "object": "text_completion", "created": created, "model": self.s.model,
-                         "choices": [{"index": 0, "text": "", "logprobs": None, "finish_reason": answer.finish_reason}]})
+            tail.append(
+                {
+                    "id": rid,
+                    "object": "text_completion",
+                    "created": created,
+                    "model": self.s.model,
+                    "choices": [{"index": 0, "text": "", "logprobs": None, "finish_reason": answer.finish_reason}],
+                }
+            )
         if request["include_usage"]:
-            tail.append({"id": rid, "object": tail[0]["object"], "created": created, "model": self.s.model,
-                         "choices": [], "usage": usage_of(request, len(tokens))})
+            tail.append(
+                {
+                    "id": rid,
+                    "object": tail[0]["object"],
+                    "created": created,
+                    "model": self.s.model,
+                    "choices": [],
+                    "usage": usage_of(request, len(tokens)),
+                }
+            )
         data = b"".join(b"data: " + json.dumps(t).encode() + b"\n\n" for t in tail) + b"data: [DONE]\n\n"
         self._count(request, len(tokens))
         writer.write(frame(data) + b"0\r\n\r\n")
-        try:
+        with contextlib.suppress(ConnectionError):
             await writer.drain()
-        except ConnectionError:
-            pass
 
     # --- observability ---------------------------------------------------------------------------
     def metrics(self) -> str:
@@ -310,8 +399,12 @@ class Harness:
 
     def lateness_summary(self) -> dict[str, Any]:
         values = list(self.lateness)
-        return {"count": len(values), "p50_ms": _percentile(values, 50) * 1000, "p99_ms": _percentile(values, 99) * 1000,
-                "max_ms": max(values, default=0.0) * 1000}
+        return {
+            "count": len(values),
+            "p50_ms": _percentile(values, 50) * 1000,
+            "p99_ms": _percentile(values, 99) * 1000,
+            "max_ms": max(values, default=0.0) * 1000,
+        }
 
 
 def log(text: str) -> None:

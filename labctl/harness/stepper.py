@@ -23,8 +23,17 @@ def frame(data: bytes) -> bytes:
 class StreamJob:
     """One streaming response's tokens, each due at an absolute time on the loop's clock."""
 
-    def __init__(self, writer: asyncio.StreamWriter, tokens: list[str], prefix: bytes, suffix: bytes, first_due: float,
-                 gap: Callable[[], float], lateness: deque[float], drop_at: int = -1) -> None:
+    def __init__(
+        self,
+        writer: asyncio.StreamWriter,
+        tokens: list[str],
+        prefix: bytes,
+        suffix: bytes,
+        first_due: float,
+        gap: Callable[[], float],
+        lateness: deque[float],
+        drop_at: int = -1,
+    ) -> None:
         self.writer, self.tokens, self.prefix, self.suffix = writer, tokens, prefix, suffix
         self.first_due = self.due = first_due
         self.gap, self.lateness, self.drop_at = gap, lateness, drop_at

@@ -1,0 +1,306 @@
+"""Workloads: fixed, hashed descriptions of what a benchmark sends (workloads/<name>.yaml)."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import random
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from labctl.catalog.fields import Field, check_mapping
+from labctl.catalog.lab import Lab, check_name
+from labctl.catalog.sourcefile import SourceFile, load_yaml_mapping
+from labctl.errors import BadInput
+
+DATASET_KINDS = ("random", "jsonl", "sharegpt")
+# Words for synthetic prompts: common English words, about one token each for most tokenizers.
+WORDS = [
+    "time",
+    "year",
+    "people",
+    "way",
+    "day",
+    "man",
+    "thing",
+    "woman",
+    "life",
+    "child",
+    "world",
+    "school",
+    "state",
+    "family",
+    "student",
+    "group",
+    "country",
+    "problem",
+    "hand",
+    "part",
+    "place",
+    "case",
+    "week",
+    "company",
+    "system",
+    "program",
+    "question",
+    "work",
+    "government",
+    "number",
+    "night",
+    "point",
+    "home",
+    "water",
+    "room",
+    "mother",
+    "area",
+    "money",
+    "story",
+    "fact",
+    "month",
+    "lot",
+    "right",
+    "study",
+    "book",
+    "eye",
+    "job",
+    "word",
+    "business",
+    "issue",
+    "side",
+    "kind",
+    "head",
+    "house",
+    "service",
+    "friend",
+    "father",
+    "power",
+    "hour",
+    "game",
+    "line",
+    "end",
+    "member",
+    "law",
+    "car",
+    "city",
+    "community",
+    "name",
+    "president",
+    "team",
+    "minute",
+    "idea",
+]
+
+
+def _positive(v: Any) -> bool:
+    return bool(v > 0)
+
+
+WORKLOAD_FIELDS: dict[str, Field] = {
+    "description": Field("str", "one line saying what this workload measures", required=True),
+    "dataset": Field(
+        "map",
+        required=True,
+        fields={
+            "kind": Field(
+                "str", "one of " + ", ".join(DATASET_KINDS), required=True, check=lambda v: v in DATASET_KINDS
+            ),
+            "input_len": Field("int", "prompt length in tokens (> 0)", check=_positive),
+            "output_len": Field("int", "output length in tokens (> 0)", check=_positive),
+            "range_ratio": Field(
+                "float",
+                "a fraction in [0, 1): lengths drawn uniformly from [L(1-r), L(1+r)] (vLLM's rule)",
+                default=0.0,
+                check=lambda v: 0 <= v < 1,
+            ),
+            "path": Field("str", "a dataset file, relative to the workloads folder"),
+        },
+    ),
+    "requests_per_concurrency": Field("int", "measured requests per level = this × concurrency (> 0)", check=_positive),
+    "requests": Field("int", "measured requests per level (> 0)", check=_positive),
+    "concurrency": Field(
+        "list",
+        "a list of concurrency levels, e.g. [1, 8, 64]",
+        required=True,
+        check=lambda v: len(v) > 0,
+        item=Field("int", "a whole number > 0", check=_positive),
+    ),
+    "request_rate": Field(
+        "float", "requests per second (> 0), or omit for as fast as the concurrency allows", check=_positive
+    ),
+    "burstiness": Field("float", "gamma shape of the arrival gaps (1 = Poisson) > 0", default=1.0, check=_positive),
+    "max_tokens": Field("int", "max_tokens sent (> 0; default: the output length)", check=_positive),
+    "ignore_eos": Field("bool", default=True),
+    "temperature": Field("float", "a number in [0, 2]", default=0.0, check=lambda v: 0 <= v <= 2),
+    "seed": Field("int", "a whole number", default=0),
+    "warmup_per_concurrency": Field(
+        "int", "warm-up requests per level = this × concurrency (>= 0), excluded", default=1, check=lambda v: v >= 0
+    ),
+    "endpoint": Field("str", "chat or completions", default="chat", check=lambda v: v in ("chat", "completions")),
+    "stream": Field("bool", default=True),
+    "slo": Field(
+        "map",
+        "SLOs for goodput, in ms",
+        fields={
+            "ttft_ms": Field("float", "a number of ms > 0", check=_positive),
+            "tpot_ms": Field("float", "a number of ms > 0", check=_positive),
+            "e2e_ms": Field("float", "a number of ms > 0", check=_positive),
+        },
+    ),
+}
+
+
+@dataclass(frozen=True)
+class Workload:
+    name: str
+    spec: dict[str, Any]
+    folder: Path
+
+    @property
+    def sha256(self) -> str:
+        return hashlib.sha256(json.dumps(self.spec, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
+
+    def requests_for(self, concurrency: int) -> int:
+        if self.spec["requests"]:
+            return int(self.spec["requests"])
+        return int(self.spec["requests_per_concurrency"]) * concurrency
+
+    def warmup_for(self, concurrency: int) -> int:
+        return int(self.spec["warmup_per_concurrency"]) * concurrency
+
+
+def check_workload(src: SourceFile, data: dict[str, Any]) -> dict[str, Any]:
+    spec = check_mapping(src, (), data, WORKLOAD_FIELDS)
+    dataset = spec["dataset"]
+    if dataset["kind"] == "random":
+        for key in ("input_len", "output_len"):
+            if dataset[key] is None:
+                raise src.problem(("dataset",), f"a random dataset needs {key}.")
+    elif not dataset["path"]:
+        raise src.problem(("dataset",), f"a {dataset['kind']} dataset needs path: FILE.")
+    if spec["requests"] is None and spec["requests_per_concurrency"] is None:
+        spec["requests_per_concurrency"] = 10
+    if spec["requests"] is not None and spec["requests_per_concurrency"] is not None:
+        raise src.problem(("requests",), "give requests or requests_per_concurrency, not both.")
+    if spec["max_tokens"] is None:
+        spec["max_tokens"] = dataset["output_len"] or 256
+    if spec["slo"] is not None:
+        spec["slo"] = {k: v for k, v in spec["slo"].items() if v is not None}
+    return spec
+
+
+def load_workload(lab: Lab, name: str) -> Workload:
+    check_name(name, "workload")
+    path = lab.workloads_dir / f"{name}.yaml"
+    if not path.is_file():
+        known = ", ".join(list_workloads(lab)) or "none"
+        raise BadInput(f"unknown workload {name!r}. Workloads in {lab.workloads_dir}: {known}.")
+    src = load_yaml_mapping(path, display=str(path.relative_to(lab.root)))
+    return Workload(name=name, spec=check_workload(src, src.data), folder=lab.workloads_dir)
+
+
+def list_workloads(lab: Lab) -> list[str]:
+    return sorted(p.stem for p in lab.workloads_dir.glob("*.yaml")) if lab.workloads_dir.is_dir() else []
+
+
+def with_overrides(
+    workload: Workload,
+    concurrency: list[int] | None = None,
+    requests: int | None = None,
+    input_len: int | None = None,
+    output_len: int | None = None,
+) -> Workload:
+    spec = json.loads(json.dumps(workload.spec))
+    if concurrency:
+        if any(c <= 0 for c in concurrency):
+            raise BadInput("--concurrency: every level must be a whole number > 0, e.g. --concurrency 1,8,64.")
+        spec["concurrency"] = concurrency
+    if requests is not None:
+        if requests <= 0:
+            raise BadInput(f"--requests {requests}: give a number of requests > 0.")
+        spec["requests"], spec["requests_per_concurrency"] = requests, None
+    if input_len is not None or output_len is not None:
+        if spec["dataset"]["kind"] != "random":
+            raise BadInput("--input-len/--output-len apply to random datasets only.")
+        for key, value in (("input_len", input_len), ("output_len", output_len)):
+            if value is not None:
+                if value <= 0:
+                    raise BadInput(f"--{key.replace('_', '-')} {value}: give a length > 0.")
+                spec["dataset"][key] = value
+        if output_len is not None:
+            spec["max_tokens"] = output_len
+    return Workload(name=workload.name, spec=spec, folder=workload.folder)
+
+
+@dataclass(frozen=True)
+class Prompt:
+    text: str
+    input_len: int  # as the workload intends it (words for random prompts)
+    max_tokens: int
+
+
+def _length(rng: random.Random, base: int, ratio: float) -> int:
+    low, high = max(1, math.floor(base * (1 - ratio))), max(1, math.ceil(base * (1 + ratio)))
+    return rng.randint(low, high) if ratio else base
+
+
+def make_prompts(workload: Workload, count: int, salt: int) -> list[Prompt]:
+    """Deterministic from the workload's seed; `salt` keeps warm-up and each level's prompts distinct."""
+    spec = workload.spec
+    dataset = spec["dataset"]
+    rng = random.Random(f"{spec['seed']}:{salt}")
+    if dataset["kind"] == "random":
+        prompts = []
+        for i in range(count):
+            n_in = _length(rng, dataset["input_len"], dataset["range_ratio"])
+            n_out = _length(rng, dataset["output_len"], dataset["range_ratio"])
+            # a distinct first word per request defeats prefix caching across requests
+            words = [f"r{salt}x{i}"] + [WORDS[rng.randrange(len(WORDS))] for _ in range(n_in - 1)]
+            prompts.append(
+                Prompt(
+                    " ".join(words),
+                    n_in,
+                    min(n_out, spec["max_tokens"]) if dataset["range_ratio"] else spec["max_tokens"],
+                )
+            )
+        return prompts
+    texts = read_dataset(workload)
+    return [
+        Prompt(t, len(t.split()), spec["max_tokens"]) for t in (texts[rng.randrange(len(texts))] for _ in range(count))
+    ]
+
+
+def read_dataset(workload: Workload) -> list[str]:
+    dataset = workload.spec["dataset"]
+    path = (workload.folder / dataset["path"]).resolve()
+    if not path.is_file():
+        raise BadInput(f"workload {workload.name}: dataset file {path} not found.")
+    texts: list[str] = []
+    if dataset["kind"] == "jsonl":
+        for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+            if not line.strip():
+                continue
+            try:
+                item = json.loads(line)
+            except ValueError:
+                raise BadInput(
+                    f"{path}:{number}: not JSON: a jsonl dataset has one JSON object per line "
+                    '(e.g. {"prompt": "..."}).'
+                ) from None
+            text = item.get("prompt") if isinstance(item, dict) else None
+            if not isinstance(text, str):
+                raise BadInput(f'{path}:{number}: expected an object with a "prompt" string.')
+            texts.append(text)
+    else:
+        try:
+            items = json.loads(path.read_text(encoding="utf-8"))
+        except ValueError as exc:
+            raise BadInput(f"{path}: not JSON ({exc}): a ShareGPT file is a JSON list of conversations.") from None
+        for item in items if isinstance(items, list) else []:
+            turns = item.get("conversations") if isinstance(item, dict) else None
+            if isinstance(turns, list) and turns and isinstance(turns[0], dict) and turns[0].get("from") == "human":
+                texts.append(str(turns[0].get("value", "")))
+    if not texts:
+        raise BadInput(f"{path}: no prompts found in the dataset.")
+    return texts

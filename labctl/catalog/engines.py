@@ -1,0 +1,210 @@
+"""Engine definitions: what each inference engine is and how it starts (engines/<name>/engine.yaml)."""
+
+from __future__ import annotations
+
+import re
+import string
+from dataclasses import dataclass
+from typing import Any
+
+from labctl.catalog.fields import Field, check_mapping
+from labctl.catalog.lab import Lab, check_name
+from labctl.catalog.sourcefile import SourceFile, load_yaml_mapping
+from labctl.errors import BadInput
+
+# Values an argv template may name; each is filled from the resolved profile (or the run).
+PLACEHOLDERS = frozenset(
+    {
+        "model",
+        "revision",
+        "served_model_name",
+        "host",
+        "port",
+        "max_model_len",
+        "max_num_seqs",
+        "gpu_memory_utilization",
+        "tensor_parallel_size",
+        "engine_dir",
+        "api_key_file",
+    }
+)
+
+ENVIRONMENT_LABELS = ("harness-check", "real-gpu")
+AUTH_KINDS = ("env", "flag", "file", "none")
+ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+
+def _str_list(allowed: str) -> Field:
+    return Field("list", allowed, item=Field("str", "a string"))
+
+
+ARG_GROUP = Field(
+    "list",
+    "a list of argv words, e.g. ['--port', '{port}'] (emitted only when every placeholder has a value)",
+    check=lambda v: len(v) > 0,
+    item=Field("str", "a string"),
+)
+
+ENGINE_FIELDS: dict[str, Field] = {
+    "title": Field("str", "a display name", required=True),
+    "description": Field("str", "one line", required=True),
+    "image": Field("str", "the image repository, e.g. vllm/vllm-openai", required=True),
+    "environment_label": Field(
+        "str", "one of " + ", ".join(ENVIRONMENT_LABELS), required=True, check=lambda v: v in ENVIRONMENT_LABELS
+    ),
+    "gpu": Field(
+        "map",
+        fields={
+            "required": Field("bool", required=True),
+            "archs": _str_list("GPU names the image runs on (empty: any NVIDIA GPU)"),
+        },
+        required=True,
+    ),
+    "server": Field(
+        "map",
+        fields={
+            "entrypoint": _str_list("the entrypoint argv (null: the image's own)"),
+            "args": Field("list", "a list of argv groups", required=True, item=ARG_GROUP),
+            "port": Field("int", "the engine's default port (1-65535)", required=True, check=lambda v: 0 < v < 65536),
+            "default_bind": Field("str", "the address the engine binds when not told", required=True),
+        },
+        required=True,
+    ),
+    "readiness": Field(
+        "map",
+        fields={
+            "probe": Field("str", "an HTTP path such as /health", required=True, check=lambda v: v.startswith("/")),
+            "while_loading": Field("str", "how the engine behaves before it is ready", required=True),
+            "warmup_503": Field("bool", default=False),
+            "models_endpoint_means_ready": Field("bool", default=True),
+        },
+        required=True,
+    ),
+    "endpoints": Field(
+        "map",
+        fields={
+            "version": Field("str", "a path, or null"),
+            "metrics": Field("str", "a path, or null"),
+        },
+        default=lambda: {"version": None, "metrics": None},
+    ),
+    "docker": Field(
+        "map",
+        fields={
+            "ipc": Field("str", "host, or shareable", check=lambda v: v in ("host", "shareable", "private")),
+            "shm_size": Field("str", "a size such as 16g", check=lambda v: re.fullmatch(r"\d+[bkmg]?", v) is not None),
+            "ulimits": Field("map", "ulimit name to a whole number", item=Field("int", "a whole number")),
+        },
+        default=lambda: {"ipc": None, "shm_size": None, "ulimits": None},
+    ),
+    "model_cache": Field("str", "the container path where the model cache mounts, or null"),
+    "auth": Field(
+        "map",
+        fields={
+            "kind": Field("str", "one of " + ", ".join(AUTH_KINDS), required=True, check=lambda v: v in AUTH_KINDS),
+            "env": Field("str", "an environment variable name", check=lambda v: ENV_NAME.match(v) is not None),
+            "args": _str_list("argv words that switch auth on; may name {api_key_file}"),
+            "guards": Field("str", "which paths the key guards", default=""),
+            "multiple_keys": Field("bool", default=False),
+            "note": Field("str", default=""),
+        },
+        required=True,
+    ),
+    "resident": Field(
+        "map",
+        fields={"suited": Field("bool", required=True), "note": Field("str", default="")},
+        default=lambda: {"suited": True, "note": ""},
+    ),
+    "support": Field(
+        "map",
+        "model family to a list of quantizations",
+        required=True,
+        item=Field("list", "a list of quantizations", item=Field("str")),
+    ),
+    "build": Field(
+        "map",
+        "how a build->serve profile builds its engine",
+        fields={
+            "script": Field("str", "a POSIX sh script; profile values arrive as positional parameters", required=True),
+            "params": _str_list("names of the positional parameters, in order"),
+            "convert": Field("map", "model family to the checkpoint conversion script", item=Field("str")),
+            "serve_args": Field("list", "argv groups for serving a built engine", item=ARG_GROUP),
+        },
+    ),
+}
+
+
+@dataclass(frozen=True)
+class Engine:
+    name: str
+    spec: dict[str, Any]
+    source: SourceFile
+
+    @property
+    def needs_gpu(self) -> bool:
+        return bool(self.spec["gpu"]["required"])
+
+    @property
+    def default_port(self) -> int:
+        return int(self.spec["server"]["port"])
+
+    @property
+    def environment_label(self) -> str:
+        return str(self.spec["environment_label"])
+
+    @property
+    def supports_build(self) -> bool:
+        return self.spec["build"] is not None
+
+    def support_status(self, family: str, quantization: str) -> str | None:
+        """None when the engine is known to serve family x quantization, else why not."""
+        support: dict[str, list[str]] = self.spec["support"]
+        if family not in support:
+            return (
+                f"model family {family!r} is not in {self.name}'s support matrix (known: {', '.join(sorted(support))})"
+            )
+        if quantization not in support[family]:
+            return (
+                f"quantization {quantization!r} is not in {self.name}'s support matrix for {family} "
+                f"(supported: {', '.join(sorted(support[family]))})"
+            )
+        return None
+
+
+def _check_placeholders(src: SourceFile, key: tuple[str | int, ...], words: list[str]) -> None:
+    for i, word in enumerate(words):
+        try:
+            names = {name for _, name, _, _ in string.Formatter().parse(word) if name is not None}
+        except ValueError as exc:
+            raise src.problem((*key, i), f"bad placeholder syntax in {word!r}: {exc}.") from None
+        unknown = names - PLACEHOLDERS
+        if unknown:
+            raise src.problem(
+                (*key, i), f"unknown placeholder {{{sorted(unknown)[0]}}}; known: {', '.join(sorted(PLACEHOLDERS))}."
+            )
+
+
+def load_engine(lab: Lab, name: str) -> Engine:
+    check_name(name, "engine")
+    path = lab.engine_dir(name) / "engine.yaml"
+    if not path.is_file():
+        known = ", ".join(list_engine_names(lab)) or "none"
+        raise BadInput(f"unknown engine {name!r}. Engines in this lab: {known}.")
+    src = load_yaml_mapping(path, display=str(path.relative_to(lab.root)))
+    spec = check_mapping(src, (), src.data, ENGINE_FIELDS)
+    for i, group in enumerate(spec["server"]["args"]):
+        _check_placeholders(src, ("server", "args", i), group)
+    if spec["auth"]["args"]:
+        _check_placeholders(src, ("auth", "args"), spec["auth"]["args"])
+    if spec["auth"]["kind"] == "env" and not spec["auth"]["env"]:
+        raise src.problem(("auth",), "kind 'env' needs 'env: VARIABLE_NAME'.")
+    if spec["build"] is not None:
+        for i, group in enumerate(spec["build"]["serve_args"] or []):
+            _check_placeholders(src, ("build", "serve_args", i), group)
+    return Engine(name=name, spec=spec, source=src)
+
+
+def list_engine_names(lab: Lab) -> list[str]:
+    if not lab.engines_dir.is_dir():
+        return []
+    return sorted(p.parent.name for p in lab.engines_dir.glob("*/engine.yaml"))

@@ -1,0 +1,262 @@
+"""Launch profiles: a small, reviewable file pinning image, model and engine args
+(engines/<engine>/profiles/<name>.yaml)."""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import ipaddress
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from labctl.catalog.engines import ENV_NAME, Engine, load_engine
+from labctl.catalog.fields import Field, check_mapping
+from labctl.catalog.image import ImageRef
+from labctl.catalog.lab import Lab, check_name
+from labctl.catalog.sourcefile import SourceFile, load_yaml_mapping
+from labctl.errors import BadInput
+
+
+def _is_address(value: str) -> bool:
+    try:
+        ipaddress.ip_address(value)
+    except ValueError:
+        return False
+    return True
+
+
+def _argv_word(value: Any) -> bool:
+    return isinstance(value, (str, int, float)) and not isinstance(value, bool)
+
+
+PROFILE_FIELDS: dict[str, Field] = {
+    "description": Field("str", "one line saying what this profile is for", required=True),
+    "image": Field("str", "repo:tag@sha256:<64 hex>, or repo:tag with 'unpinned: true'", required=True),
+    "unpinned": Field("bool", default=False),
+    "model": Field(
+        "map",
+        fields={
+            "id": Field("str", "the model id, e.g. Qwen/Qwen3-32B", required=True, check=lambda v: v.strip() != ""),
+            "revision": Field("str", "a commit hash or tag of the model repository", required=True),
+            "family": Field("str", "a model family from the engine's support matrix", required=True),
+            "quantization": Field("str", "a quantization from the engine's support matrix", required=True),
+        },
+        required=True,
+    ),
+    "served_model_name": Field(
+        "str", "the model name the OpenAI API serves", required=True, check=lambda v: v.strip() != ""
+    ),
+    "max_model_len": Field("int", "a whole number of tokens > 0", check=lambda v: v > 0),
+    "max_num_seqs": Field("int", "a whole number of sequences > 0", check=lambda v: v > 0),
+    "gpu_memory_utilization": Field("float", "a fraction in (0, 1]", check=lambda v: 0 < v <= 1),
+    "gpus": Field(
+        "map",
+        "either device_ids: ['0', '1'] or count: N",
+        fields={
+            "device_ids": Field(
+                "list",
+                "a list of GPU indexes such as ['0']",
+                item=Field("str", "a GPU index as a string such as '0'", check=lambda v: v.isdigit()),
+            ),
+            "count": Field("int", "a whole number of GPUs >= 1", check=lambda v: v >= 1),
+        },
+    ),
+    "port": Field("int", "a TCP port 1-65535", check=lambda v: 0 < v < 65536),
+    "host": Field("str", "an IP address to bind, e.g. 127.0.0.1", default="127.0.0.1", check=_is_address),
+    "network": Field("str", "host or ports", default="host", check=lambda v: v in ("host", "ports")),
+    "extra_args": Field(
+        "list", "a list of argv words", default=list, item=Field("any", "a string or number", check=_argv_word)
+    ),
+    "env": Field(
+        "list",
+        "a list of environment variable names (never values)",
+        default=list,
+        item=Field("str", "a variable name such as HF_TOKEN", check=lambda v: ENV_NAME.match(v) is not None),
+    ),
+    "build": Field(
+        "map",
+        "TensorRT-LLM build limits",
+        fields={
+            "max_batch_size": Field("int", "a whole number > 0", required=True, check=lambda v: v > 0),
+            "max_input_len": Field("int", "a whole number > 0", required=True, check=lambda v: v > 0),
+            "max_seq_len": Field("int", "a whole number > 0", required=True, check=lambda v: v > 0),
+            "max_num_tokens": Field("int", "a whole number > 0", required=True, check=lambda v: v > 0),
+            "dtype": Field(
+                "str", "bfloat16 or float16", default="bfloat16", check=lambda v: v in ("bfloat16", "float16")
+            ),
+        },
+    ),
+}
+
+
+@dataclass(frozen=True)
+class Profile:
+    engine: Engine
+    name: str
+    spec: dict[str, Any]  # resolved: defaults applied, values checked
+    source: SourceFile | None
+
+    @property
+    def image(self) -> ImageRef:
+        return ImageRef.parse(self.spec["image"])
+
+    @property
+    def pinned(self) -> bool:
+        return self.image.pinned
+
+    @property
+    def image_digest(self) -> str | None:
+        return self.image.digest
+
+    @property
+    def image_repository(self) -> str:
+        return self.image.repository
+
+    @property
+    def gpu_ids(self) -> list[str]:
+        gpus = self.spec["gpus"] or {}
+        return list(gpus.get("device_ids") or [])
+
+    @property
+    def gpu_count(self) -> int:
+        gpus = self.spec["gpus"] or {}
+        if gpus.get("device_ids"):
+            return len(gpus["device_ids"])
+        return int(gpus.get("count") or 0)
+
+    @property
+    def support_problem(self) -> str | None:
+        model = self.spec["model"]
+        return self.engine.support_status(model["family"], model["quantization"])
+
+    @property
+    def sha256(self) -> str:
+        return profile_hash(self.engine.name, self.spec)
+
+
+# Where on a host a setup runs (which GPU, which port, which address) does not change what it is.
+HOST_SPECIFIC = ("port", "host")
+
+
+def defining_spec(spec: dict[str, Any]) -> dict[str, Any]:
+    """The resolved profile less its host-specific values; GPU ids count only as a number of GPUs."""
+    out = {k: v for k, v in spec.items() if k not in HOST_SPECIFIC}
+    gpus = spec.get("gpus") or {}
+    out["gpus"] = len(gpus["device_ids"]) if gpus.get("device_ids") else gpus.get("count", 0)
+    return out
+
+
+def profile_hash(engine: str, spec: dict[str, Any]) -> str:
+    canonical = json.dumps({"engine": engine, "profile": defining_spec(spec)}, sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(canonical.encode()).hexdigest()
+
+
+def _check_image(src: SourceFile, spec: dict[str, Any]) -> None:
+    image: str = spec["image"]
+    try:
+        ref = ImageRef.parse(image)
+    except ValueError as exc:
+        if "digest" in str(exc):
+            raise src.problem(("image",), f"{exc}. Run `labctl pin` to fill it in from the registry.") from None
+        raise src.problem(
+            ("image",), f"{image!r} is not an image reference like repo/name:tag@sha256:<64 hex>."
+        ) from None
+    if ref.pinned:
+        if spec["unpinned"]:
+            raise src.problem(("unpinned",), "the image is pinned by digest; remove 'unpinned: true'.")
+    elif not spec["unpinned"]:
+        raise src.problem(
+            ("image",),
+            f"{image!r} is not pinned by digest. Pin it (repo:tag@sha256:…, or `labctl pin ENGINE "
+            "--profile NAME`), or say 'unpinned: true' to use the tag as it is.",
+        )
+
+
+def check_profile_spec(engine: Engine, src: SourceFile, data: dict[str, Any]) -> dict[str, Any]:
+    spec = check_mapping(src, (), data, PROFILE_FIELDS)
+    _check_image(src, spec)
+    spec["extra_args"] = [str(word) for word in spec["extra_args"] or []]
+    spec["env"] = list(spec["env"] or [])
+    gpus = spec["gpus"]
+    if gpus is not None:
+        if (gpus["device_ids"] is None) == (gpus["count"] is None):
+            raise src.problem(("gpus",), "give exactly one of device_ids: ['0', …] or count: N.")
+        if gpus["device_ids"] is not None and len(set(gpus["device_ids"])) != len(gpus["device_ids"]):
+            raise src.problem(("gpus", "device_ids"), "a GPU is listed twice.")
+        gpus = {k: v for k, v in gpus.items() if v is not None}
+        spec["gpus"] = gpus
+    if engine.needs_gpu and gpus is None:
+        raise src.problem((), f"{engine.name} needs GPUs: add 'gpus: {{device_ids: [\"0\"]}}' or 'gpus: {{count: 1}}'.")
+    if spec["port"] is None:
+        spec["port"] = engine.default_port
+    if spec["build"] is not None and not engine.supports_build:
+        raise src.problem(("build",), f"{engine.name} has no build step; remove 'build:'.")
+    if spec["build"] is not None:
+        family = spec["model"]["family"]
+        if family not in (engine.spec["build"]["convert"] or {}):
+            raise src.problem(
+                ("model", "family"),
+                f"{engine.name} does not know how to convert a {family!r} checkpoint for a build "
+                f"(known: {', '.join(sorted(engine.spec['build']['convert'] or {}))}).",
+            )
+    return spec
+
+
+def load_profile(lab: Lab, engine_name: str, name: str, allow_unsupported: bool = False) -> Profile:
+    engine = load_engine(lab, engine_name)
+    check_name(name, "profile")
+    path = lab.profile_path(engine_name, name)
+    if not path.is_file():
+        known = ", ".join(list_profile_names(lab, engine_name)) or "none"
+        raise BadInput(f"unknown profile {name!r} for engine {engine_name}. Profiles: {known}.")
+    src = load_yaml_mapping(path, display=str(path.relative_to(lab.root)))
+    spec = check_profile_spec(engine, src, src.data)
+    profile = Profile(engine=engine, name=name, spec=spec, source=src)
+    problem = profile.support_problem
+    if problem and not allow_unsupported:
+        raise src.problem(("model",), f"{problem}. Use a supported combination, or pass --allow-unsupported.")
+    return profile
+
+
+def with_overrides(
+    profile: Profile, gpus: list[str] | None = None, port: int | None = None, host: str | None = None
+) -> Profile:
+    """The same profile placed elsewhere on a host: other GPU ids, another port."""
+    spec = copy.deepcopy(profile.spec)
+    if gpus is not None:
+        # For an engine that uses no GPU (the harness) the ids are labels only: exclusivity can be exercised.
+        if profile.engine.needs_gpu and len(gpus) != profile.gpu_count:
+            raise BadInput(
+                f"--gpus {','.join(gpus)}: profile {profile.name} runs on {profile.gpu_count} GPU(s); "
+                f"give exactly {profile.gpu_count} id(s)."
+            )
+        spec["gpus"] = {"device_ids": list(gpus)}
+    if port is not None:
+        spec["port"] = port
+    if host is not None:
+        spec["host"] = host
+    return Profile(engine=profile.engine, name=profile.name, spec=spec, source=profile.source)
+
+
+def list_profile_names(lab: Lab, engine_name: str) -> list[str]:
+    folder = lab.engine_dir(engine_name) / "profiles"
+    return sorted(p.stem for p in folder.glob("*.yaml")) if folder.is_dir() else []
+
+
+def parse_gpu_ids(text: str | None) -> list[str] | None:
+    """`--gpus 0,1` -> ['0', '1']."""
+    if text is None:
+        return None
+    ids = [part.strip() for part in text.split(",")]
+    if not ids or any(not part.isdigit() for part in ids):
+        raise BadInput(f"--gpus {text!r}: expected GPU indexes separated by commas, e.g. --gpus 0,1.")
+    if len(set(ids)) != len(ids):
+        raise BadInput(f"--gpus {text!r}: a GPU is listed twice.")
+    return ids
+
+
+def parse_port(port: int | None) -> int | None:
+    if port is not None and not 0 < port < 65536:
+        raise BadInput(f"--port {port}: expected a TCP port 1-65535.")
+    return port

@@ -1,0 +1,200 @@
+"""bench: fixed-workload load tests against a labctl run or any OpenAI-compatible endpoint."""
+
+from __future__ import annotations
+
+import json
+import sys
+from typing import Annotated, Any
+
+import typer
+
+from labctl.cli.context import out, state, table, warn
+
+
+def register(app: typer.Typer) -> None:
+    app.command("bench")(bench)
+    app.command("workloads")(workloads)
+
+
+def _levels(text: str | None) -> list[int] | None:
+    from labctl.errors import BadInput
+
+    if text is None:
+        return None
+    try:
+        return [int(part) for part in text.split(",")]
+    except ValueError:
+        raise BadInput(f"--concurrency {text!r}: expected whole numbers separated by commas, e.g. 1,8,64.") from None
+
+
+def workloads() -> None:
+    """List the workloads in this lab with their content hashes.
+
+    Example: labctl workloads
+    """
+    from labctl.bench.workloads import list_workloads, load_workload
+
+    lab = state.lab()
+    rows = []
+    for name in list_workloads(lab):
+        w = load_workload(lab, name)
+        rows.append([name, ",".join(map(str, w.spec["concurrency"])), w.sha256[:12], w.spec["description"]])
+    out(table(rows, ["WORKLOAD", "CONCURRENCY", "SHA256", "DESCRIPTION"]))
+
+
+def bench(
+    run_id: Annotated[str | None, typer.Argument(help="A running labctl run (or use --base-url and --model).")] = None,
+    workload: Annotated[str | None, typer.Option(help="The workload name (workloads/NAME.yaml).")] = None,
+    base_url: Annotated[
+        str | None, typer.Option(help="Any OpenAI-compatible base URL, e.g. http://host:8000/v1.")
+    ] = None,
+    model: Annotated[str | None, typer.Option(help="The served model name (with --base-url).")] = None,
+    concurrency: Annotated[str | None, typer.Option(help="Override the levels, e.g. 1,8,64.")] = None,
+    requests: Annotated[int | None, typer.Option(help="Override the measured requests per level.")] = None,
+    input_len: Annotated[int | None, typer.Option(help="Override the prompt length (random datasets).")] = None,
+    output_len: Annotated[int | None, typer.Option(help="Override the output length (random datasets).")] = None,
+    api_key_env: Annotated[str | None, typer.Option(help="Name of the variable holding the API key.")] = None,
+    environment_label: Annotated[str, typer.Option(help="Label for an endpoint labctl did not start.")] = "external",
+    request_timeout: Annotated[float, typer.Option(help="Seconds one request may take in all.")] = 600.0,
+    force: Annotated[
+        bool, typer.Option(help="Run levels above a TensorRT engine's built max batch size (marked).")
+    ] = False,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the whole result as one JSON document.")] = False,
+    list_run: Annotated[str | None, typer.Option("--list", help="List the bench results of this run.")] = None,
+    show: Annotated[str | None, typer.Option("--show", help="Print this bench result.")] = None,
+) -> None:
+    """Load-test an engine with a fixed workload; results go beside the run's record.
+
+    Example: labctl bench 20261203-015815-a1b2c3 --workload chat-sweep --concurrency 1,8,64
+    """
+    from labctl.bench.session import BenchRequest, find_result, list_results, run_bench
+    from labctl.bench.workloads import load_workload, with_overrides
+    from labctl.errors import BadInput
+
+    runs = state.runs()
+    if list_run:
+        rows = [
+            [
+                r["bench_id"],
+                r["workload"]["name"],
+                r["workload"]["sha256"][:12],
+                r["status"],
+                ",".join(str(level["concurrency"]) for level in r["levels"]),
+                r["created_at"][:19],
+            ]
+            for r in list_results(runs, list_run)
+        ]
+        out(
+            table(rows, ["BENCH", "WORKLOAD", "SHA256", "STATUS", "LEVELS", "CREATED"])
+            if rows
+            else f"no bench results for run {list_run}"
+        )
+        return
+    if show:
+        result, path = find_result(runs, show)
+        print(json.dumps(result, indent=1)) if as_json else print_result(result, str(path))
+        return
+    if not workload:
+        raise BadInput("--workload NAME is required (see `labctl workloads`).")
+    chosen = with_overrides(load_workload(state.lab(), workload), _levels(concurrency), requests, input_len, output_len)
+    request = BenchRequest(
+        workload=chosen,
+        run_id=run_id,
+        base_url=base_url,
+        model=model,
+        api_key_env=api_key_env,
+        force=force,
+        request_timeout=request_timeout,
+        environment_label=environment_label,
+    )
+    with _progress(quiet=as_json) as progress:
+        result, path = run_bench(runs, request, progress, warn)
+    if as_json:
+        print(json.dumps(result))
+    else:
+        print_result(result, str(path))
+
+
+class _progress:
+    """A progress bar on a terminal; one line per finished level elsewhere."""
+
+    def __init__(self, quiet: bool) -> None:
+        self.live = sys.stderr.isatty() and not quiet
+        self.bar: Any = None
+        self.task: Any = None
+        self.phase = ""
+
+    def __enter__(self) -> Any:
+        if self.live:
+            from rich.progress import Progress
+
+            self.bar = Progress(transient=True)
+            self.bar.start()
+        return self.update
+
+    def update(self, phase: str, done: int, total: int) -> None:
+        if self.bar is not None:
+            if phase != self.phase:
+                if self.task is not None:
+                    self.bar.remove_task(self.task)
+                self.task = self.bar.add_task(phase, total=total)
+                self.phase = phase
+            self.bar.update(self.task, completed=done)
+        elif done == total and phase.startswith("measure"):
+            warn(f"{phase}: {done} requests done")
+
+    def __exit__(self, *exc: object) -> None:
+        if self.bar is not None:
+            self.bar.stop()
+
+
+def _ms(value: Any) -> str:
+    return "-" if value is None else f"{value:.1f}"
+
+
+def print_result(result: dict[str, Any], path: str) -> None:
+    target, workload = result["target"], result["workload"]
+    out(
+        f"bench {result['bench_id']} ({result['status']}): {target['engine']}/{target['profile']} "
+        f"[{target['environment_label']}] model {target['model']}, workload {workload['name']} ({workload['sha256'][:12]})"
+    )
+    rows = []
+    for level in result["levels"]:
+        rows.append(
+            [
+                str(level["concurrency"]) + (" !" if level.get("over_max_batch_size") else ""),
+                f"{level['completed']}/{level['requests']}",
+                _ms(level["median_ttft_ms"]),
+                _ms(level["p99_ttft_ms"]),
+                _ms(level["median_tpot_ms"]),
+                _ms(level["median_itl_ms"]),
+                _ms(level["p99_itl_ms"]),
+                _ms(level["median_e2el_ms"]),
+                f"{level['output_throughput']:.0f}" if level["output_throughput"] else "-",
+                f"{level['request_throughput']:.2f}" if level["request_throughput"] else "-",
+                "-" if level["goodput"] is None else f"{level['goodput']:.2f}",
+                f"{level['client_cpu_share']:.0%}",
+            ]
+        )
+    out(
+        table(
+            rows,
+            [
+                "CONC",
+                "OK/SENT",
+                "TTFT p50",
+                "TTFT p99",
+                "TPOT p50",
+                "ITL p50",
+                "ITL p99",
+                "E2E p50",
+                "OUT tok/s",
+                "REQ/s",
+                "GOODPUT",
+                "CLIENT CPU",
+            ],
+        )
+    )
+    for warning in result.get("warnings", []):
+        out(f"warning: {warning}")
+    out(f"(ms; TTFT = first token-bearing chunk; TPOT = (e2e-ttft)/(n-1); ITL = pooled chunk gaps)  result: {path}")

@@ -1,0 +1,142 @@
+"""export, reproduce, diff: rebuilding a colleague's setup and comparing two setups."""
+
+from __future__ import annotations
+
+import sys
+from typing import TYPE_CHECKING, Annotated
+
+import typer
+
+from labctl.cli.context import out, state, table, warn
+
+if TYPE_CHECKING:
+    from labctl.run.reproduce import Export
+
+
+def register(app: typer.Typer) -> None:
+    app.command("export")(export)
+    app.command("reproduce")(reproduce)
+    app.command("diff")(diff)
+
+
+def export(
+    run_id: Annotated[str, typer.Argument(help="The run to export.")],
+    output: Annotated[str | None, typer.Option("-o", "--output", help="Write here (default: print).")] = None,
+) -> None:
+    """Write one self-contained file (record, resolved profile, compose file) that rebuilds the run.
+
+    Example: labctl export 20261203-015815-a1b2c3 -o alice-sglang.yaml
+    """
+    from pathlib import Path
+
+    from labctl.host.files import write_atomically
+    from labctl.run.reproduce import dump_export, export_from_run
+
+    text = dump_export(export_from_run(state.runs(), run_id).doc)
+    if output:
+        write_atomically(Path(output), text)
+        out(output)
+    else:
+        sys.stdout.write(text)
+
+
+def reproduce(
+    source: Annotated[str, typer.Argument(help="An export file or a run id.")],
+    gpus: Annotated[str | None, typer.Option(help="GPU ids on this host (default: the original's).")] = None,
+    port: Annotated[int | None, typer.Option(help="Port on this host (default: the original's).")] = None,
+    cache_dir: Annotated[str | None, typer.Option(help="Model cache on this host.")] = None,
+    force: Annotated[bool, typer.Option(help="Run even when the setup no longer renders as recorded.")] = False,
+    owner: Annotated[str | None, typer.Option(help="Who owns the new run.")] = None,
+    timeout: Annotated[float, typer.Option(help="Seconds to wait for readiness.")] = 900.0,
+    as_json: Annotated[bool, typer.Option("--json", help="End with the new run's summary as JSON.")] = False,
+) -> None:
+    """Rebuild a recorded setup here: same image digest, engine args and model revision; new run linked to it.
+
+    Example: labctl reproduce alice-sglang.yaml --gpus 1 --port 30001
+    """
+    import json
+
+    from labctl.catalog.profiles import parse_gpu_ids, parse_port
+    from labctl.run.reproduce import ReproduceRequest
+    from labctl.run.reproduce import reproduce as rebuild
+
+    record = rebuild(
+        state.lab(),
+        state.runs(),
+        ReproduceRequest(
+            source=source,
+            gpus=parse_gpu_ids(gpus),
+            port=parse_port(port),
+            cache_dir=cache_dir,
+            force=force,
+            owner=owner,
+            timeout=timeout,
+        ),
+        say=warn,
+    )
+    if as_json:
+        print(json.dumps(record.summary() | {"reproduced_from": record.reproduced_from}))
+        return
+    same = record.reproduction is not None and record.reproduction.compose_sha256_matches
+    out(
+        f"reproduced run {record.reproduced_from} as run {record.run_id}: {record.base_url} "
+        f"(model {record.served_model_name})"
+    )
+    out(
+        f"  digest {record.image.digest}, compose hash {record.setup.get('compose_sha256')}"
+        f" ({'same as' if same else 'DIFFERENT from'} the original)"
+    )
+    out(f"  record {record.record_path}")
+
+
+def diff(
+    a: Annotated[str, typer.Argument(help="A run id or an export file.")],
+    b: Annotated[str, typer.Argument(help="Another run id or export file.")],
+) -> None:
+    """Compare two setups field by field; exit 0 when identical, 1 when they differ.
+
+    Example: labctl diff 20261203-015815-a1b2c3 bob-run.yaml
+    """
+    from labctl.compose.canonical import compare, setup_view
+    from labctl.run.reproduce import load_source
+
+    runs = state.runs()
+    views = []
+    for source in (a, b):
+        exported = load_source(runs, source)
+        views.append(setup_view(source, exported.record, _canonical(exported)))
+    rows = compare(views[0], views[1])
+    marks = {True: "=", False: "≠"}
+    out(
+        table(
+            [
+                [field + ("" if kind == "setup" else f" ({kind})"), marks[same], va, vb]
+                for field, va, vb, same, kind in rows
+            ],
+            ["FIELD", "", a[:40], b[:40]],
+        )
+    )
+    differing = [field for field, _, _, same, kind in rows if not same and kind == "setup"]
+    if differing:
+        out(f"setups differ in: {', '.join(differing)}")
+        raise typer.Exit(1)
+    out("setups are identical (host-specific and informational rows aside)")
+
+
+def _canonical(exported: Export) -> str | None:
+    from labctl.compose.canonical import canonical_compose
+    from labctl.errors import LabctlError
+    from labctl.run.reproduce import recorded_profile
+
+    try:
+        profile = recorded_profile(state.lab(), exported)
+    except LabctlError:
+        return None  # an engine this lab does not define: compare what the record says
+    return canonical_compose(
+        state.lab(),
+        profile.engine,
+        profile.name,
+        profile.spec,
+        exported.setup["image"].get("digest"),
+        bool(exported.setup.get("allow_unsupported")),
+    )

@@ -1,0 +1,318 @@
+"""up, down, status, logs, runs, show, pin: starting engines, seeing them, stopping them."""
+
+from __future__ import annotations
+
+import json
+import sys
+from typing import Annotated, Any
+
+import typer
+
+from labctl.cli.context import out, state, table, warn
+
+
+def register(app: typer.Typer) -> None:
+    for name, func in (
+        ("up", up),
+        ("down", down),
+        ("status", status),
+        ("logs", logs),
+        ("runs", runs),
+        ("show", show),
+        ("pin", pin),
+        ("share", share),
+        ("rotate-key", rotate_key),
+    ):
+        app.command(name)(func)
+
+
+def _progress() -> Any:
+    """A live status line on a terminal; silence elsewhere (logs and CI stay clean)."""
+    if not sys.stderr.isatty():
+        return None
+
+    def show(text: str) -> None:
+        sys.stderr.write("\r\033[K" + text[:150])
+        sys.stderr.flush()
+
+    return show
+
+
+def up(
+    engine: Annotated[str, typer.Argument(help="The engine, e.g. sglang.")],
+    profile: Annotated[str, typer.Option("--profile", "-p", help="The launch profile.")],
+    gpus: Annotated[str | None, typer.Option(help="GPU ids on this host, e.g. 0,1 (default: the profile's).")] = None,
+    port: Annotated[int | None, typer.Option(help="Port on this host (default: the profile's).")] = None,
+    timeout: Annotated[float, typer.Option(help="Seconds to wait for readiness.")] = 900.0,
+    replace: Annotated[
+        bool, typer.Option(help="Stop whoever holds the GPUs or port first (both records say so).")
+    ] = False,
+    allow_unpinned: Annotated[bool, typer.Option(help="Run a profile whose image is not pinned by digest.")] = False,
+    allow_unsupported: Annotated[
+        bool, typer.Option(help="Accept family x quantization outside the support matrix.")
+    ] = False,
+    owner: Annotated[str | None, typer.Option(help="Who owns this run (default: your user name).")] = None,
+    cache_dir: Annotated[
+        str | None, typer.Option(help="Host model cache (default: $LABCTL_CACHE_DIR or ~/.cache/huggingface).")
+    ] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="End with the run's summary as one JSON object.")] = False,
+    resident: Annotated[
+        bool, typer.Option(help="A deployment kept up for days: restarts unless stopped, API keys, owner.")
+    ] = False,
+    bind: Annotated[
+        str | None, typer.Option(help="Resident: the address the engine binds (default: the profile's).")
+    ] = None,
+    key_file: Annotated[str | None, typer.Option(help="Resident: API keys, one per line (mode 600).")] = None,
+    keys: Annotated[int | None, typer.Option(help="Resident: generate N API keys (default 1).")] = None,
+    allow_no_auth: Annotated[
+        bool, typer.Option(help="Resident: serve an engine without key support beyond loopback.")
+    ] = False,
+) -> None:
+    """Start one engine from a profile, wait until its OpenAI API answers, and record the run.
+
+    Example: labctl up sglang --profile qwen3-32b --gpus 0
+    """
+    from labctl.catalog.profiles import parse_gpu_ids, parse_port
+    from labctl.run.up import UpRequest
+    from labctl.run.up import up as start
+
+    request = UpRequest(
+        engine=engine,
+        profile=profile,
+        gpus=parse_gpu_ids(gpus),
+        port=parse_port(port),
+        timeout=timeout,
+        replace=replace,
+        allow_unpinned=allow_unpinned,
+        allow_unsupported=allow_unsupported,
+        owner=owner,
+        cache_dir=cache_dir,
+        quiet_pull=as_json or not sys.stderr.isatty(),
+        resident=resident,
+        bind=bind,
+        key_file=key_file,
+        keys=keys,
+        allow_no_auth=allow_no_auth,
+    )
+    record = start(state.lab(), state.runs(), request, say=warn, progress=_progress())
+    if as_json:
+        print(json.dumps(record.summary()))
+        return
+    t = record.timings
+    out(f"ready: {record.engine}/{record.profile} run {record.run_id}")
+    out(f"  OpenAI base URL  {record.base_url}  (model {record.served_model_name})")
+    out(f"  image            {record.image.reference}  digest {record.image.digest}")
+    out(
+        f"  cold start       {t.cold_start_s} s (port open {t.port_open_s} s, ready {t.ready_s} s)"
+        + (f", image pull {t.image_pull_s} s" if t.image_pull_s else "")
+    )
+    out(f"  record           {record.record_path}")
+    if record.resident:
+        out(
+            f"  resident         restart {record.resident.restart_policy}, {record.resident.keys} API key(s); "
+            f"share access with: labctl share {record.run_id}"
+        )
+    out(f"  stop it with     labctl down {record.run_id}")
+
+
+def down(
+    target: Annotated[
+        str | None, typer.Argument(help="A run id or an engine name (default: the only running run).")
+    ] = None,
+    reason: Annotated[str | None, typer.Option(help="Why (recorded).")] = None,
+    force: Annotated[bool, typer.Option(help="Stop another owner's resident deployment (needs --reason).")] = False,
+) -> None:
+    """Stop and remove a run's containers; the record gets stopped_at and who.
+
+    Example: labctl down 20261203-015815-a1b2c3
+    """
+    from labctl.run.down import stop
+
+    for run in stop(state.runs(), target, reason, force):
+        out(f"stopped {run.run_id} ({run.engine}/{run.profile})")
+
+
+def status(as_json: Annotated[bool, typer.Option("--json", help="Print a JSON list.")] = False) -> None:
+    """Every labctl engine on this host: run, engine/profile, GPUs, endpoint, health now, uptime, owner.
+
+    Example: labctl status --json
+    """
+    from labctl.run.deployments import observe
+    from labctl.run.status import live_runs
+
+    store = state.runs()
+    live = live_runs(store)
+    for run in live:
+        observe(store, run)
+    if as_json:
+        print(json.dumps(live))
+        return
+    if not live:
+        out("no labctl engine is running on this host")
+        return
+    rows = [
+        [
+            r["run_id"],
+            f"{r['engine']}/{r['profile']}",
+            ",".join(r["gpus"]) or "-",
+            r["base_url"],
+            r["health"],
+            _uptime(r["uptime_s"]),
+            r["owner"],
+            r["since"][:19],
+            str(r["restarts"]),
+            "yes" if r["resident"] else "no",
+            _count(r["requests_served"]),
+            _count(r["tokens_served"]),
+        ]
+        for r in live
+    ]
+    out(
+        table(
+            rows,
+            [
+                "RUN",
+                "ENGINE/PROFILE",
+                "GPUS",
+                "BASE URL",
+                "HEALTH",
+                "UP",
+                "OWNER",
+                "SINCE",
+                "RESTARTS",
+                "RESIDENT",
+                "REQUESTS",
+                "TOKENS",
+            ],
+        )
+    )
+
+
+def _count(value: float | None) -> str:
+    return "-" if value is None else f"{value:,.0f}"
+
+
+def _uptime(seconds: float | None) -> str:
+    if seconds is None:
+        return "-"
+    minutes, secs = divmod(int(seconds), 60)
+    hours, minutes = divmod(minutes, 60)
+    return f"{hours}h{minutes:02d}m" if hours else f"{minutes}m{secs:02d}s"
+
+
+def logs(
+    run_id: Annotated[str, typer.Argument(help="The run id.")],
+    follow: Annotated[bool, typer.Option("--follow", "-f", help="Keep printing new lines.")] = False,
+) -> None:
+    """Print an engine's logs (live from the container, or saved with the record once it stopped).
+
+    Example: labctl logs 20261203-015815-a1b2c3 -f
+    """
+    from labctl.run.status import engine_logs
+
+    for text in engine_logs(state.runs(), run_id, follow):
+        sys.stdout.write(text)
+        sys.stdout.flush()
+
+
+def runs() -> None:
+    """List run records, newest last.
+
+    Example: labctl runs
+    """
+    store = state.runs()
+    rows = []
+    for run_id in store.all_ids():
+        r = store.load(run_id)
+        rows.append([run_id, f"{r.engine}/{r.profile}", r.status, r.environment_label, r.owner, r.image.digest or "-"])
+    if not rows:
+        out(f"no runs under {store.root}")
+        return
+    out(
+        table(
+            [[*row[:5], row[5][:19]] for row in rows],
+            ["RUN", "ENGINE/PROFILE", "STATUS", "ENVIRONMENT", "OWNER", "DIGEST"],
+        )
+    )
+
+
+def show(
+    run_id: Annotated[str, typer.Argument(help="The run id.")],
+    as_json: Annotated[bool, typer.Option("--json", help="Print the whole record as JSON.")] = False,
+    docker_run: Annotated[
+        bool, typer.Option("--docker-run", help="Print the equivalent plain `docker run` command.")
+    ] = False,
+) -> None:
+    """Print one run record (or the plain `docker run` command that starts the same engine).
+
+    Example: labctl show 20261203-015815-a1b2c3 --docker-run
+    """
+    from labctl.run.store import describe, docker_run_lines
+
+    runs = state.runs()
+    record = runs.load(run_id)
+    if docker_run:
+        for line in docker_run_lines(runs, record):
+            out(line)
+    elif as_json:
+        print(json.dumps(record.to_json(), indent=2))
+    else:
+        for key, value in describe(record):
+            out(f"{key:<18} {value}")
+
+
+def pin(
+    engine: Annotated[str, typer.Argument(help="The engine.")],
+    profile: Annotated[str, typer.Option("--profile", "-p", help="The profile to pin.")],
+) -> None:
+    """Resolve the profile's image tag to its registry digest and write it into the profile.
+
+    Example: labctl pin harness --profile smoke
+    """
+    from labctl.run.pin import pin_profile
+
+    old, new = pin_profile(state.lab(), engine, profile)
+    out(f"pinned {engine}/{profile}: {old} -> {new}")
+
+
+def share(
+    run_id: Annotated[str, typer.Argument(help="The resident run.")],
+    as_json: Annotated[bool, typer.Option("--json", help="Print base_url, model and api_key as JSON.")] = False,
+) -> None:
+    """Show how to reach a resident deployment: base URL, model, key, and snippets (the only place a key is shown).
+
+    Example: labctl share 20261203-015815-a1b2c3
+    """
+    from labctl.run.deployments import share as access
+    from labctl.run.deployments import snippets
+
+    info = access(state.runs(), run_id)
+    if as_json:
+        print(json.dumps({"base_url": info["base_url"], "model": info["model"], "api_key": info["api_key"]}))
+        return
+    out(
+        f"base URL  {info['base_url']}\nmodel     {info['model']}\nAPI key   {info['api_key'] or '(none: the engine has no key support)'}"
+    )
+    if len(info["api_keys"]) > 1:
+        out("other keys: " + ", ".join(info["api_keys"][1:]))
+    out("")
+    out(snippets(info))
+
+
+def rotate_key(
+    run_id: Annotated[str, typer.Argument(help="The resident run.")],
+    key_file: Annotated[str | None, typer.Option(help="Take the new keys from this file (mode 600).")] = None,
+    keys: Annotated[int | None, typer.Option(help="Generate N new keys (default: as many as before).")] = None,
+) -> None:
+    """Replace a resident deployment's API keys and restart its engine with them; old keys stop working.
+
+    Example: labctl rotate-key 20261203-015815-a1b2c3
+    """
+    from labctl.host.identity import current_user
+    from labctl.run.deployments import rotate_key as rotate
+
+    resident = rotate(state.runs(), run_id, current_user(), key_file, keys)
+    out(
+        f"rotated {resident.keys} key(s) of run {run_id} ({', '.join(resident.key_fingerprints)}); "
+        f"hand them out with: labctl share {run_id}"
+    )

@@ -1,0 +1,210 @@
+"""labctl compare: numbers from different engines share a table only when they were measured under
+the same rules. The rules are checked first; a mixed table needs --allow-mismatch and is marked."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from labctl.bench.session import find_result, list_results
+from labctl.errors import BadInput
+from labctl.quality.evaluate import list_evals
+from labctl.run.record import Record
+from labctl.run.store import Runs, is_run_id
+
+RULES = (
+    "model family and revision",
+    "workload",
+    "environment label",
+    "GPU model",
+    "quality suite version",
+    "concurrency within built max batch size",
+)
+LEVEL_KEYS = ("median_ttft_ms", "p99_ttft_ms", "median_tpot_ms", "p99_itl_ms", "output_throughput", "goodput")
+REQUIRED_RESULT_KEYS = ("bench_id", "run_id", "target", "workload", "levels")
+
+
+@dataclass
+class Entry:
+    given: str
+    result: dict[str, Any]
+    record: Record
+    evals: dict[str, dict[str, Any]]
+
+    @property
+    def label(self) -> str:
+        return f"{self.record.engine}/{self.record.profile}"
+
+    def facts(self) -> dict[str, str]:
+        model = ((self.record.resolved_profile or {}).get("model")) or {}
+        devices = self.record.gpus.devices
+        gpu = (
+            ", ".join(sorted({d.name for d in devices}))
+            if devices
+            else ("none (no GPU used)" if self.record.engine == "harness" else "unknown")
+        )
+        over = [str(level["concurrency"]) for level in self.result["levels"] if level.get("over_max_batch_size")]
+        return {
+            "model family and revision": f"{model.get('family', '?')}@{model.get('revision', '?')}",
+            "workload": f"{self.result['workload']['name']} ({self.result['workload']['sha256'][:12]})",
+            "environment label": str(self.result["target"].get("environment_label", "?")),
+            "GPU model": gpu,
+            "concurrency within built max batch size": "over at " + ",".join(over) if over else "ok",
+        }
+
+
+def load_entry(runs: Runs, given: str) -> Entry:
+    if is_run_id(given):
+        results = [r for r in list_results(runs, given) if r.get("status") == "complete"]
+        if not results:
+            raise BadInput(
+                f"run {given} has no complete bench result: run `labctl bench {given} --workload NAME` first."
+            )
+        result = results[-1]
+    elif given.startswith("b") and is_run_id(given[1:]):
+        result, _ = find_result(runs, given)
+    else:
+        raise BadInput(f"{given!r} is neither a run id nor a bench id (like b20261203-015815-a1b2c3).")
+    missing = [k for k in REQUIRED_RESULT_KEYS if k not in result]
+    if missing or result.get("schema_version", 0) < 1:
+        raise BadInput(
+            f"bench result {given} lacks {', '.join(missing) or 'schema_version'}: it comes from an older "
+            "labctl; re-run the benchmark."
+        )
+    for level in result["levels"]:
+        absent = [k for k in ("concurrency", *LEVEL_KEYS) if k not in level]
+        if absent:
+            raise BadInput(
+                f"bench result {given} lacks {', '.join(absent)} at concurrency {level.get('concurrency')}: "
+                "an older schema; re-run the benchmark."
+            )
+    target = result["target"]
+    record = (
+        runs.load(result["run_id"])
+        if runs.exists(result["run_id"])
+        else Record(
+            run_id=result["run_id"],
+            status="unknown",
+            engine=str(target.get("engine") or "?"),
+            profile=str(target.get("profile") or "?"),
+            served_model_name=str(target.get("model") or ""),
+        )
+    )
+    evals: dict[str, dict[str, Any]] = {}
+    for evaluation in list_evals(runs, result["run_id"]):
+        evals[evaluation["suite"]["name"]] = evaluation  # the latest per suite wins (sorted by id = time)
+    return Entry(given=given, result=result, record=record, evals=evals)
+
+
+@dataclass
+class Check:
+    rule: str
+    ok: bool
+    values: dict[str, str]  # entry label -> value
+
+
+def checklist(entries: list[Entry]) -> list[Check]:
+    checks = []
+    for rule in RULES:
+        if rule == "quality suite version":
+            checks.append(_suite_check(entries))
+            continue
+        values = {e.given: e.facts()[rule] for e in entries}
+        if rule == "concurrency within built max batch size":
+            checks.append(Check(rule, all(v == "ok" for v in values.values()), values))
+        else:
+            checks.append(Check(rule, len(set(values.values())) == 1, values))
+    return checks
+
+
+def _suite_check(entries: list[Entry]) -> Check:
+    values: dict[str, str] = {}
+    ok = True
+    names = {name for e in entries for name in e.evals}
+    for name in sorted(names):
+        versions = {e.evals[name]["suite"]["full_version"] for e in entries if name in e.evals}
+        ok = ok and len(versions) == 1
+    for e in entries:
+        values[e.given] = (
+            ", ".join(f"{n} {ev['suite']['full_version']}" for n, ev in sorted(e.evals.items())) or "no quality results"
+        )
+    return Check("quality suite version", ok, values)
+
+
+def _short(value: Any, width: int = 19) -> str:
+    return str(value)[:width] if value else "-"
+
+
+def _version(record: Record) -> str:
+    version = record.engine_version
+    if isinstance(version, dict):
+        return str(version.get("version") or json.dumps(version)[:30])
+    return str(version)[:30] if version else "-"
+
+
+def _prep(record: Record) -> dict[str, Any]:
+    timings = record.timings
+    build = timings.engine_build_s
+    return {
+        "pull_s": timings.image_pull_s,
+        "build_s": build.seconds if build else None,
+        "cold_start_s": timings.cold_start_s,
+    }
+
+
+def rows(entries: list[Entry], checks: list[Check]) -> list[dict[str, Any]]:
+    """One row per entry and concurrency level; `mismatch` names the columns whose rule failed."""
+    failed = {c.rule for c in checks if not c.ok}
+    out = []
+    for e in entries:
+        facts = e.facts()
+        quality = "; ".join(f"{n} {ev['score']:.0%}" for n, ev in sorted(e.evals.items())) or "-"
+        suites = "; ".join(f"{n} {ev['suite']['full_version']}" for n, ev in sorted(e.evals.items())) or "-"
+        for level in e.result["levels"]:
+            mismatch = sorted(
+                rule
+                for rule in failed
+                if rule != "concurrency within built max batch size" or level.get("over_max_batch_size")
+            )
+            out.append(
+                {
+                    "id": e.result["bench_id"],
+                    "engine": e.record.engine,
+                    "profile": e.record.profile,
+                    "image_digest": _short(e.record.image.digest, 19),
+                    "engine_version": _version(e.record),
+                    **_prep(e.record),
+                    "model": facts["model family and revision"],
+                    "workload": facts["workload"],
+                    "environment_label": facts["environment label"],
+                    "gpu": facts["GPU model"],
+                    "concurrency": level["concurrency"],
+                    **{k: level.get(k) for k in LEVEL_KEYS},
+                    "quality": quality,
+                    "suite_version": suites,
+                    "mismatch": mismatch,
+                }
+            )
+    return out
+
+
+def compare(runs: Runs, ids: list[str]) -> tuple[list[Check], list[dict[str, Any]], list[Entry]]:
+    if len(ids) < 2:
+        raise BadInput("give at least two bench or run ids to compare (one result has nothing to be compared with).")
+    if len(set(ids)) != len(ids):
+        raise BadInput("an id is given twice.")
+    entries = [load_entry(runs, i) for i in ids]
+    checks = checklist(entries)
+    return checks, rows(entries, checks), entries
+
+
+# Which row columns belong to which rule, for marking differing cells.
+RULE_COLUMNS = {
+    "model family and revision": "model",
+    "workload": "workload",
+    "environment label": "environment_label",
+    "GPU model": "gpu",
+    "quality suite version": "suite_version",
+    "concurrency within built max batch size": "concurrency",
+}

@@ -1,0 +1,1 @@
+"""Profile -> compose text, pure: rendering, the canonical form and its hash, the `docker run` equivalent."""

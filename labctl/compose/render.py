@@ -1,0 +1,220 @@
+"""Profile -> compose file text. Pure: same inputs, byte-identical output; only `save_compose` writes.
+
+Profile values are data, never template code: every value reaches the template as a YAML scalar
+quoted by `yaml.safe_dump`, with `$` doubled so that Compose does not interpolate it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import string
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import jinja2
+import yaml
+
+from labctl import __version__
+from labctl.catalog.lab import Lab
+from labctl.catalog.profiles import Profile
+from labctl.compose.labels import GpuClaim, RunLabels
+from labctl.errors import LabctlError
+from labctl.host.files import write_atomically
+
+TEMPLATE = "compose.yaml.j2"
+ENGINE_STORE_TARGET = "/engines"
+SECRETS_TARGET = "/run/labctl"
+
+
+@dataclass(frozen=True)
+class RenderOptions:
+    """Host-specific inputs: where the model cache and built engines live on this host, run labels."""
+
+    cache_dir: str | None = None
+    engine_store: str | None = None
+    allow_unsupported: bool = False
+    restart: str = "no"
+    labels: dict[str, str] = field(default_factory=dict)
+    secrets_dir: str | None = None  # host folder holding the API key file (resident deployments)
+
+
+def quote(value: Any) -> str:
+    """One YAML double-quoted scalar, with `$` escaped for Compose."""
+    if not isinstance(value, str):
+        raise LabctlError(f"internal: quote() expects a string, got {type(value).__name__}")
+    text = yaml.safe_dump(value, default_style='"', allow_unicode=True, width=math.inf).rstrip("\n")
+    if text.endswith("\n..."):
+        text = text[: -len("\n...")]
+    return text.replace("$", "$$")
+
+
+def number(value: Any) -> str:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise LabctlError(f"internal: number() expects a number, got {value!r}")
+    return repr(value)
+
+
+def _environment() -> jinja2.Environment:
+    env = jinja2.Environment(
+        undefined=jinja2.StrictUndefined,
+        autoescape=False,
+        trim_blocks=True,
+        lstrip_blocks=True,
+        keep_trailing_newline=True,
+    )
+    env.filters["q"] = quote
+    env.filters["num"] = number
+    return env
+
+
+def placeholder_values(profile: Profile, engine_dir: str | None, api_key_file: str | None) -> dict[str, Any]:
+    spec = profile.spec
+    model = spec["model"]
+    tp = profile.gpu_count if profile.gpu_count > 1 else None
+    values: dict[str, Any] = {
+        "model": model["id"],
+        "revision": model["revision"],
+        "served_model_name": spec["served_model_name"],
+        "host": spec["host"] if spec["network"] == "host" else "0.0.0.0",
+        "port": spec["port"],
+        "max_model_len": spec["max_model_len"],
+        "max_num_seqs": spec["max_num_seqs"],
+        "gpu_memory_utilization": spec["gpu_memory_utilization"],
+        "tensor_parallel_size": tp,
+        "engine_dir": engine_dir,
+        "api_key_file": api_key_file,
+    }
+    return values
+
+
+def expand_args(groups: list[list[str]], values: dict[str, Any]) -> list[str]:
+    """Each argv group is emitted only when every placeholder in it has a value."""
+    argv: list[str] = []
+    for group in groups:
+        names = {n for word in group for _, n, _, _ in string.Formatter().parse(word) if n is not None}
+        if any(values.get(n) is None for n in names):
+            continue
+        # str.format does not re-read substituted values, so `{` or `}` in a value stays data.
+        argv.extend(word.format(**{n: str(values[n]) for n in names}) for word in group)
+    return argv
+
+
+def build_key(profile: Profile) -> str:
+    """Engine directory name: what fixes a TensorRT engine (image, model revision, build limits)."""
+    spec = profile.spec
+    basis = {
+        "image": profile.image_digest or spec["image"],
+        "model": spec["model"]["id"],
+        "revision": spec["model"]["revision"],
+        "build": spec["build"],
+        "tp": profile.gpu_count,
+    }
+    digest = hashlib.sha256(json.dumps(basis, sort_keys=True).encode()).hexdigest()[:16]
+    return f"{spec['served_model_name']}-{digest}"
+
+
+def compose_context(profile: Profile, options: RenderOptions) -> dict[str, Any]:
+    engine = profile.engine
+    spec = profile.spec
+    build = spec["build"]
+    auth = engine.spec["auth"]
+    key_file = f"{SECRETS_TARGET}/api_key" if options.secrets_dir else None
+    engine_dir = f"{ENGINE_STORE_TARGET}/{build_key(profile)}" if build else None
+    values = placeholder_values(profile, engine_dir, key_file)
+    if build:
+        serve_args = expand_args(engine.spec["build"]["serve_args"] or [], values)
+    else:
+        serve_args = expand_args(engine.spec["server"]["args"], values)
+    command = serve_args + spec["extra_args"]
+    entrypoint = engine.spec["server"]["entrypoint"]
+    environment = list(spec["env"])
+    if key_file and auth["kind"] == "file":
+        command += expand_args([auth["args"]], values)
+    elif key_file and auth["kind"] == "flag":
+        # The engine reads its key only from argv: a shell reads the file at start, so the key is
+        # in no compose file or record (it is visible in the container's process list only).
+        inner = (entrypoint or []) + command
+        entrypoint = ["sh", "-c", f'exec "$@" {" ".join(auth["args"])} "$(cat {key_file})"', "labctl-serve"]
+        command = inner
+    elif key_file and auth["kind"] == "env":
+        inner = (entrypoint or []) + command
+        entrypoint = ["sh", "-c", f'export {auth["env"]}="$(cat {key_file})"; exec "$@"', "labctl-serve"]
+        command = inner
+    labels = RunLabels(
+        engine=engine.name,
+        profile=profile.name,
+        profile_sha256=profile.sha256,
+        gpus=GpuClaim(tuple(profile.gpu_ids), profile.gpu_count),
+        model=spec["model"]["id"],
+        model_revision=spec["model"]["revision"],
+        environment_label=engine.environment_label,
+        allow_unsupported=bool(options.allow_unsupported and profile.support_problem),
+        version=__version__,
+        build={k: str(v) for k, v in (build or {}).items()},
+    ).setup_labels()
+    labels.update(options.labels)
+    volumes = []
+    if engine.spec["model_cache"] and options.cache_dir:
+        volumes.append({"source": options.cache_dir, "target": engine.spec["model_cache"], "read_only": False})
+    if build and options.engine_store:
+        volumes.append({"source": options.engine_store, "target": ENGINE_STORE_TARGET, "read_only": False})
+    if options.secrets_dir:
+        volumes.append({"source": options.secrets_dir, "target": SECRETS_TARGET, "read_only": True})
+    return {
+        "version": __version__,
+        "engine": engine.name,
+        "profile": profile.name,
+        "profile_sha256": profile.sha256,
+        "image": spec["image"],
+        "entrypoint": entrypoint,
+        "command": command,
+        "environment": environment,
+        "labels": dict(sorted(labels.items())),
+        "network": spec["network"],
+        "host": spec["host"],
+        "port": spec["port"],
+        "gpus": {"device_ids": profile.gpu_ids, "count": profile.gpu_count} if engine.needs_gpu else None,
+        "docker": engine.spec["docker"],
+        "volumes": volumes,
+        "restart": options.restart,
+        "build": _build_service(profile, engine_dir) if build else None,
+    }
+
+
+def _build_service(profile: Profile, engine_dir: str | None) -> dict[str, Any]:
+    engine_build = profile.engine.spec["build"]
+    spec = profile.spec
+    limits = spec["build"]
+    family = spec["model"]["family"]
+    values = {
+        "model": spec["model"]["id"],
+        "revision": spec["model"]["revision"],
+        "ckpt_dir": f"{engine_dir}.ckpt",
+        "engine_dir": engine_dir,
+        "dtype": limits["dtype"],
+        "tp_size": profile.gpu_count or 1,
+        **limits,
+    }
+    params = engine_build["params"] or []
+    script = engine_build["convert"][family] + "\n" + engine_build["script"]
+    return {"entrypoint": ["sh", "-c", script, "labctl-build"], "command": [str(values[p]) for p in params]}
+
+
+def render_compose(lab: Lab, profile: Profile, options: RenderOptions) -> str:
+    template = _environment().from_string((lab.templates_dir / TEMPLATE).read_text(encoding="utf-8"))
+    text = template.render(**compose_context(profile, options))
+    yaml.safe_load(text)  # a template bug must never reach Docker
+    return text
+
+
+def compose_path(lab: Lab, profile: Profile) -> Path:
+    return lab.compose_dir / f"{profile.engine.name}-{profile.name}.yaml"
+
+
+def save_compose(lab: Lab, profile: Profile, text: str) -> Path:
+    path = compose_path(lab, profile)
+    write_atomically(path, text)
+    return path

@@ -1,0 +1,168 @@
+"""Docker at the edge: every call to the Docker Engine and Compose goes through python-on-whales here,
+and every failure becomes a LabctlError that names the command and Docker's own words."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from python_on_whales import Container, DockerClient, client_config, docker
+from python_on_whales.exceptions import DockerException, NoSuchContainer, NoSuchImage
+
+from labctl.errors import LabctlError
+
+RUN_LABEL = "labctl.run_id"
+# python-on-whales re-runs `docker inspect` on every attribute read older than 10 ms: ~50 ms each.
+# labctl reads labels, names and commands (which do not change) from one inspection, and asks for a
+# fresh one explicitly where state matters (container_state).
+client_config.CACHE_VALIDITY_PERIOD = 3600.0
+
+
+@contextmanager
+def docker_errors(what: str) -> Iterator[None]:
+    try:
+        yield
+    except DockerException as exc:
+        detail = (exc.stderr or exc.stdout or str(exc)).strip().splitlines()
+        tail = " ".join(detail[-3:]) if detail else "no output"
+        raise LabctlError(f"{what} failed: {tail} (command: {' '.join(exc.docker_command)})") from None
+
+
+def check_docker() -> str:
+    """The daemon's version, or a clear error when no Docker Engine answers."""
+    try:
+        return str(docker.version().server.version)  # type: ignore[union-attr]
+    except DockerException as exc:
+        reason = (exc.stderr or str(exc)).strip().splitlines()[-1:] or ["no answer"]
+        raise LabctlError(
+            f"Docker Engine does not answer ({reason[0]}). Start it (e.g. `make docker-lab`, or `systemctl start docker`)."
+        ) from None
+    except FileNotFoundError:
+        raise LabctlError(
+            "the docker CLI is not installed. Run `make docker-lab` (Debian) or install Docker Engine."
+        ) from None
+
+
+def check_compose() -> str:
+    try:
+        version = str(docker.compose.version())
+    except DockerException:
+        raise LabctlError("Docker Compose v2 (`docker compose`) is not installed. Run `make docker-lab`.") from None
+    return version.strip()
+
+
+def runtimes() -> list[str]:
+    with docker_errors("docker info"):
+        info = docker.info()
+    return sorted((info.runtimes or {}).keys())
+
+
+def compose_client(compose_file: Path, project: str) -> DockerClient:
+    return DockerClient(compose_files=[compose_file], compose_project_name=project)
+
+
+def compose_down(project: str) -> None:
+    with docker_errors(f"docker compose down ({project})"):
+        DockerClient(compose_project_name=project).compose.down(timeout=10, quiet=True, remove_orphans=True)
+
+
+def compose_argv(compose_file: Path, project: str, *args: str) -> list[str]:
+    """The plain command equivalent to what labctl runs through python-on-whales."""
+    return ["docker", "compose", "--file", str(compose_file), "--project-name", project, *args]
+
+
+@dataclass(frozen=True)
+class ImageFacts:
+    reference: str
+    image_id: str
+    repo_digests: list[str]
+    user: str = ""
+
+
+def image_facts(reference: str) -> ImageFacts | None:
+    try:
+        image = docker.image.inspect(reference)
+    except NoSuchImage:
+        return None
+    except DockerException as exc:
+        if "No such image" in (exc.stderr or ""):
+            return None
+        raise
+    return ImageFacts(
+        reference=reference,
+        image_id=str(image.id),
+        repo_digests=list(image.repo_digests or []),
+        user=str(image.config.user or "") if image.config else "",
+    )
+
+
+def pull(reference: str, quiet: bool) -> ImageFacts:
+    with docker_errors(f"pulling {reference}"):
+        docker.image.pull(reference, quiet=quiet)
+    facts = image_facts(reference)
+    if facts is None:
+        raise LabctlError(f"pulled {reference} but Docker does not list it")
+    return facts
+
+
+def labctl_containers(all_states: bool = True, run_id: str | None = None) -> list[Container]:
+    label = f"{RUN_LABEL}={run_id}" if run_id else RUN_LABEL
+    with docker_errors("listing labctl containers"):
+        return list(docker.container.list(all=all_states, filters={"label": label}))
+
+
+def labels_of(container: Container) -> dict[str, str]:
+    return dict(container.config.labels or {})
+
+
+def service_of(container: Container) -> str:
+    return labels_of(container).get("com.docker.compose.service", "")
+
+
+def refresh(container: Container) -> None:
+    container.reload()  # type: ignore[no-untyped-call]
+
+
+def follow_logs(container: Container) -> Iterator[bytes]:
+    stream: Any = docker.container.logs(container, follow=True, stream=True)
+    for _source, line in stream:
+        yield line if isinstance(line, bytes) else str(line).encode()
+
+
+def restart(container: Container) -> None:
+    docker.container.restart(container, time=10)
+
+
+def container_state(container: Container) -> dict[str, Any]:
+    try:
+        refresh(container)
+    except NoSuchContainer:
+        return {"status": "removed", "exit_code": None, "restarts": 0, "running": False}
+    state = container.state
+    return {
+        "status": str(state.status),
+        "exit_code": state.exit_code,
+        "running": bool(state.running),
+        "restarts": int(container.restart_count or 0),
+        "started_at": state.started_at.isoformat() if state.started_at else None,
+    }
+
+
+def command_line(container: Container) -> list[str]:
+    """Entrypoint + arguments as Docker reports them after start."""
+    return [str(container.path), *[str(a) for a in (container.args or [])]]
+
+
+def logs_tail(container: Container, lines: int = 30) -> str:
+    try:
+        return str(docker.container.logs(container, tail=lines))
+    except DockerException:
+        return ""
+
+
+def last_log_line(container: Container) -> str:
+    text = logs_tail(container, 1).strip()
+    return text.splitlines()[-1] if text else ""

@@ -1,0 +1,1 @@
+"""Quality suites: loading, judging answers, and evaluating a run against a suite."""

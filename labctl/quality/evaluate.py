@@ -1,0 +1,178 @@
+"""labctl eval: run a quality suite against a run (or any endpoint) and keep the verdicts beside the
+run's record, comparable case by case with another evaluation of the same suite."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from labctl import __version__
+from labctl.bench.client import Target
+from labctl.bench.session import BenchRequest, preflight, resolve_target
+from labctl.errors import BadInput
+from labctl.host.files import write_atomically
+from labctl.host.sandbox import check_sandbox, run_code
+from labctl.quality.suites import Case, Suite, judge, strip_fence
+from labctl.run.store import Runs, new_run_id, now
+
+RESULT_SCHEMA = 1
+SANDBOX_PARALLEL = 2  # code cases at once: each is a container on a 2-core machine
+
+
+async def _ask_all(
+    target: Target, cases: list[Case], concurrency: int, timeout: float, tick: Callable[[], None]
+) -> dict[str, dict[str, Any]]:
+    headers = {"Authorization": f"Bearer {target.api_key}"} if target.api_key else {}
+    limit = asyncio.Semaphore(concurrency)
+    answers: dict[str, dict[str, Any]] = {}
+    async with httpx.AsyncClient(
+        timeout=timeout, headers=headers, limits=httpx.Limits(max_connections=concurrency)
+    ) as client:
+
+        async def ask(case: Case) -> None:
+            body = {"model": target.model, "messages": case.messages, **case.settings}
+            async with limit:
+                try:
+                    response = await client.post(f"{target.base_url}/chat/completions", json=body)
+                    if response.status_code != 200:
+                        answers[case.id] = {"error": f"HTTP {response.status_code}: {response.text[:200]}"}
+                    else:
+                        data = response.json()
+                        answers[case.id] = {
+                            "output": data["choices"][0]["message"].get("content") or "",
+                            "finish_reason": data["choices"][0].get("finish_reason"),
+                            "usage": data.get("usage"),
+                        }
+                except (httpx.HTTPError, ValueError, KeyError, IndexError) as exc:
+                    answers[case.id] = {"error": f"{type(exc).__name__}: {str(exc)[:200]}"}
+            tick()
+
+        await asyncio.gather(*(ask(c) for c in cases))
+    return answers
+
+
+def grade(case: Case, answer: dict[str, Any]) -> dict[str, Any]:
+    if "error" in answer:
+        return {"passed": False, "reason": f"no answer: {answer['error']}"}
+    if case.check["kind"] == "python":
+        ran = run_code(strip_fence(answer["output"]), case.check["tests"], case.check["timeout_s"])
+        return {"passed": ran.passed, "reason": ran.reason}
+    verdict = judge(case.check, answer["output"])
+    return {"passed": verdict.passed, "reason": verdict.reason}
+
+
+def run_eval(
+    runs: Runs,
+    suite: Suite,
+    request: BenchRequest,
+    concurrency: int,
+    timeout: float,
+    progress: Callable[[int, int], None],
+) -> tuple[dict[str, Any], Path]:
+    if concurrency < 1:
+        raise BadInput(f"--concurrency {concurrency}: give a number > 0.")
+    target, record = resolve_target(runs, request)
+    preflight(target)
+    if any(c.check["kind"] == "python" for c in suite.cases):
+        check_sandbox()
+    done = {"n": 0}
+
+    def tick() -> None:
+        done["n"] += 1
+        progress(done["n"], len(suite.cases) * 2)
+
+    answers = asyncio.run(_ask_all(target, suite.cases, concurrency, timeout, tick))
+
+    def graded(case: Case) -> dict[str, Any]:
+        verdict = grade(case, answers[case.id])
+        tick()
+        return verdict
+
+    with ThreadPoolExecutor(max_workers=SANDBOX_PARALLEL) as pool:
+        verdicts = list(pool.map(graded, suite.cases))
+    cases = []
+    for case, verdict in zip(suite.cases, verdicts, strict=False):
+        cases.append(
+            {
+                "id": case.id,
+                "check": case.check["kind"],
+                "passed": verdict["passed"],
+                "reason": verdict["reason"],
+                "settings": case.settings,
+                **answers[case.id],
+            }
+        )
+    passed = sum(1 for c in cases if c["passed"])
+    if record.status == "external":
+        runs.save(record)
+    eval_id = "e" + new_run_id()
+    result = {
+        "schema_version": RESULT_SCHEMA,
+        "eval_id": eval_id,
+        "run_id": record.run_id,
+        "created_at": now(),
+        "target": {
+            "base_url": target.base_url,
+            "model": target.model,
+            "engine": record.engine,
+            "profile": record.profile,
+            "environment_label": record.environment_label,
+            "image_digest": record.image.digest,
+        },
+        "suite": {
+            "name": suite.name,
+            "version": suite.version,
+            "sha256": suite.sha256,
+            "full_version": suite.full_version,
+        },
+        "settings": {"concurrency": concurrency, "labctl_version": __version__},
+        "score": passed / len(cases),
+        "passed": passed,
+        "total": len(cases),
+        "cases": cases,
+    }
+    path = runs.dir(record.run_id) / "eval" / f"{eval_id}.json"
+    write_atomically(path, json.dumps(result, indent=1) + "\n")
+    return result, path
+
+
+def find_eval(runs: Runs, eval_id: str) -> dict[str, Any]:
+    for run_id in runs.all_ids():
+        path = runs.dir(run_id) / "eval" / f"{eval_id}.json"
+        if path.is_file():
+            data: dict[str, Any] = json.loads(path.read_text())
+            return data
+    raise BadInput(f"no evaluation {eval_id} under {runs.root}.")
+
+
+def list_evals(runs: Runs, run_id: str) -> list[dict[str, Any]]:
+    folder = runs.dir(run_id) / "eval"
+    return [json.loads(p.read_text()) for p in sorted(folder.glob("*.json"))] if folder.is_dir() else []
+
+
+def diff_evals(a: dict[str, Any], b: dict[str, Any]) -> list[dict[str, Any]]:
+    if a["suite"]["sha256"] != b["suite"]["sha256"]:
+        raise BadInput(
+            f"{a['eval_id']} used suite {a['suite']['name']} {a['suite']['full_version']} and {b['eval_id']} "
+            f"{b['suite']['name']} {b['suite']['full_version']}: results compare only within one suite version."
+        )
+    before = {c["id"]: c for c in a["cases"]}
+    flips = []
+    for case in b["cases"]:
+        old = before.get(case["id"])
+        if old is not None and old["passed"] != case["passed"]:
+            flips.append(
+                {
+                    "id": case["id"],
+                    "was": "pass" if old["passed"] else "fail",
+                    "now": "pass" if case["passed"] else "fail",
+                    "reason": case["reason"],
+                }
+            )
+    return flips

@@ -1,0 +1,231 @@
+"""Quality suites: versioned cases with checks (suites/<name>/suite.yaml).
+
+A suite's version is its human version string plus the hash of its content: results are compared
+only across the same hash."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from labctl.catalog.fields import Field, check_mapping
+from labctl.catalog.lab import Lab, check_name
+from labctl.catalog.sourcefile import SourceFile, load_yaml_mapping
+from labctl.errors import BadInput
+
+CHECK_KINDS = ("exact", "regex", "number", "json_schema", "python")
+
+CHECK_FIELDS: dict[str, Field] = {
+    "kind": Field("str", "one of " + ", ".join(CHECK_KINDS), required=True, check=lambda v: v in CHECK_KINDS),
+    "expected": Field("any", "the expected answer (exact: a string; number: a number)"),
+    "pattern": Field("str", "a Python regular expression the whole answer must match"),
+    "tolerance": Field("float", "allowed absolute difference (>= 0)", default=0.0, check=lambda v: v >= 0),
+    "schema": Field("map", "a JSON schema (type, properties, required, items, enum, additionalProperties)"),
+    "tests": Field("str", "Python statements (asserts) run after the model's code"),
+    "timeout_s": Field("float", "seconds the code may run (> 0)", default=10.0, check=lambda v: v > 0),
+}
+
+CASE_FIELDS: dict[str, Field] = {
+    "id": Field(
+        "str", "a short unique name", required=True, check=lambda v: re.fullmatch(r"[A-Za-z0-9._-]+", v) is not None
+    ),
+    "prompt": Field("str", "the user message"),
+    "messages": Field("list", "chat messages [{role, content}]", item=Field("map")),
+    "max_tokens": Field("int", "a whole number > 0", check=lambda v: v > 0),
+    "temperature": Field("float", "a number in [0, 2]", check=lambda v: 0 <= v <= 2),
+    "seed": Field("int", "a whole number"),
+    "check": Field("map", required=True, fields=CHECK_FIELDS),
+    "reference": Field("str", "a known-correct answer (it must pass the check)", required=True),
+}
+
+SUITE_FIELDS: dict[str, Field] = {
+    "version": Field("str", "a human version string such as '1.0'", required=True),
+    "description": Field("str", "one line", required=True),
+    "system": Field("str", "a system prompt sent before every case"),
+    "defaults": Field(
+        "map",
+        fields={
+            "max_tokens": Field("int", "a whole number > 0", default=256, check=lambda v: v > 0),
+            "temperature": Field("float", "a number in [0, 2]", default=0.0, check=lambda v: 0 <= v <= 2),
+            "seed": Field("int", "a whole number", default=0),
+        },
+        default=lambda: {"max_tokens": 256, "temperature": 0.0, "seed": 0},
+    ),
+    "cases": Field("list", "a list of cases", required=True, check=lambda v: len(v) > 0, item=Field("map")),
+}
+
+
+@dataclass(frozen=True)
+class Case:
+    id: str
+    messages: list[dict[str, str]]
+    settings: dict[str, Any]
+    check: dict[str, Any]
+    reference: str
+
+    @property
+    def prompt(self) -> str:
+        """The last user message: what the harness engine's answer map is keyed by."""
+        return next(m["content"] for m in reversed(self.messages) if m["role"] == "user")
+
+
+@dataclass(frozen=True)
+class Suite:
+    name: str
+    version: str
+    description: str
+    cases: list[Case]
+    sha256: str
+
+    @property
+    def full_version(self) -> str:
+        return f"{self.version}+{self.sha256[:12]}"
+
+    def answer_map(self) -> dict[str, str]:
+        return {case.prompt: case.reference for case in self.cases}
+
+
+def load_suite(lab: Lab, name: str) -> Suite:
+    check_name(name, "suite")
+    path = lab.root / "suites" / name / "suite.yaml"
+    if not path.is_file():
+        known = ", ".join(list_suites(lab)) or "none"
+        raise BadInput(f"unknown suite {name!r}. Suites in {lab.root / 'suites'}: {known}.")
+    src = load_yaml_mapping(path, display=str(path.relative_to(lab.root)))
+    spec = check_mapping(src, (), src.data, SUITE_FIELDS)
+    cases = [_case(src, i, raw, spec) for i, raw in enumerate(spec["cases"])]
+    seen: set[str] = set()
+    for i, case in enumerate(cases):
+        if case.id in seen:
+            raise src.problem(("cases", i, "id"), f"duplicate case id {case.id!r}.")
+        seen.add(case.id)
+    digest = hashlib.sha256(json.dumps(src.data, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
+    return Suite(name=name, version=spec["version"], description=spec["description"], cases=cases, sha256=digest)
+
+
+def _case(src: SourceFile, index: int, raw: dict[str, Any], suite: dict[str, Any]) -> Case:
+    key = ("cases", index)
+    spec = check_mapping(src, key, raw, CASE_FIELDS)
+    if (spec["prompt"] is None) == (spec["messages"] is None):
+        raise src.problem(key, "give exactly one of prompt: TEXT or messages: [...].")
+    messages = [{"role": "user", "content": spec["prompt"]}] if spec["prompt"] is not None else spec["messages"]
+    for j, message in enumerate(messages):
+        if not isinstance(message.get("role"), str) or not isinstance(message.get("content"), str):
+            raise src.problem((*key, "messages", j), "each message needs role and content strings.")
+    if suite["system"]:
+        messages = [{"role": "system", "content": suite["system"]}, *messages]
+    if not any(m["role"] == "user" for m in messages):
+        raise src.problem(key, "a case needs a user message.")
+    check = spec["check"]
+    problem = check_problem(check)
+    if problem:
+        raise src.problem((*key, "check"), problem)
+    if check["kind"] != "python":  # code references run in the sandbox (tests do that); the rest here
+        verdict = judge(check, spec["reference"])
+        if not verdict.passed:
+            raise src.problem(
+                (*key, "reference"),
+                f"the reference answer fails its own check ({verdict.reason}): fix the check or the reference.",
+            )
+    defaults = suite["defaults"]
+    settings = {k: spec[k] if spec[k] is not None else defaults[k] for k in ("max_tokens", "temperature", "seed")}
+    return Case(id=spec["id"], messages=messages, settings=settings, check=check, reference=spec["reference"])
+
+
+def check_problem(check: dict[str, Any]) -> str | None:
+    kind = check["kind"]
+    if kind == "exact" and not isinstance(check["expected"], str):
+        return "an exact check needs expected: a string."
+    if kind == "number" and (isinstance(check["expected"], bool) or not isinstance(check["expected"], (int, float))):
+        return "a number check needs expected: a number."
+    if kind == "regex":
+        if not check["pattern"]:
+            return "a regex check needs pattern: REGEX."
+        try:
+            re.compile(check["pattern"])
+        except re.error as exc:
+            return f"pattern is not a valid regular expression: {exc}."
+    if kind == "json_schema" and not check["schema"]:
+        return "a json_schema check needs schema: {...}."
+    if kind == "python" and not check["tests"]:
+        return "a python check needs tests: (assert statements)."
+    return None
+
+
+@dataclass(frozen=True)
+class Verdict:
+    passed: bool
+    reason: str
+
+
+def judge(check: dict[str, Any], answer: str) -> Verdict:
+    """Every check but python (which needs the sandbox)."""
+    text = answer.strip()
+    kind = check["kind"]
+    if kind == "exact":
+        ok = text == check["expected"].strip()
+        return Verdict(ok, "exact match" if ok else f"expected {check['expected']!r}, got {text[:80]!r}")
+    if kind == "regex":
+        ok = re.fullmatch(check["pattern"], text, re.S) is not None
+        return Verdict(ok, "matches" if ok else f"{text[:80]!r} does not match {check['pattern']!r}")
+    if kind == "number":
+        try:
+            value = float(text.replace(",", ""))
+        except ValueError:
+            return Verdict(False, f"not a number: {text[:80]!r}")
+        ok = abs(value - float(check["expected"])) <= check["tolerance"]
+        return Verdict(ok, "within tolerance" if ok else f"{value} is not {check['expected']} ± {check['tolerance']}")
+    if kind == "json_schema":
+        try:
+            data = json.loads(strip_fence(text))
+        except ValueError as exc:
+            return Verdict(False, f"not JSON: {exc}")
+        errors = schema_errors(data, check["schema"], "$")
+        return Verdict(not errors, "valid" if not errors else "; ".join(errors[:3]))
+    raise ValueError(f"judge() cannot run {kind} checks")
+
+
+def strip_fence(text: str) -> str:
+    match = re.search(r"```[a-zA-Z0-9]*\n(.*?)```", text, re.S)
+    return match.group(1) if match else text
+
+
+_TYPES = {"object": dict, "array": list, "string": str, "boolean": bool, "null": type(None)}
+
+
+def schema_errors(data: Any, schema: dict[str, Any], where: str) -> list[str]:
+    """A small JSON-schema subset: type, enum, properties, required, additionalProperties, items."""
+    errors: list[str] = []
+    kind = schema.get("type")
+    if kind == "integer":
+        if isinstance(data, bool) or not isinstance(data, int):
+            return [f"{where}: expected an integer"]
+    elif kind == "number":
+        if isinstance(data, bool) or not isinstance(data, (int, float)):
+            return [f"{where}: expected a number"]
+    elif kind in _TYPES and not isinstance(data, _TYPES[kind]):
+        return [f"{where}: expected {kind}"]
+    if "enum" in schema and data not in schema["enum"]:
+        errors.append(f"{where}: {data!r} is not one of {schema['enum']}")
+    if isinstance(data, dict):
+        for name in schema.get("required", []):
+            if name not in data:
+                errors.append(f"{where}: missing {name!r}")
+        properties = schema.get("properties", {})
+        for name, value in data.items():
+            if name in properties:
+                errors += schema_errors(value, properties[name], f"{where}.{name}")
+            elif schema.get("additionalProperties") is False:
+                errors.append(f"{where}: unexpected {name!r}")
+    if isinstance(data, list) and "items" in schema:
+        for i, item in enumerate(data):
+            errors += schema_errors(item, schema["items"], f"{where}[{i}]")
+    return errors
+
+
+def list_suites(lab: Lab) -> list[str]:
+    folder = lab.root / "suites"
+    return sorted(p.parent.name for p in folder.glob("*/suite.yaml")) if folder.is_dir() else []

@@ -1,0 +1,86 @@
+"""Taking a run down: its logs saved beside the record first, its containers removed, its record
+and events told who stopped it and why, its keys deleted."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from labctl.errors import BadInput
+from labctl.host import docker as dk
+from labctl.host.files import write_atomically
+from labctl.host.identity import current_user
+from labctl.run.keys import KeyStore
+from labctl.run.ownership import check_may_act
+from labctl.run.store import Runs, is_run_id, now
+
+
+def project_name(run_id: str) -> str:
+    return f"labctl-{run_id}"
+
+
+def save_logs(runs: Runs, run_id: str) -> None:
+    """Keep the engine's logs beside the record before the container goes away."""
+    for container in dk.labctl_containers(run_id=run_id):
+        service = dk.service_of(container) or "serve"
+        text = dk.logs_tail(container, 100_000)
+        if text:
+            write_atomically(runs.dir(run_id) / f"{service}.log", text)
+
+
+def stop_run(
+    runs: Runs, run_id: str, by: str, reason: str | None = None, replaced_by: str | None = None, forced: bool = False
+) -> None:
+    containers = dk.labctl_containers(run_id=run_id)
+    if containers:
+        save_logs(runs, run_id)
+        project = dk.labels_of(containers[0]).get("com.docker.compose.project", project_name(run_id))
+        dk.compose_down(project)
+    if runs.exists(run_id):
+        changes: dict[str, Any] = {"status": "stopped", "stopped_at": now(), "stopped_by": by}
+        if reason:
+            changes["stop_reason"] = reason
+        if replaced_by:
+            changes["replaced_by"] = replaced_by
+        if forced:
+            changes["stop_forced"] = True
+        runs.update(run_id, **changes)
+        runs.event(run_id, "down", reason=reason, forced=forced)
+    KeyStore(runs.home).remove(run_id)  # a stopped deployment's keys open nothing any more
+
+
+@dataclass(frozen=True)
+class Stopped:
+    run_id: str
+    engine: str
+    profile: str
+
+
+def stop(runs: Runs, target: str | None, reason: str | None, force: bool) -> list[Stopped]:
+    """`labctl down [RUN_ID|ENGINE]`: which runs, whether you may, then stop each."""
+    from labctl.run.status import live_runs
+
+    live = live_runs(runs, probe=False)
+    if target is None:
+        chosen = live
+        if len(chosen) > 1:
+            raise BadInput(
+                "several runs are up: name one (labctl down RUN_ID). Up now: "
+                + ", ".join(f"{r['run_id']} ({r['engine']}/{r['profile']})" for r in chosen)
+            )
+    else:
+        chosen = [r for r in live if target in (r["run_id"], r["engine"])]
+        if not chosen and is_run_id(target) and runs.exists(target):
+            raise BadInput(f"run {target} is not up (its record says {runs.load(target).status}).")
+    if not chosen:
+        raise BadInput(f"nothing to stop{' matching ' + repr(target) if target else ''}: see `labctl status`.")
+    me = current_user()
+    allowed = [
+        (run, check_may_act(run["run_id"], run["owner"], run["resident"], me, "stopping", force, reason))
+        for run in chosen
+    ]
+    stopped = []
+    for run, forced in allowed:
+        stop_run(runs, run["run_id"], by=me, reason=reason, forced=forced)
+        stopped.append(Stopped(run["run_id"], run["engine"], run["profile"]))
+    return stopped

@@ -1,0 +1,117 @@
+"""Checks made before anything starts: Docker and Compose answer, GPUs exist and are free, the port
+is free. Who holds a GPU is read from the running containers' labels, never from a state file."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from labctl.catalog.profiles import Profile
+from labctl.compose.labels import RunLabels
+from labctl.errors import Conflict, LabctlError
+from labctl.host import docker as dk
+from labctl.host import gpu as gpus_mod
+
+
+@dataclass(frozen=True)
+class Holder:
+    run_id: str
+    engine: str
+    profile: str
+    owner: str
+    since: str
+    gpus: list[str]
+    port: str
+    host: str
+    resident: bool
+
+    def describe(self) -> str:
+        return (
+            f"{self.engine}/{self.profile} (run {self.run_id}, owner {self.owner}, since {self.since}"
+            f"{', resident' if self.resident else ''})"
+        )
+
+
+def check_gpu_host(profile: Profile) -> list[gpus_mod.Gpu]:
+    """On a host without NVIDIA GPUs, say exactly what is missing, before Docker is asked anything."""
+    engine = profile.engine
+    if not engine.needs_gpu:
+        return []
+    problems = []
+    try:
+        runtimes = dk.runtimes()
+    except LabctlError:
+        runtimes = []
+    if "nvidia" not in runtimes and not gpus_mod.cdi_specs():
+        problems.append(
+            f"Docker has no NVIDIA runtime (runtimes: {', '.join(runtimes) or 'none'}) and no NVIDIA CDI spec "
+            "in /etc/cdi or /var/run/cdi: install the NVIDIA Container Toolkit"
+        )
+    found = gpus_mod.list_gpus()
+    if gpus_mod.nvidia_smi() is None:
+        problems.append("nvidia-smi was not found: no NVIDIA driver on this host")
+    elif not found:
+        problems.append("nvidia-smi lists no GPU")
+    else:
+        known = {g.index for g in found}
+        missing = [i for i in profile.gpu_ids if i not in known]
+        if missing:
+            problems.append(
+                f"GPU(s) {', '.join(missing)} do not exist here (nvidia-smi lists {', '.join(sorted(known))})"
+            )
+        if profile.gpu_count > len(found):
+            problems.append(f"the profile needs {profile.gpu_count} GPUs; this host has {len(found)}")
+        archs = engine.spec["gpu"]["archs"] or []
+        if archs and not any(a.lower() in g.name.lower() for g in found for a in archs):
+            problems.append(
+                f"{engine.name} runs only on {', '.join(archs)}; this host has {', '.join(sorted({g.name for g in found}))}"
+            )
+    if problems:
+        raise LabctlError(
+            f"cannot start {engine.name}/{profile.name} on this host: "
+            + "; ".join(problems)
+            + ". Nothing was started. "
+            "GPU-free alternative: labctl up harness --profile smoke"
+        )
+    return found
+
+
+def current_holders() -> list[Holder]:
+    holders: dict[str, Holder] = {}
+    for container in dk.labctl_containers(all_states=False):
+        labels = RunLabels.from_labels(dk.labels_of(container))
+        if labels.run_id in holders:
+            continue
+        holders[labels.run_id] = Holder(
+            run_id=labels.run_id,
+            engine=labels.engine,
+            profile=labels.profile,
+            owner=labels.owner,
+            since=labels.created_at or "?",
+            gpus=list(labels.gpus.ids),
+            port=labels.port,
+            host=labels.host,
+            resident=labels.resident,
+        )
+    return list(holders.values())
+
+
+def gpu_conflicts(profile: Profile, holders: list[Holder], exclude: str = "") -> list[Holder]:
+    wanted = set(profile.gpu_ids)
+    return [h for h in holders if h.run_id != exclude and wanted & set(h.gpus)]
+
+
+def port_conflicts(profile: Profile, holders: list[Holder], exclude: str = "") -> list[Holder]:
+    return [h for h in holders if h.run_id != exclude and h.port == str(profile.spec["port"])]
+
+
+def foreign_gpu_processes(profile: Profile, found: list[gpus_mod.Gpu]) -> list[str]:
+    if not found:
+        return []
+    held = gpus_mod.foreign_processes()
+    return [f"GPU {g.index}: {p}" for g in found if g.index in profile.gpu_ids for p in held.get(g.uuid, [])]
+
+
+def refuse(what: str, holders: list[Holder]) -> Conflict:
+    lines = [f"{what} is held by " + "; ".join(h.describe() for h in holders) + "."]
+    lines.append("Free it with: " + " && ".join(f"labctl down {h.run_id}" for h in holders) + " (or pass --replace).")
+    return Conflict(" ".join(lines))

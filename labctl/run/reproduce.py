@@ -1,0 +1,339 @@
+"""Export a run to one self-contained file, and rebuild the same setup from it (or from a record):
+same image digest, same engine arguments, same model revision; only host-specific values change."""
+
+from __future__ import annotations
+
+import copy
+import difflib
+import hashlib
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from labctl.catalog.engines import load_engine
+from labctl.catalog.image import ImageRef
+from labctl.catalog.lab import Lab
+from labctl.catalog.profiles import Profile, check_profile_spec, with_overrides
+from labctl.catalog.sourcefile import SourceFile, load_yaml_mapping
+from labctl.compose.canonical import canonical_compose, sha256_text
+from labctl.compose.render import RenderOptions, render_compose
+from labctl.errors import BadInput
+from labctl.run.record import SCHEMA_VERSION, Record, Reproduction
+from labctl.run.store import Runs, is_run_id
+
+EXPORT_SCHEMA = 1
+HOST_KEYS = ("port", "host")  # resolved-profile values that belong to the host, not the setup
+
+
+@dataclass
+class Export:
+    """A run as a colleague receives it: what defines the setup, where it ran, the compose file used."""
+
+    doc: dict[str, Any]
+    source: str
+
+    @property
+    def setup(self) -> dict[str, Any]:
+        return dict(self.doc["setup"])
+
+    @property
+    def host(self) -> dict[str, Any]:
+        return dict(self.doc["host"])
+
+    @property
+    def compose(self) -> str:
+        return str(self.doc["compose"])
+
+    @property
+    def record(self) -> dict[str, Any]:
+        return dict(self.doc["record"])
+
+    @property
+    def run_id(self) -> str:
+        return str(self.host["run_id"])
+
+    def resolved_profile(self) -> dict[str, Any]:
+        spec: dict[str, Any] = copy.deepcopy(self.setup["resolved_profile"])
+        spec["port"] = self.host["port"]
+        spec["host"] = self.host["bind"]
+        if self.host.get("gpu_ids"):
+            spec["gpus"] = {"device_ids": list(self.host["gpu_ids"])}
+        return spec
+
+
+def content_hash(doc: dict[str, Any]) -> str:
+    body = {k: v for k, v in doc.items() if k != "content_sha256"}
+    return hashlib.sha256(json.dumps(body, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
+
+
+def build_export(record: Record, compose_text: str) -> dict[str, Any]:
+    spec = record.resolved_profile or {}
+    data = record.to_json()
+    setup = {
+        "engine": record.engine,
+        "profile": record.profile,
+        "profile_sha256": record.profile_sha256,
+        "resolved_profile": {k: v for k, v in spec.items() if k not in HOST_KEYS and k != "gpus"}
+        | {"gpus": {"count": record.gpus.count} if record.gpus.count else None},
+        "image": {"reference": record.image.reference, "digest": record.image.digest, "pinned": record.image.pinned},
+        "allow_unsupported": record.allow_unsupported,
+        "served_model_name": record.served_model_name,
+        "environment_label": record.environment_label,
+        "labctl_version": record.labctl_version,
+        "engine_version": record.engine_version,
+        "env_names": list(record.env_names),
+        "compose_sha256": record.setup.get("compose_sha256"),
+    }
+    options = record.compose.render_options if record.compose else {}
+    host = {
+        "run_id": record.run_id,
+        "user": record.user,
+        "owner": record.owner,
+        "host": record.host,
+        "created_at": record.created_at,
+        "port": spec["port"],
+        "bind": spec["host"],
+        "gpu_ids": list(record.gpus.ids),
+        "gpu_devices": data["gpus"]["devices"],
+        "cache_dir": options.get("cache_dir"),
+        "engine_store": options.get("engine_store"),
+        "run_labels": data["run_labels"] or {},
+        "timings": data["timings"],
+    }
+    doc: dict[str, Any] = {
+        "labctl_export": EXPORT_SCHEMA,
+        "setup": setup,
+        "host": host,
+        "compose": compose_text,
+        "record": data,
+    }
+    doc["content_sha256"] = content_hash(doc)
+    return doc
+
+
+class _Dumper(yaml.SafeDumper):
+    def ignore_aliases(self, data: Any) -> bool:
+        return True  # a person reads this file: no &id001 anchors
+
+
+def _str(dumper: yaml.SafeDumper, value: str) -> yaml.Node:
+    style = "|" if "\n" in value and not any(line != line.rstrip() for line in value.splitlines()) else None
+    return dumper.represent_scalar("tag:yaml.org,2002:str", value, style=style)
+
+
+_Dumper.add_representer(str, _str)
+
+
+def dump_export(doc: dict[str, Any]) -> str:
+    header = (
+        f"# labctl export of run {doc['host']['run_id']} ({doc['setup']['engine']}/{doc['setup']['profile']}).\n"
+        "# Rebuild it: labctl reproduce THIS_FILE [--gpus ...] [--port ...]. Without labctl: the `compose` key is\n"
+        "# the compose file used (docker compose -f FILE up -d). `setup` defines it; `host` says where it ran.\n"
+    )
+    ordered = {k: doc[k] for k in ("labctl_export", "content_sha256", "setup", "host", "compose", "record")}
+    return header + yaml.dump(ordered, Dumper=_Dumper, sort_keys=False, allow_unicode=True, width=120)
+
+
+def export_from_run(runs: Runs, run_id: str) -> Export:
+    record = runs.load(run_id)
+    compose_file = runs.dir(run_id) / "compose.yaml"
+    if not compose_file.is_file():
+        raise BadInput(f"run {run_id} has no compose.yaml beside its record: it cannot be exported.")
+    return Export(build_export(record, compose_file.read_text(encoding="utf-8")), source=f"run {run_id}")
+
+
+_REQUIRED = {
+    "setup": ("engine", "profile", "resolved_profile", "image", "compose_sha256", "environment_label"),
+    "host": ("run_id", "port", "bind", "gpu_ids", "cache_dir", "run_labels"),
+}
+
+
+def load_export(path: Path) -> Export:
+    src = load_yaml_mapping(path)
+    doc = src.data
+    version = doc.get("labctl_export")
+    if not isinstance(version, int):
+        raise BadInput(f"{path}: not a labctl export (no 'labctl_export: <schema version>' at the top).")
+    if version > EXPORT_SCHEMA:
+        raise BadInput(
+            f"{path}: export schema version {version} is newer than this labctl reads ({EXPORT_SCHEMA}). "
+            "Upgrade labctl."
+        )
+    if version < 1:
+        raise BadInput(f"{path}: unknown export schema version {version}.")
+    for section, keys in _REQUIRED.items():
+        if not isinstance(doc.get(section), dict):
+            raise BadInput(f"{src.where((section,))}: missing or not a mapping: the export is truncated or invalid.")
+        for key in keys:
+            if key not in doc[section]:
+                raise BadInput(f"{src.where((section,))}: missing {section}.{key}: the export is truncated or invalid.")
+    for key in ("compose", "record", "content_sha256"):
+        if key not in doc:
+            raise BadInput(f"{path}: missing '{key}': the export is truncated or invalid.")
+    check_record_schema(doc["record"], str(path))
+    return Export(doc, source=str(path))
+
+
+def check_record_schema(record: Any, where: str) -> None:
+    version = record.get("schema_version") if isinstance(record, dict) else None
+    if not isinstance(version, int):
+        raise BadInput(f"{where}: the record has no schema_version: not a labctl run record.")
+    if version > SCHEMA_VERSION:
+        raise BadInput(
+            f"{where}: record schema version {version} is newer than this labctl reads ({SCHEMA_VERSION}). "
+            "Upgrade labctl."
+        )
+
+
+def load_source(runs: Runs, source: str) -> Export:
+    if is_run_id(source) and not Path(source).exists():
+        return export_from_run(runs, source)
+    return load_export(Path(source))
+
+
+def recorded_profile(lab: Lab, export: Export) -> Profile:
+    setup = export.setup
+    engine = load_engine(lab, setup["engine"])
+    data = export.resolved_profile()
+    if data.get("gpus") is None:
+        data.pop("gpus", None)
+    src = SourceFile(path=Path(export.source), data=data, display=f"{export.source}: setup.resolved_profile")
+    spec = check_profile_spec(engine, src, data)
+    return Profile(engine=engine, name=setup["profile"], spec=spec, source=None)
+
+
+def unified(a: str, b: str, a_name: str, b_name: str) -> str:
+    return "".join(difflib.unified_diff(a.splitlines(keepends=True), b.splitlines(keepends=True), a_name, b_name))
+
+
+@dataclass
+class Verification:
+    problems: list[str]
+    diff: str
+
+
+def verify(lab: Lab, export: Export, profile: Profile) -> Verification:
+    """The export must be intact (content hash) and must re-render to the compose file it carries."""
+    problems = []
+    recorded_hash = export.doc.get("content_sha256")
+    actual_hash = content_hash(export.doc)
+    if recorded_hash != actual_hash:
+        problems.append(
+            f"content hash mismatch: the file says {recorded_hash}, its content hashes to {actual_hash} "
+            "(edited by hand?)"
+        )
+    host = export.host
+    options = RenderOptions(
+        cache_dir=host["cache_dir"],
+        engine_store=host.get("engine_store"),
+        allow_unsupported=bool(export.setup.get("allow_unsupported")),
+        labels={str(k): str(v) for k, v in (host["run_labels"] or {}).items()},
+    )
+    rerendered = render_compose(lab, profile, options)
+    diff = ""
+    if rerendered != export.compose:
+        diff = unified(export.compose, rerendered, "recorded compose.yaml", "re-rendered from setup")
+        problems.append("the recorded compose file differs from what its setup renders to here")
+    canonical = sha256_text(
+        canonical_compose(
+            lab,
+            profile.engine,
+            profile.name,
+            profile.spec,
+            export.setup["image"].get("digest"),
+            bool(export.setup.get("allow_unsupported")),
+        )
+    )
+    if canonical != export.setup["compose_sha256"]:
+        problems.append(f"compose hash mismatch: recorded {export.setup['compose_sha256']}, re-rendered {canonical}")
+    return Verification(problems=problems, diff=diff)
+
+
+def pinned_for_reproduction(export: Export, profile: Profile, gpus: list[str] | None, port: int | None) -> Profile:
+    digest = export.setup["image"].get("digest")
+    if not digest:
+        raise BadInput(f"{export.source}: the run recorded no image digest, so it cannot be reproduced by digest.")
+    spec = copy.deepcopy(profile.spec)
+    spec["image"] = str(ImageRef.parse(spec["image"]).with_digest(digest))
+    spec["unpinned"] = False
+    return with_overrides(
+        Profile(engine=profile.engine, name=profile.name, spec=spec, source=None), gpus=gpus, port=port
+    )
+
+
+@dataclass
+class ReproduceRequest:
+    source: str
+    gpus: list[str] | None = None
+    port: int | None = None
+    cache_dir: str | None = None
+    force: bool = False
+    owner: str | None = None
+    timeout: float = 900.0
+
+
+def reproduce(lab: Lab, runs: Runs, request: ReproduceRequest, say: Any, progress: Any = None) -> Record:
+    from labctl.errors import LabctlError
+    from labctl.host import docker as dk
+    from labctl.run.up import UpRequest, up
+
+    export = load_source(runs, request.source)
+    profile = recorded_profile(lab, export)
+    check = verify(lab, export, profile)
+    if check.problems:
+        detail = "; ".join(check.problems) + (f"\n{check.diff}" if check.diff else "")
+        if not request.force:
+            raise BadInput(
+                f"{export.source} does not reproduce as recorded: {detail}\n"
+                "Nothing was started. Pass --force to run the setup as it now renders."
+            )
+        say(f"warning (--force): {detail}")
+    placed = pinned_for_reproduction(export, profile, request.gpus, request.port)
+    reference = placed.spec["image"]
+    dk.check_docker()
+    if dk.image_facts(reference) is None:
+        say(f"pulling {reference} by digest")
+        try:
+            dk.pull(reference, quiet=True)
+        except LabctlError as exc:
+            raise LabctlError(
+                f"the recorded image digest cannot be had: {exc}. Nothing was started. Push that exact "
+                "image to its registry (or load it), then try again."
+            ) from None
+    record = up(
+        lab,
+        runs,
+        UpRequest(
+            engine=profile.engine.name,
+            profile=profile.name,
+            timeout=request.timeout,
+            owner=request.owner,
+            cache_dir=request.cache_dir,
+            allow_unsupported=bool(export.setup.get("allow_unsupported")),
+            reproduced_from=export.run_id,
+            profile_override=placed,
+            quiet_pull=True,
+        ),
+        say,
+        progress,
+    )
+    same = record.setup.get("compose_sha256") == export.setup["compose_sha256"]
+    record = runs.update(
+        record.run_id,
+        reproduction=Reproduction(
+            source=export.source,
+            original_run_id=export.run_id,
+            original_host=export.host.get("host"),
+            compose_sha256_matches=same,
+            forced=bool(check.problems),
+        ),
+    )
+    if not same:
+        say(
+            f"warning: the reproduced setup's compose hash {record.setup.get('compose_sha256')} differs from the "
+            f"original's {export.setup['compose_sha256']}"
+        )
+    return record

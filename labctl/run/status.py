@@ -1,0 +1,72 @@
+"""What labctl runs on this host right now, from the containers' own labels (plus records when the
+run was started from this home)."""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Iterator
+from typing import Any
+
+from labctl.compose.labels import RunLabels
+from labctl.errors import BadInput
+from labctl.host import docker as dk
+from labctl.host.probes import probe_now
+from labctl.run.deployments import engine_counters
+from labctl.run.store import Runs
+from labctl.run.up import base_url
+
+
+def live_runs(runs: Runs, probe: bool = True) -> list[dict[str, Any]]:
+    by_run: dict[str, list[Any]] = {}
+    for container in dk.labctl_containers(all_states=True):
+        by_run.setdefault(RunLabels.from_labels(dk.labels_of(container)).run_id or "?", []).append(container)
+    out = []
+    for run_id, containers in sorted(by_run.items()):
+        serve = next((c for c in containers if dk.service_of(c) == "serve"), containers[0])
+        labels = RunLabels.from_labels(dk.labels_of(serve))
+        state = serve.state
+        record = runs.load(run_id) if runs.exists(run_id) else None
+        url = base_url(labels.host or "127.0.0.1", labels.port)
+        health = probe_now(url, record.probe if record else "/health") if probe and state.running else str(state.status)
+        started = state.started_at
+        uptime = (dt.datetime.now(dt.UTC) - started).total_seconds() if started and state.running else None
+        counters = engine_counters(url, record.metrics_path if record else None) if probe and state.running else {}
+        out.append(
+            {
+                "run_id": run_id,
+                "engine": labels.engine,
+                "profile": labels.profile,
+                "status": record.status if record else str(state.status),
+                "base_url": url + "/v1",
+                "model": record.served_model_name if record else "",
+                "gpus": list(labels.gpus.ids),
+                "health": health,
+                "owner": labels.owner,
+                "record": str(runs.record_path(run_id)) if record else "",
+                "container_state": str(state.status),
+                "uptime_s": round(uptime, 1) if uptime is not None else None,
+                "since": labels.created_at,
+                "restarts": int(serve.restart_count or 0),
+                "resident": labels.resident,
+                "environment_label": labels.environment_label,
+                "requests_served": counters.get("requests"),
+                "tokens_served": counters.get("tokens"),
+            }
+        )
+    return out
+
+
+def engine_logs(runs: Runs, run_id: str, follow: bool) -> Iterator[str]:
+    """The engine's logs: live from its container, else the copy saved beside the record when it stopped."""
+    runs.dir(run_id)  # a malformed run id is refused before Docker is asked
+    containers = [c for c in dk.labctl_containers(run_id=run_id) if dk.service_of(c) == "serve"]
+    if containers:
+        if follow:
+            yield from (line.decode(errors="replace") for line in dk.follow_logs(containers[0]))
+        else:
+            yield dk.logs_tail(containers[0], 1_000_000)
+        return
+    saved = runs.dir(run_id) / "serve.log"
+    if not saved.is_file():
+        raise BadInput(f"no container and no saved logs for run {run_id}. See `labctl runs`.")
+    yield saved.read_text(errors="replace")

@@ -1,0 +1,152 @@
+"""Run records: runs/<run_id>/record.json (written atomically), the exact compose file, the engine's
+saved logs and an events log. A record is what anyone needs to see, and re-run, what ran."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import os
+import re
+import secrets
+from pathlib import Path
+from typing import Any
+
+from labctl.catalog.lab import Lab
+from labctl.errors import BadInput
+from labctl.host.files import write_atomically
+from labctl.host.identity import current_user
+from labctl.run.record import Record
+
+_RUN_ID = re.compile(r"^[0-9]{8}-[0-9]{6}-[0-9a-f]{6}$")
+# Secret-looking values never reach a record, whatever field they hide in.
+_SECRET_NAMES = re.compile(r"(TOKEN|KEY|SECRET|PASSWORD|PASSWD|CREDENTIAL)", re.I)
+
+
+def now() -> str:
+    return dt.datetime.now(dt.UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def new_run_id() -> str:
+    return dt.datetime.now(dt.UTC).strftime("%Y%m%d-%H%M%S-") + secrets.token_hex(3)
+
+
+def home_dir(lab: Lab, explicit: str | None = None) -> Path:
+    """Where runs/ and labctl's state live: --home / LABCTL_HOME, else the lab folder."""
+    chosen = explicit or os.environ.get("LABCTL_HOME")
+    return Path(chosen).expanduser().resolve() if chosen else lab.root
+
+
+def is_run_id(text: str) -> bool:
+    return _RUN_ID.match(text) is not None
+
+
+class Runs:
+    def __init__(self, home: Path) -> None:
+        self.home = home
+        self.root = home / "runs"
+
+    def dir(self, run_id: str) -> Path:
+        if not _RUN_ID.match(run_id):
+            raise BadInput(f"{run_id!r} is not a run id (like 20261203-015815-a1b2c3). List them with `labctl runs`.")
+        return self.root / run_id
+
+    def record_path(self, run_id: str) -> Path:
+        return self.dir(run_id) / "record.json"
+
+    def exists(self, run_id: str) -> bool:
+        return self.record_path(run_id).is_file()
+
+    def load(self, run_id: str) -> Record:
+        path = self.record_path(run_id)
+        if not path.is_file():
+            raise BadInput(f"no run {run_id} under {self.root}. List them with `labctl runs` (or check LABCTL_HOME).")
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+            if not isinstance(data, dict):
+                raise ValueError("not a JSON object")
+            return Record.from_json(data)
+        except (ValueError, TypeError) as exc:
+            raise BadInput(f"{path}: not a readable run record ({exc}).") from None
+
+    def save(self, record: Record) -> Path:
+        path = self.record_path(record.run_id)
+        write_atomically(path, json.dumps(redact(record.to_json()), indent=2, sort_keys=False) + "\n")
+        return path
+
+    def update(self, run_id: str, **changes: Any) -> Record:
+        record = self.load(run_id).changed(**changes)
+        self.save(record)
+        return record
+
+    def event(self, run_id: str, kind: str, **fields: Any) -> None:
+        line = json.dumps(redact({"at": now(), "event": kind, "by": current_user(), **fields}))
+        path = self.dir(run_id) / "events.jsonl"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with path.open("a", encoding="utf-8") as handle:
+            handle.write(line + "\n")
+
+    def all_ids(self) -> list[str]:
+        if not self.root.is_dir():
+            return []
+        return sorted(p.parent.name for p in self.root.glob("*/record.json") if _RUN_ID.match(p.parent.name))
+
+
+def redact(value: Any, key: str = "") -> Any:
+    """Values under secret-looking keys become '<redacted>'; names (lists of strings) stay."""
+    if isinstance(value, dict):
+        return {k: redact(v, k) for k, v in value.items()}
+    if isinstance(value, list):
+        return [redact(v, key) for v in value]
+    if (
+        isinstance(value, str)
+        and key
+        and _SECRET_NAMES.search(key)
+        and not key.endswith(("_names", "_env", "_kind", "_fingerprints"))
+    ):
+        return "<redacted>" if value else value
+    return value
+
+
+def describe(record: Record) -> list[tuple[str, str]]:
+    """`labctl show`: the record's facts a person reads first, in order."""
+    rows = [
+        (key, str(getattr(record, key)))
+        for key in (
+            "run_id",
+            "status",
+            "reason",
+            "engine",
+            "profile",
+            "profile_sha256",
+            "environment_label",
+            "owner",
+            "user",
+            "host",
+            "created_at",
+            "ready_at",
+            "stopped_at",
+            "stopped_by",
+            "served_model_name",
+        )
+        if getattr(record, key) is not None
+    ]
+    rows += [
+        ("image", str(record.image.reference)),
+        ("digest", f"{record.image.digest}  (image id {record.image.image_id})"),
+        ("base_url", record.base_url),
+        ("gpus", ",".join(record.gpus.ids) or "-"),
+    ]
+    if record.container:
+        rows.append(("command", " ".join(record.container.command_line)))
+    rows.append(("timings", json.dumps(record.to_json()["timings"])))
+    return rows
+
+
+def docker_run_lines(runs: Runs, record: Record) -> list[str]:
+    """The plain `docker run` commands equivalent to the run's compose file, image pinned by digest."""
+    from labctl.compose.canonical import digest_reference
+    from labctl.compose.docker_run import docker_run_commands
+
+    pinned = digest_reference(record.resolved_profile or {}, record.image.digest)
+    compose_text = (runs.dir(record.run_id) / "compose.yaml").read_text(encoding="utf-8")
+    return docker_run_commands(compose_text, pinned, f"labctl-{record.run_id}")

@@ -1,0 +1,439 @@
+"""labctl up and down: preflight -> image -> exclusive start -> readiness -> record.
+
+Data flows one way: profile -> rendered compose file -> Docker -> readiness -> record. The record
+is written at every step, atomically, so that a killed labctl leaves a record that says how far it got.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from labctl.catalog.image import digests_of
+from labctl.catalog.lab import Lab
+from labctl.catalog.profiles import Profile, load_profile, with_overrides
+from labctl.compose.canonical import canonical_compose, sha256_text
+from labctl.compose.labels import RunLabels
+from labctl.compose.options import render_options
+from labctl.compose.render import build_key, render_compose
+from labctl.errors import BadInput, Conflict, LabctlError
+from labctl.host import docker as dk
+from labctl.host.files import write_atomically
+from labctl.host.gpu import Gpu
+from labctl.host.identity import current_user
+from labctl.host.lock import host_lock
+from labctl.host.probes import check_openai_api, port_in_use, wait_until_ready
+from labctl.run.down import project_name, save_logs, stop_run
+from labctl.run.keys import KeyStore, fingerprint
+from labctl.run.preflight import (
+    check_gpu_host,
+    current_holders,
+    foreign_gpu_processes,
+    gpu_conflicts,
+    port_conflicts,
+    refuse,
+)
+from labctl.run.record import (
+    ComposeInfo,
+    ContainerInfo,
+    Endpoint,
+    EngineBuild,
+    GpuSet,
+    ImageInfo,
+    Record,
+    ResidentInfo,
+    Timings,
+    new_record,
+)
+from labctl.run.resident import (
+    RESTART_POLICY,
+    ResidentPlan,
+    check_bind,
+    image_user_ids,
+    plan_resident,
+)
+from labctl.run.store import Runs, new_run_id, now
+
+Say = Callable[[str], None]
+
+
+@dataclass
+class UpRequest:
+    engine: str
+    profile: str
+    gpus: list[str] | None = None
+    port: int | None = None
+    timeout: float = 900.0
+    replace: bool = False
+    allow_unpinned: bool = False
+    allow_unsupported: bool = False
+    owner: str | None = None
+    cache_dir: str | None = None
+    quiet_pull: bool = False
+    reproduced_from: str | None = None
+    profile_override: Profile | None = None  # reproduce: the recorded resolved profile, not the lab's file
+    resident: bool = False
+    bind: str | None = None
+    key_file: str | None = None
+    keys: int | None = None
+    allow_no_auth: bool = False
+    home: Path | None = None  # where keys live (the runs folder's home)
+
+
+def base_url(host: str, port: int | str) -> str:
+    reach = "127.0.0.1" if host in ("0.0.0.0", "") else ("[::1]" if host == "::" else host)
+    return f"http://{reach}:{port}"
+
+
+def load_placed_profile(lab: Lab, request: UpRequest) -> Profile:
+    profile = request.profile_override or load_profile(
+        lab, request.engine, request.profile, allow_unsupported=request.allow_unsupported
+    )
+    placed = with_overrides(profile, gpus=request.gpus, port=request.port, host=check_bind(request.bind))
+    if not placed.pinned and not request.allow_unpinned:
+        raise BadInput(
+            f"profile {request.engine}/{request.profile} uses {placed.spec['image']!r}, which is not pinned by digest: "
+            f"a tag can point at another image tomorrow. Pin it with `labctl pin {request.engine} --profile "
+            f"{request.profile}`, or pass --allow-unpinned (the digest actually run is recorded either way)."
+        )
+    return placed
+
+
+class Starter:
+    """One `labctl up`: owns the record while it starts the engine, and cleans up on any failure."""
+
+    def __init__(self, lab: Lab, runs: Runs, request: UpRequest, say: Say, progress: Say | None) -> None:
+        self.lab, self.runs, self.request, self.say = lab, runs, request, say
+        self.live = progress is not None  # a person is watching a terminal: show the engine's latest log line
+        self.progress: Say = progress or (lambda _text: None)
+        self.run_id = new_run_id()
+        self.project = project_name(self.run_id)
+        self.record: Record | None = None
+        self.plan: ResidentPlan | None = None
+        self.started_anything = False
+        self.t0 = time.monotonic()
+
+    # --- the pipeline ------------------------------------------------------------------------------
+    def run(self) -> Record:
+        request = self.request
+        if not request.resident and (request.bind or request.key_file or request.keys or request.allow_no_auth):
+            raise BadInput(
+                "--bind, --key-file, --keys and --allow-no-auth are for resident deployments: add --resident."
+            )
+        profile = load_placed_profile(self.lab, request)
+        self.plan = (
+            plan_resident(profile, request.key_file, request.keys, request.allow_no_auth) if request.resident else None
+        )
+        # The checks are independent Docker CLI calls: asking them at once saves their start-up costs.
+        with ThreadPoolExecutor(max_workers=3) as pool:
+            docker_ok = pool.submit(dk.check_docker)
+            compose_ok = pool.submit(dk.check_compose)
+            local_image = pool.submit(dk.image_facts, profile.spec["image"])
+            docker_ok.result()
+            compose_ok.result()
+        found_gpus = check_gpu_host(profile)
+        image, pull_seconds = self.ensure_image(profile, local_image.result())
+        try:
+            with host_lock():
+                replaced = self.claim(profile, found_gpus)
+                compose_file = self.prepare(profile, image, pull_seconds, found_gpus, replaced)
+                build = self.build_if_needed(profile, compose_file)
+                start = time.monotonic()
+                self.started_anything = True
+                with dk.docker_errors("docker compose up"):
+                    dk.compose_client(compose_file, self.project).compose.up(
+                        services=["serve"], detach=True, quiet=True, dependencies=False
+                    )
+                started = time.monotonic()
+            self.update(
+                status="starting",
+                timings=dataclasses.replace(
+                    self.current.timings, engine_build_s=build, compose_up_s=round(started - start, 3)
+                ),
+            )
+            return self.wait_ready(profile, started)
+        except KeyboardInterrupt:
+            self.fail("aborted", "interrupted (Ctrl-C) during up")
+            raise
+        except LabctlError as exc:
+            if self.record:
+                self.fail("failed", str(exc))
+            raise
+
+    def ensure_image(self, profile: Profile, facts: dk.ImageFacts | None) -> tuple[ImageInfo, float | None]:
+        reference = profile.spec["image"]
+        seconds = None
+        if facts is None:
+            self.say(f"pulling {reference}")
+            start = time.monotonic()
+            facts = dk.pull(reference, quiet=self.request.quiet_pull)
+            seconds = round(time.monotonic() - start, 3)
+        image = profile.image
+        found = digests_of(facts.repo_digests, image.repository)
+        if image.pinned and image.digest not in found:
+            raise LabctlError(f"{reference} resolved to {facts.repo_digests}, not the pinned digest {image.digest}")
+        return ImageInfo(
+            reference=reference,
+            pinned=image.pinned,
+            digest=image.digest or (found[0] if found else None),
+            repo_digests=tuple(facts.repo_digests),
+            image_id=facts.image_id,
+            user=facts.user,
+            pulled=seconds is not None,
+        ), seconds
+
+    def claim(self, profile: Profile, found_gpus: list[Any]) -> list[str]:
+        """Under the host lock: refuse (or replace) whoever holds our GPUs or port."""
+        holders = current_holders()
+        conflicts = gpu_conflicts(profile, holders)
+        port_holders = port_conflicts(profile, holders)
+        foreign = foreign_gpu_processes(profile, found_gpus)
+        replaced: list[str] = []
+        if (conflicts or port_holders) and self.request.replace:
+            me = self.request.owner or current_user()
+            guarded = [h for h in conflicts + port_holders if h.resident and h.owner != me]
+            if guarded:
+                raise Conflict(
+                    f"--replace will not stop {guarded[0].describe()}: it is {guarded[0].owner}'s resident "
+                    f'deployment. Stop it first: labctl down {guarded[0].run_id} --force --reason "why".'
+                )
+            for holder in {h.run_id: h for h in conflicts + port_holders}.values():
+                self.say(f"replacing {holder.describe()}")
+                stop_run(
+                    self.runs,
+                    holder.run_id,
+                    by=self.request.owner or current_user(),
+                    reason=f"replaced by run {self.run_id}",
+                    replaced_by=self.run_id,
+                )
+                replaced.append(holder.run_id)
+            conflicts, port_holders = [], []
+        if conflicts:
+            raise refuse(f"GPU {','.join(profile.gpu_ids)}", conflicts)
+        if foreign:
+            raise LabctlError(
+                f"GPU memory is held by processes labctl did not start: {'; '.join(foreign)}. "
+                "Stop them first; labctl cannot replace them."
+            )
+        if port_holders:
+            raise refuse(f"port {profile.spec['port']}", port_holders)
+        if port_in_use(profile.spec["host"], profile.spec["port"]):
+            raise Conflict(
+                f"port {profile.spec['port']} on {profile.spec['host']} is in use by a process labctl did "
+                f"not start. Pick another with --port N (or stop it: ss -ltnp 'sport = :{profile.spec['port']}')."
+            )
+        return replaced
+
+    def prepare(
+        self, profile: Profile, image: ImageInfo, pull_seconds: float | None, found_gpus: list[Gpu], replaced: list[str]
+    ) -> Path:
+        request = self.request
+        owner = request.owner or current_user()
+        created = now()
+        labels = RunLabels(
+            run_id=self.run_id,
+            owner=owner,
+            created_at=created,
+            port=str(profile.spec["port"]),
+            host=profile.spec["host"],
+            resident=self.plan is not None,
+        )
+        secrets_dir = self.store_keys(image) if self.plan and self.plan.keys else None
+        options = render_options(
+            profile,
+            request.cache_dir,
+            allow_unsupported=request.allow_unsupported,
+            labels=labels.run_labels(),
+            restart=RESTART_POLICY if self.plan else "no",
+            secrets_dir=secrets_dir,
+        )
+        text = render_compose(self.lab, profile, options)
+        compose_file = self.runs.dir(self.run_id) / "compose.yaml"
+        write_atomically(compose_file, text)
+        engine = profile.engine
+        self.record = new_record(
+            self.run_id,
+            engine.name,
+            profile.name,
+            profile.spec["served_model_name"],
+            Endpoint(
+                host=profile.spec["host"],
+                port=profile.spec["port"],
+                base_url=base_url(profile.spec["host"], profile.spec["port"]) + "/v1",
+            ),
+            owner,
+            engine.environment_label,
+            created_at=created,
+            record_path=str(self.runs.record_path(self.run_id)),
+            profile_sha256=profile.sha256,
+            resolved_profile=profile.spec,
+            allow_unsupported=bool(request.allow_unsupported and profile.support_problem),
+            support_problem=profile.support_problem,
+            probe=engine.spec["readiness"]["probe"],
+            metrics_path=engine.spec["endpoints"]["metrics"],
+            image=image,
+            compose=ComposeInfo(
+                file="compose.yaml",
+                project=self.project,
+                command=tuple(dk.compose_argv(compose_file, self.project, "up", "--detach", "--no-deps", "serve")),
+                render_options={"cache_dir": options.cache_dir, "engine_store": options.engine_store},
+            ),
+            env_names=tuple(profile.spec["env"]),
+            gpus=GpuSet(
+                ids=tuple(profile.gpu_ids),
+                count=profile.gpu_count,
+                devices=tuple(g for g in found_gpus if g.index in profile.gpu_ids or not profile.gpu_ids),
+                note=None
+                if engine.needs_gpu
+                else ("GPU ids are labels only: this engine uses no GPU" if profile.gpu_ids else "no GPU"),
+            ),
+            timings=Timings(image_pull_s=pull_seconds),
+            replaced=tuple(replaced),
+            reproduced_from=request.reproduced_from,
+            run_labels=labels,
+            resident=self.resident_block(profile),
+            setup={
+                "compose_sha256": sha256_text(
+                    canonical_compose(
+                        self.lab, engine, profile.name, profile.spec, image.digest, bool(request.allow_unsupported)
+                    )
+                )
+            },
+        )
+        self.runs.save(self.record)
+        self.runs.event(
+            self.run_id, "up", engine=engine.name, profile=profile.name, owner=owner, resident=bool(self.plan)
+        )
+        for warning in self.plan.warnings if self.plan else []:
+            self.say(f"warning: {warning}")
+            self.runs.event(self.run_id, "warning", text=warning)
+        return compose_file
+
+    def store_keys(self, image: ImageInfo) -> str:
+        assert self.plan is not None
+        ids = image_user_ids(image.user)
+        if ids is None:
+            self.say(f"warning: the image runs as user {image.user!r}; the key file stays root-only 0600")
+        store = KeyStore(self.request.home or self.runs.home)
+        path = store.write(self.run_id, self.plan.keys, *(ids or (None, None)))
+        return str(path.parent)
+
+    def resident_block(self, profile: Profile) -> ResidentInfo | None:
+        if not self.plan:
+            return None
+        return ResidentInfo(
+            restart_policy=RESTART_POLICY,
+            bind=profile.spec["host"],
+            auth=profile.engine.spec["auth"]["kind"],
+            keys=len(self.plan.keys),
+            key_fingerprints=tuple(fingerprint(k) for k in self.plan.keys),
+            allow_no_auth=self.plan.allow_no_auth,
+            warnings=tuple(self.plan.warnings),
+        )
+
+    def build_if_needed(self, profile: Profile, compose_file: Path) -> EngineBuild | None:
+        if not profile.spec["build"]:
+            return None
+        options = self.current.compose.render_options if self.current.compose else {}
+        engine_dir = Path(options["engine_store"] or "") / build_key(profile)
+        if (engine_dir / "config.json").is_file():
+            self.say(f"engine already built: {engine_dir}")
+            return EngineBuild(skipped=True, engine_dir=str(engine_dir), seconds=0.0)
+        self.say(f"building the TensorRT-LLM engine into {engine_dir} (runs once per image, revision and limits)")
+        self.started_anything = True
+        start = time.monotonic()
+        with dk.docker_errors("the engine build"):
+            dk.compose_client(compose_file, self.project).compose.up(
+                services=["build"], abort_on_container_exit=True, quiet=True
+            )
+        return EngineBuild(skipped=False, engine_dir=str(engine_dir), seconds=round(time.monotonic() - start, 3))
+
+    def wait_ready(self, profile: Profile, started: float) -> Record:
+        engine = profile.engine
+        containers = dk.labctl_containers(run_id=self.run_id)
+        serve = next((c for c in containers if dk.service_of(c) == "serve"), None)
+        if serve is None:
+            raise LabctlError("docker compose up returned but no serve container exists")
+        base = base_url(profile.spec["host"], profile.spec["port"])
+
+        def watch() -> None:
+            state = dk.container_state(serve)
+            if not state["running"] or state["restarts"]:
+                raise LabctlError(
+                    f"the engine container {state['status']} (exit code {state['exit_code']}, restarts {state['restarts']}) "
+                    f"before it was ready. Last log lines:\n{dk.logs_tail(serve, 20).rstrip()}"
+                )
+
+        last_log_at, last_log = 0.0, ""
+
+        def progress(probe_state: str) -> None:
+            nonlocal last_log_at, last_log
+            if not self.live:
+                return
+            now_ = time.monotonic()
+            if now_ - last_log_at > 1.0:
+                last_log_at, last_log = now_, dk.last_log_line(serve)
+            self.progress(f"{now_ - started:5.1f}s  {probe_state}  | {last_log[:100]}")
+
+        try:
+            readiness = wait_until_ready(base, engine.spec["readiness"]["probe"], self.request.timeout, watch, progress)
+        except LabctlError as exc:
+            logs = dk.logs_tail(serve, 20).rstrip()
+            if "Last log lines" not in str(exc):
+                raise LabctlError(f"{exc}. Last log lines:\n{logs}") from None
+            raise
+        self.progress("")
+        key = self.plan.keys[0] if self.plan and self.plan.keys else None
+        api = check_openai_api(base, profile.spec["served_model_name"], key, engine.spec["endpoints"]["version"])
+        assert readiness.ready is not None
+        container_start = started
+        timings = dataclasses.replace(
+            self.current.timings,
+            port_open_s=round((readiness.port_open or readiness.ready) - container_start, 3),
+            ready_s=round(readiness.ready - container_start, 3),
+            first_completion_s=round(api.completion_at - container_start, 3),
+            cold_start_s=round(api.completion_at - container_start, 3),
+            total_s=round(time.monotonic() - self.t0, 3),
+        )
+        self.update(
+            status="running",
+            ready_at=now(),
+            timings=timings,
+            container=ContainerInfo(
+                name=serve.name,
+                id=serve.id,
+                command_line=tuple(dk.command_line(serve)),
+                env_names=tuple(profile.spec["env"]),
+            ),
+            engine_version=api.version,
+            models=api.models,
+        )
+        self.runs.event(self.run_id, "ready", cold_start_s=timings.cold_start_s)
+        return self.current
+
+    # --- record keeping ------------------------------------------------------------------------
+    @property
+    def current(self) -> Record:
+        assert self.record is not None, "the record is born in prepare()"
+        return self.record
+
+    def update(self, **changes: Any) -> None:
+        self.record = self.current.changed(**changes)
+        self.runs.save(self.record)
+
+    def fail(self, status: str, reason: str) -> None:
+        if self.started_anything:
+            save_logs(self.runs, self.run_id)
+            dk.compose_down(self.project)
+        if self.record:
+            self.update(status=status, reason=reason, stopped_at=now())
+            self.runs.event(self.run_id, status, reason=reason.splitlines()[0])
+
+
+def up(lab: Lab, runs: Runs, request: UpRequest, say: Say, progress: Say | None = None) -> Record:
+    return Starter(lab, runs, request, say, progress).run()

@@ -1,0 +1,53 @@
+"""Helpers shared by the tests (imported as `support`, never from conftest): the real CLI as a subprocess,
+and the rule for tests that need Docker: skip loudly locally, fail under CI=true."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+LABCTL = [sys.executable, "-m", "labctl"]
+IN_CI = os.environ.get("CI") == "true"
+
+
+@dataclass
+class Result:
+    code: int
+    stdout: str
+    stderr: str
+
+
+def run_labctl(*args: str, lab: Path | None = None, env: dict[str, str] | None = None, timeout: float = 120) -> Result:
+    full_env = {**os.environ, **(env or {})}
+    if lab is not None:
+        full_env["LABCTL_LAB"] = str(lab)
+    proc = subprocess.run(
+        [*LABCTL, *args], capture_output=True, text=True, env=full_env, timeout=timeout, cwd=lab or REPO
+    )
+    return Result(proc.returncode, proc.stdout, proc.stderr)
+
+
+def _missing(reason: str) -> None:
+    if IN_CI:
+        pytest.fail(f"CI=true and {reason}: CI must provision it (make docker-lab)", pytrace=False)
+    pytest.skip(f"SKIPPED LOUDLY: {reason}; run `make docker-lab` to test against a real Docker Engine")
+
+
+def compose_available() -> bool:
+    return (
+        shutil.which("docker") is not None
+        and subprocess.run(["docker", "compose", "version"], capture_output=True).returncode == 0
+    )
+
+
+def docker_available() -> bool:
+    return (
+        shutil.which("docker") is not None and subprocess.run(["docker", "info"], capture_output=True).returncode == 0
+    )
