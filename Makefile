@@ -61,3 +61,9 @@ bench-up: $(STAMP) docker-lab harness-image
 
 bench-client: $(STAMP)
 	$(PY) scripts/bench_client.py
+
+# The simulated GPU lab (two simulated GPU hosts, each a second dockerd with a no-op NVIDIA hook;
+# the main daemon is left alone). Writes build/sim-lab/hosts.yaml. Test lab only; refuses on GPU hosts.
+.PHONY: sim-lab
+sim-lab: docker-lab
+	bash scripts/sim-lab.sh
