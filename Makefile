@@ -51,3 +51,11 @@ bench-up: $(STAMP) docker-lab harness-image
 
 bench-client: $(STAMP)
 	$(PY) scripts/bench_client.py
+
+.PHONY: remote-lab remote-lab-down
+# A second, simulated Docker host (netns labb, reached over SSH): scripts/remote-lab.sh; see its header.
+remote-lab: docker-lab
+	bash scripts/remote-lab.sh
+
+remote-lab-down:
+	bash scripts/remote-lab.sh down
