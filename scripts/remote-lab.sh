@@ -7,7 +7,7 @@
 #   scripts/remote-lab.sh purge    down, then delete its state, the client key and the ssh Include
 #
 # Host `labb`: network namespace labb, veth vlabb0 10.201.0.1/30 (main) <-> vlabb1 10.201.0.2/30
-# (labb); inside it (nsenter --net) a dockerd with its own socket/data/exec root and a simulated NVIDIA device
+# (labb); inside it (its network + UTS namespaces, via nsenter) a dockerd with its own socket/data/exec root and a simulated NVIDIA device
 # driver, an sshd on 10.201.0.2:22 for account labctl-remote (DOCKER_HOST set to that dockerd),
 # and the lab registry (main 127.0.0.1:5000) forwarded to labb's 127.0.0.1:5000 so image
 # references are identical on both hosts. The main Docker daemon is never touched.
@@ -41,7 +41,9 @@ AUTH_KEYS=$STATE/authorized_keys
 USER_HOME=$STATE/home
 FWD_MAIN_PID=$RUN/forward-main.pid
 FWD_NS_PID=$RUN/forward-labb.pid
-SSH_USER_CONFIG=${HOME:-/root}/.ssh/config
+UTS_NS=$RUN/uts
+# ssh reads ~/.ssh/config from the passwd home, whatever $HOME says (sudo, CI).
+SSH_USER_CONFIG=$(getent passwd "$(id -u)" | cut -d: -f6)/.ssh/config
 HOSTS_YAML=$REPO/build/remote-lab/hosts.yaml
 DOCKER_URL=ssh://$REMOTE_USER@$ADDR_NS
 
@@ -49,7 +51,9 @@ say() { printf 'remote-lab: %s\n' "$*"; }
 die() { printf 'remote-lab: error: %s\n' "$*" >&2; exit 1; }
 # nsenter, not `ip netns exec`: the latter also enters a new mount namespace with a fresh /sys,
 # which hides /sys/fs/cgroup ("failed to start daemon: Devices cgroup isn't mounted").
-in_ns() { nsenter --net="/var/run/netns/$NS" "$@"; }
+# The host also has its own UTS namespace, so `hostname` and `docker info` say labb.
+IN_NS=(nsenter --net="/var/run/netns/$NS" --uts="$UTS_NS")
+in_ns() { "${IN_NS[@]}" "$@"; }
 # (No `cmd | grep -q` below: with pipefail, grep -q quitting early can fail the pipeline by SIGPIPE.)
 ns_exists() { [ -e "/var/run/netns/$NS" ] && ip netns list | cut -d' ' -f1 | grep -x "$NS" >/dev/null; }
 labb_docker() { docker -H "unix://$SOCK" "$@"; }
@@ -62,6 +66,9 @@ alive() {
   [ -n "$pid" ] && [ -r "/proc/$pid/cmdline" ] && tr '\0' ' ' <"/proc/$pid/cmdline" | grep -F -- "$2" >/dev/null
 }
 
+# A process that exists and is not a zombie (PID 1 here may reap orphans only after a while).
+running() { [ -d "/proc/$1" ] && ! grep -q '^State:[[:space:]]*Z' "/proc/$1/status" 2>/dev/null; }
+
 # Stop the process a pid file names (SIGTERM, then SIGKILL after $3 seconds).
 stop_pidfile() {
   local file=$1 what=$2 grace=${3:-10} pid
@@ -69,8 +76,8 @@ stop_pidfile() {
   pid=$(tr -dc 0-9 <"$file")
   say "stopping $what (pid $pid)"
   kill -TERM "$pid" 2>/dev/null || true
-  for _ in $(seq 1 $((grace * 4))); do [ -d "/proc/$pid" ] || break; sleep 0.25; done
-  if [ -d "/proc/$pid" ]; then say "$what did not stop in ${grace}s: SIGKILL"; kill -KILL "$pid" 2>/dev/null || true; fi
+  for _ in $(seq 1 $((grace * 10))); do running "$pid" || break; sleep 0.1; done
+  if running "$pid"; then say "$what did not stop in ${grace}s: SIGKILL"; kill -KILL "$pid" 2>/dev/null || true; fi
   rm -f "$file"
 }
 
@@ -84,12 +91,13 @@ need_root() { [ "$(id -u)" = 0 ] || die "run as root (it creates a network names
 
 ensure_tools() {
   local t
-  for t in ip nsenter dockerd docker python3 setsid; do command -v "$t" >/dev/null || die "$t not found: run \`make docker-lab\` first"; done
+  for t in ip nsenter unshare findmnt dockerd docker python3 setsid; do command -v "$t" >/dev/null || die "$t not found: run \`make docker-lab\` first"; done
   if [ ! -x /usr/sbin/sshd ] || ! command -v ssh-keygen >/dev/null || ! command -v ssh >/dev/null; then
     command -v apt-get >/dev/null || die "no sshd and no apt-get: install OpenSSH server and client by hand"
-    say "installing openssh-server and openssh-client (apt)"
-    apt-get update -qq
-    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq openssh-server openssh-client >/dev/null
+    say "installing openssh-server and openssh-client (apt; log $LOGS/apt.log)"
+    mkdir -p "$LOGS"
+    { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq openssh-server openssh-client; } \
+      >"$LOGS/apt.log" 2>&1 || { tail -20 "$LOGS/apt.log" >&2; die "apt-get install openssh-server failed"; }
   fi
   mkdir -p "$STATE" "$RUN" "$LOGS" "$BIN" /run/sshd
   chmod 0755 "$STATE" "$RUN"
@@ -98,6 +106,11 @@ ensure_tools() {
 # --- network -------------------------------------------------------------------------------------
 ensure_network() {
   if ns_exists; then say "netns $NS: present"; else say "creating netns $NS"; ip netns add "$NS"; fi
+  if ! nsenter --uts="$UTS_NS" true 2>/dev/null; then
+    say "creating UTS namespace $UTS_NS (hostname $NS)"
+    touch "$UTS_NS"
+    unshare --uts="$UTS_NS" hostname "$NS"
+  fi
   if ! in_ns ip link show "$VETH_NS" >/dev/null 2>&1; then
     if ip link show "$VETH_NS" >/dev/null 2>&1; then
       say "moving $VETH_NS into $NS"
@@ -148,14 +161,52 @@ ensure_gpu_sim() {
   install_file "$REPO/scripts/remote/nvidia-container-runtime-hook" "$BIN/nvidia-container-runtime-hook" 0755
   install_file "$smi" "$BIN/nvidia-smi" 0755
   install_file "$REPO/scripts/remote/gpus-labb.json" "$GPUS" 0644
+  # Run from a copy, so a checkout that moves or goes away does not matter to a running lab.
+  install_file "$REPO/scripts/remote/forward.py" "$STATE/forward.py" 0755
 }
 
 # --- dockerd inside the namespace ----------------------------------------------------------------
 dockerd_answers() { timeout 5 docker -H "unix://$SOCK" version -f '{{.Server.Version}}' >/dev/null 2>&1; }
 
+clear_stale_containerd() {
+  local file=$RUN/exec/containerd/containerd.pid pid
+  [ -s "$file" ] || return 0
+  pid=$(tr -dc 0-9 <"$file")
+  if alive "$file" "$RUN/exec/containerd"; then
+    say "stopping the orphaned containerd of the previous dockerd (pid $pid)"
+    kill -TERM "$pid" 2>/dev/null || true
+    for _ in $(seq 1 100); do running "$pid" || break; sleep 0.1; done
+    if alive "$file" "$RUN/exec/containerd"; then kill -KILL "$pid" 2>/dev/null || true; fi
+  fi
+  # dockerd would wait on a containerd whose pid still shows in /proc: wait out the zombie too.
+  for _ in $(seq 1 100); do [ -n "$pid" ] && [ -d "/proc/$pid" ] && ! running "$pid" || break; sleep 0.1; done
+  rm -f "$file"
+}
+
+dockerd_args() {
+  printf '%s\n' --config-file "$STATE/daemon.json" \
+    --host "unix://$SOCK" --group "$SOCKET_GROUP" \
+    --data-root "$STATE/docker" --exec-root "$RUN/exec" --pidfile "$DOCKERD_PID" \
+    --bridge=none --iptables=false --ip-masq=false
+}
+
 ensure_dockerd() {
+  # Its own daemon.json: never /etc/docker/daemon.json of the main daemon; its own trust key, so
+  # `docker info` reports an ID of its own (Docker 20.10 derives the ID from that key).
+  write_if_changed "$STATE/daemon.json" 0644 <<EOF || true
+{
+  "deprecated-key-path": "$STATE/key.json",
+  "log-driver": "json-file",
+  "log-opts": {"max-size": "10m", "max-file": "3"}
+}
+EOF
+  local wanted; wanted="$(dockerd_args; cat "$STATE/daemon.json")"
   if alive "$DOCKERD_PID" dockerd && dockerd_answers; then
-    say "dockerd in $NS: answering on $SOCK (pid $(cat "$DOCKERD_PID"))"; return
+    if [ "$wanted" = "$(cat "$RUN/dockerd.started-with" 2>/dev/null)" ]; then
+      say "dockerd in $NS: answering on $SOCK (pid $(cat "$DOCKERD_PID"))"; return
+    fi
+    say "dockerd in $NS: its options changed: restarting it"
+    stop_pidfile "$DOCKERD_PID" dockerd 30
   fi
   if alive "$DOCKERD_PID" dockerd; then
     local pid; pid=$(cat "$DOCKERD_PID")
@@ -163,16 +214,18 @@ ensure_dockerd() {
     for _ in $(seq 1 40); do dockerd_answers && { say "dockerd in $NS: answering (pid $pid)"; return; }; sleep 0.25; done
     stop_pidfile "$DOCKERD_PID" dockerd 15
   fi
+  # After a killed dockerd: its pid file, and the pid file of the containerd it managed, may name
+  # processes that still show in /proc (not yet reaped, or a containerd left running); dockerd
+  # then refuses to start, or waits forever on that containerd. Neither names a live dockerd here.
+  rm -f "$DOCKERD_PID"
+  clear_stale_containerd
   mkdir -p "$STATE/docker" "$RUN/exec"
   local log_lines; log_lines=$(cat "$LOGS/dockerd.log" 2>/dev/null | wc -l)
   say "starting dockerd in $NS (socket $SOCK, data $STATE/docker, log $LOGS/dockerd.log)"
+  local args; mapfile -t args < <(dockerd_args)
   # The no-op hook first on PATH registers Docker's `nvidia` device driver (simulated GPUs only).
   spawn "$LOGS/dockerd.log" env PATH="$BIN:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin" \
-    nsenter --net="/var/run/netns/$NS" dockerd \
-      --host "unix://$SOCK" --group "$SOCKET_GROUP" \
-      --data-root "$STATE/docker" --exec-root "$RUN/exec" --pidfile "$DOCKERD_PID" \
-      --bridge=none --iptables=false --ip-masq=false \
-      --log-opt max-size=10m --log-opt max-file=3
+    "${IN_NS[@]}" dockerd "${args[@]}"
   local i
   for i in $(seq 1 120); do
     dockerd_answers && break
@@ -181,6 +234,7 @@ ensure_dockerd() {
     sleep 0.25
   done
   dockerd_answers || { tail -n +"$((log_lines + 1))" "$LOGS/dockerd.log" | tail -20 >&2; die "dockerd in $NS did not start (log above)"; }
+  printf '%s\n' "$wanted" >"$RUN/dockerd.started-with"
   say "dockerd in $NS: up (pid $(cat "$DOCKERD_PID"), $(labb_docker version -f '{{.Server.Version}}'))"
 }
 
@@ -195,7 +249,7 @@ ensure_forward() {  # PIDFILE LABEL LISTEN TARGET [prefix...]
   if alive "$pidfile" "forward.py --listen $listen"; then say "forwarder $label $listen -> $target: running"; return; fi
   say "starting forwarder $label $listen -> $target"
   rm -f "$pidfile"
-  spawn "$LOGS/forward-$label.log" "$@" python3 "$REPO/scripts/remote/forward.py" \
+  spawn "$LOGS/forward-$label.log" "$@" python3 "$STATE/forward.py" \
     --listen "$listen" --target "$target" --pidfile "$pidfile"
   for _ in $(seq 1 40); do alive "$pidfile" forward.py && return; sleep 0.1; done
   tail -5 "$LOGS/forward-$label.log" >&2
@@ -204,7 +258,7 @@ ensure_forward() {  # PIDFILE LABEL LISTEN TARGET [prefix...]
 
 ensure_registry_path() {
   ensure_forward "$FWD_MAIN_PID" main "$ADDR_MAIN:$REGISTRY_PORT" "127.0.0.1:$REGISTRY_PORT"
-  ensure_forward "$FWD_NS_PID" "$NS" "127.0.0.1:$REGISTRY_PORT" "$ADDR_MAIN:$REGISTRY_PORT" nsenter --net="/var/run/netns/$NS"
+  ensure_forward "$FWD_NS_PID" "$NS" "127.0.0.1:$REGISTRY_PORT" "$ADDR_MAIN:$REGISTRY_PORT" "${IN_NS[@]}"
   if registry_answers in_ns; then
     say "registry: 127.0.0.1:$REGISTRY_PORT answers inside $NS"
   elif registry_answers; then
@@ -251,7 +305,7 @@ X11Forwarding no
 PrintMotd no
 Subsystem sftp internal-sftp
 Match User $REMOTE_USER
-    SetEnv DOCKER_HOST=unix://$SOCK
+    SetEnv DOCKER_HOST=unix://$SOCK LABCTL_SIM_GPU_CONFIG=$GPUS
 EOF
   /usr/sbin/sshd -t -f "$SSHD_CONFIG" || die "sshd rejects $SSHD_CONFIG"
   if alive "$SSHD_PID" "sshd" && [ -z "$changed" ]; then say "sshd in $NS: running on $ADDR_NS:22 (pid $(cat "$SSHD_PID"))"; return; fi
@@ -259,7 +313,7 @@ EOF
   say "starting sshd in $NS on $ADDR_NS:22 (log $LOGS/sshd.log)"
   # -D keeps it in the foreground of its own session so the pid is the listener; -E logs to a file.
   rm -f "$SSHD_PID"
-  spawn /dev/null nsenter --net="/var/run/netns/$NS" /usr/sbin/sshd -D -f "$SSHD_CONFIG" -E "$LOGS/sshd.log"
+  spawn /dev/null "${IN_NS[@]}" /usr/sbin/sshd -D -f "$SSHD_CONFIG" -E "$LOGS/sshd.log"
   for _ in $(seq 1 40); do alive "$SSHD_PID" sshd && break; sleep 0.1; done
   alive "$SSHD_PID" sshd || { tail -5 "$LOGS/sshd.log" >&2; die "sshd in $NS did not start"; }
 }
@@ -350,6 +404,17 @@ up() {
   print_usage_hint
 }
 
+# dockerd bind-mounts its data root onto itself and its network namespace under the exec root; a
+# killed one leaves them, and that netns mount would keep labb's network alive after `ip netns del`.
+unmount_under() {
+  local dir mounts
+  for dir in "$@"; do
+    dir=$(realpath -m "$dir")  # findmnt reports /run, not the /var/run symlink
+    mounts=$(findmnt -rn -o TARGET | awk -v d="$dir" '$0 == d || index($0, d "/") == 1' | sort -r)
+    [ -z "$mounts" ] || { say "unmounting $(echo $mounts)"; echo "$mounts" | xargs -r umount -l; }
+  done
+}
+
 down() {
   need_root
   stop_pidfile "$SSHD_PID" sshd 5
@@ -357,6 +422,8 @@ down() {
   stop_pidfile "$FWD_MAIN_PID" "forward.py" 5
   # dockerd stops its containers and its containerd on SIGTERM.
   stop_pidfile "$DOCKERD_PID" dockerd 30
+  clear_stale_containerd
+  unmount_under "$RUN/exec" "$STATE/docker"
   if ns_exists; then
     local pids; pids=$(ip netns pids "$NS" || true)
     if [ -n "$pids" ]; then
@@ -367,7 +434,9 @@ down() {
     say "deleting netns $NS (and veth $VETH_NS)"
     ip netns del "$NS"
   fi
-  if ip link show "$VETH_MAIN" >/dev/null 2>&1; then say "deleting $VETH_MAIN"; ip link del "$VETH_MAIN"; fi
+  if findmnt -n "$UTS_NS" >/dev/null 2>&1; then umount "$UTS_NS"; fi
+  rm -f "$UTS_NS" "$RUN/dockerd.started-with"
+  if ip link show "$VETH_MAIN" >/dev/null 2>&1; then say "deleting $VETH_MAIN"; ip link del "$VETH_MAIN" 2>/dev/null || true; fi
   rm -f "$SOCK"
   say "down (state kept in $STATE; the main Docker daemon was not touched)"
 }
