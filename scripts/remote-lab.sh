@@ -7,11 +7,12 @@
 #   scripts/remote-lab.sh purge    down, then delete its state, the client key and the ssh Include
 #
 # Host `labb`: network namespace labb, veth vlabb0 10.201.0.1/30 (main) <-> vlabb1 10.201.0.2/30
-# (labb); inside it (its network + UTS namespaces, via nsenter) a dockerd with its own socket/data/exec root and a simulated NVIDIA device
-# driver, an sshd on 10.201.0.2:22 for account labctl-remote (DOCKER_HOST set to that dockerd),
-# and the lab registry (main 127.0.0.1:5000) forwarded to labb's 127.0.0.1:5000 so image
-# references are identical on both hosts. The main Docker daemon is never touched.
-# Needs root. Writes build/remote-lab/hosts.yaml in the checkout.
+# (labb). Inside its network and UTS namespaces (hostname labb): a dockerd with its own socket,
+# data/exec root, daemon.json and a simulated NVIDIA device driver; an sshd on 10.201.0.2:22 for
+# account labctl-remote (DOCKER_HOST set to that dockerd); and the lab registry (main
+# 127.0.0.1:5000) forwarded to labb's 127.0.0.1:5000, so image references are identical on both
+# hosts. The main Docker daemon is never touched. Needs root. Writes build/remote-lab/hosts.yaml
+# in the checkout. Namespaces and processes do not survive a reboot: run it again after one.
 set -euo pipefail
 
 REPO=$(cd "$(dirname "$0")/.." && pwd)
