@@ -67,3 +67,11 @@ bench-client: $(STAMP)
 .PHONY: sim-lab
 sim-lab: docker-lab
 	bash scripts/sim-lab.sh
+
+.PHONY: remote-lab remote-lab-down
+# A second, simulated Docker host (netns labb, reached over SSH): scripts/remote-lab.sh; see its header.
+remote-lab: docker-lab
+	bash scripts/remote-lab.sh
+
+remote-lab-down:
+	bash scripts/remote-lab.sh down
