@@ -28,7 +28,7 @@ check: $(STAMP)
 	$(VENV)/bin/ruff check labctl tests scripts
 	$(PY) -m mypy --strict labctl
 
-test: $(STAMP) check docker-lab harness-image test-deps
+test: $(STAMP) check docker-lab harness-image sim-lab remote-lab test-deps
 	$(PY) -m pytest -q
 
 # The unit tier: the pure core, in-process, no Docker, in seconds.

@@ -154,13 +154,8 @@ install_file() {  # SRC DEST MODE: copy when different, say so
 }
 
 ensure_gpu_sim() {
-  local smi=$REPO/scripts/sim/nvidia-smi
-  if [ ! -f "$smi" ]; then
-    smi=$REPO/scripts/remote/nvidia-smi-placeholder
-    say "scripts/sim/nvidia-smi not in this checkout: using the placeholder scripts/remote/nvidia-smi-placeholder"
-  fi
-  install_file "$REPO/scripts/remote/nvidia-container-runtime-hook" "$BIN/nvidia-container-runtime-hook" 0755
-  install_file "$smi" "$BIN/nvidia-smi" 0755
+  install_file "$REPO/scripts/sim/nvidia-container-runtime-hook" "$BIN/nvidia-container-runtime-hook" 0755
+  install_file "$REPO/scripts/sim/nvidia-smi" "$BIN/nvidia-smi" 0755
   install_file "$REPO/scripts/remote/gpus-labb.json" "$GPUS" 0644
   # Run from a copy, so a checkout that moves or goes away does not matter to a running lab.
   install_file "$REPO/scripts/remote/forward.py" "$STATE/forward.py" 0755

@@ -37,7 +37,7 @@ async def pipe(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> No
 async def handle(target: tuple[str, int], client_r: asyncio.StreamReader, client_w: asyncio.StreamWriter) -> None:
     try:
         upstream_r, upstream_w = await asyncio.wait_for(asyncio.open_connection(*target), timeout=10)
-    except (OSError, asyncio.TimeoutError) as exc:
+    except (TimeoutError, OSError) as exc:
         print(f"forward: cannot reach {target[0]}:{target[1]}: {exc}", file=sys.stderr, flush=True)
         client_w.close()
         return

@@ -33,10 +33,12 @@ NVIDIA_SMI = ["/var/lib/labctl-labb/bin/nvidia-smi", "--sim-config", "/var/lib/l
 REGISTRY = "127.0.0.1:5000"
 BASE_REPOSITORY = "labctl/base"
 BASE_TAG = "bookworm"
-MANIFEST_TYPES = ", ".join([
-    "application/vnd.docker.distribution.manifest.v2+json",
-    "application/vnd.oci.image.manifest.v1+json",
-])
+MANIFEST_TYPES = ", ".join(
+    [
+        "application/vnd.docker.distribution.manifest.v2+json",
+        "application/vnd.oci.image.manifest.v1+json",
+    ]
+)
 COMPOSE_PORT = 18431  # inside labb
 FORWARD_SERVER_PORT = 18433  # inside labb
 IN_CI = os.environ.get("CI") == "true"
@@ -48,10 +50,12 @@ def _missing(reason: str) -> None:
     pytest.skip(f"SKIPPED LOUDLY: {reason}; run `make remote-lab` (as root) to test the SSH-reached host")
 
 
-def run(*args: str, timeout: float = 60, env: dict[str, str] | None = None,
-        check: bool = True) -> subprocess.CompletedProcess[str]:
-    proc = subprocess.run(list(args), capture_output=True, text=True, timeout=timeout,
-                          env={**os.environ, **(env or {})})
+def run(
+    *args: str, timeout: float = 60, env: dict[str, str] | None = None, check: bool = True
+) -> subprocess.CompletedProcess[str]:
+    proc = subprocess.run(
+        list(args), capture_output=True, text=True, timeout=timeout, env={**os.environ, **(env or {})}
+    )
     if check and proc.returncode != 0:
         raise AssertionError(f"{' '.join(args)} exited {proc.returncode}\nstdout: {proc.stdout}\nstderr: {proc.stderr}")
     return proc
@@ -86,8 +90,9 @@ def free_loopback_port() -> int:
 
 
 def registry_digest(repository: str, reference: str) -> str | None:
-    request = urllib.request.Request(f"http://{REGISTRY}/v2/{repository}/manifests/{reference}",
-                                     method="HEAD", headers={"Accept": MANIFEST_TYPES})
+    request = urllib.request.Request(
+        f"http://{REGISTRY}/v2/{repository}/manifests/{reference}", method="HEAD", headers={"Accept": MANIFEST_TYPES}
+    )
     try:
         with urllib.request.urlopen(request, timeout=5) as response:
             digest: str | None = response.headers.get("Docker-Content-Digest")
@@ -175,8 +180,10 @@ def test_registry_pull_by_digest_inside_labb(labb: str) -> None:
 
 
 def compose_text(image: str, port: int, token: str) -> str:
-    serve = (f"mkdir -p /srv && echo {token} > /srv/token && "
-             f"exec python3 -m http.server {port} --bind 127.0.0.1 --directory /srv")
+    serve = (
+        f"mkdir -p /srv && echo {token} > /srv/token && "
+        f"exec python3 -m http.server {port} --bind 127.0.0.1 --directory /srv"
+    )
     return f"""services:
   web:
     image: {image}
@@ -192,8 +199,16 @@ def compose_text(image: str, port: int, token: str) -> str:
 
 
 def project_containers(project: str, *docker_args: str) -> list[str]:
-    out = run("docker", *docker_args, "ps", "-a", "--filter", f"label=com.docker.compose.project={project}",
-              "--format", "{{.Names}}").stdout
+    out = run(
+        "docker",
+        *docker_args,
+        "ps",
+        "-a",
+        "--filter",
+        f"label=com.docker.compose.project={project}",
+        "--format",
+        "{{.Names}}",
+    ).stdout
     return out.split()
 
 
@@ -210,9 +225,14 @@ def test_compose_up_and_down_over_ssh_with_host_networking(base_image: str, tmp_
         assert project_containers(project) == [], "the project started on the main daemon"
         # Bound to labb's loopback: the main namespace's 127.0.0.1 does not reach it.
         assert not serves_token(f"http://127.0.0.1:{COMPOSE_PORT}/token", token)
-        inside = run("ssh", SSH_TARGET, "python3", "-c",
-                     f"\"import urllib.request; print(urllib.request.urlopen('http://127.0.0.1:{COMPOSE_PORT}/token').read().decode())\"",
-                     timeout=20).stdout
+        inside = run(
+            "ssh",
+            SSH_TARGET,
+            "python3",
+            "-c",
+            f"\"import urllib.request; print(urllib.request.urlopen('http://127.0.0.1:{COMPOSE_PORT}/token').read().decode())\"",
+            timeout=20,
+        ).stdout
         assert inside.strip() == token
     finally:
         down = run(*compose, "down", "--remove-orphans", env=env, timeout=120, check=False)
@@ -225,10 +245,20 @@ def labb_server(base_image: str) -> Iterator[str]:
     """A server bound to 127.0.0.1 inside labb; yields the token it serves at /token."""
     name = f"remotetest-fwd-{uuid.uuid4().hex[:8]}"
     token = uuid.uuid4().hex
-    remote_docker("run", "-d", "--name", name, "--network", "host", base_image, "sh", "-c",
-                  f"mkdir -p /srv && echo {token} > /srv/token && "
-                  f"exec python3 -m http.server {FORWARD_SERVER_PORT} --bind 127.0.0.1 --directory /srv",
-                  timeout=180)
+    remote_docker(
+        "run",
+        "-d",
+        "--name",
+        name,
+        "--network",
+        "host",
+        base_image,
+        "sh",
+        "-c",
+        f"mkdir -p /srv && echo {token} > /srv/token && "
+        f"exec python3 -m http.server {FORWARD_SERVER_PORT} --bind 127.0.0.1 --directory /srv",
+        timeout=180,
+    )
     try:
         yield token
     finally:
@@ -238,8 +268,19 @@ def labb_server(base_image: str) -> Iterator[str]:
 def test_ssh_forward_reaches_a_server_on_labb_loopback(labb_server: str) -> None:
     port = free_loopback_port()
     tunnel = subprocess.Popen(
-        ["ssh", "-N", "-o", "ExitOnForwardFailure=yes", "-L", f"127.0.0.1:{port}:127.0.0.1:{FORWARD_SERVER_PORT}", SSH_TARGET],
-        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        [
+            "ssh",
+            "-N",
+            "-o",
+            "ExitOnForwardFailure=yes",
+            "-L",
+            f"127.0.0.1:{port}:127.0.0.1:{FORWARD_SERVER_PORT}",
+            SSH_TARGET,
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:
         deadline = time.monotonic() + 20
         body, last_error = "", ""
@@ -260,6 +301,19 @@ def test_ssh_forward_reaches_a_server_on_labb_loopback(labb_server: str) -> None
 
 def test_simulated_gpu_device_request_starts_on_labb(base_image: str) -> None:
     name = f"remotetest-gpu-{uuid.uuid4().hex[:8]}"
-    out = remote_docker("run", "--rm", "--name", name, "--network", "host", "--gpus", "device=0", base_image,
-                        "sh", "-c", "echo $NVIDIA_VISIBLE_DEVICES", timeout=120).stdout
+    out = remote_docker(
+        "run",
+        "--rm",
+        "--name",
+        name,
+        "--network",
+        "host",
+        "--gpus",
+        "device=0",
+        base_image,
+        "sh",
+        "-c",
+        "echo $NVIDIA_VISIBLE_DEVICES",
+        timeout=120,
+    ).stdout
     assert out.strip() == "0"

@@ -11,6 +11,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -40,27 +41,61 @@ UUID_RE = re.compile(r"^GPU-[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9
 H100 = "Simulated NVIDIA H100 80GB HBM3"
 GB10 = "Simulated NVIDIA GB10"
 
-ALL_GPU_FIELDS = ["index", "name", "uuid", "driver_version", "memory.total", "memory.used", "memory.free",
-                  "utilization.gpu", "power.draw", "clocks.sm", "temperature.gpu", "compute_cap"]
-HEADERS = {"memory.total": "memory.total [MiB]", "memory.used": "memory.used [MiB]", "memory.free": "memory.free [MiB]",
-           "utilization.gpu": "utilization.gpu [%]", "power.draw": "power.draw [W]",
-           "clocks.sm": "clocks.current.sm [MHz]"}
-UNITS = {"memory.total": " MiB", "memory.used": " MiB", "memory.free": " MiB", "utilization.gpu": " %",
-         "power.draw": " W", "clocks.sm": " MHz"}
+ALL_GPU_FIELDS = [
+    "index",
+    "name",
+    "uuid",
+    "driver_version",
+    "memory.total",
+    "memory.used",
+    "memory.free",
+    "utilization.gpu",
+    "power.draw",
+    "clocks.sm",
+    "temperature.gpu",
+    "compute_cap",
+]
+HEADERS = {
+    "memory.total": "memory.total [MiB]",
+    "memory.used": "memory.used [MiB]",
+    "memory.free": "memory.free [MiB]",
+    "utilization.gpu": "utilization.gpu [%]",
+    "power.draw": "power.draw [W]",
+    "clocks.sm": "clocks.current.sm [MHz]",
+}
+UNITS = {
+    "memory.total": " MiB",
+    "memory.used": " MiB",
+    "memory.free": " MiB",
+    "utilization.gpu": " %",
+    "power.draw": " W",
+    "clocks.sm": " MHz",
+}
 
 
 # ---------------------------------------------------------------- the stand-in, anywhere
 
+
 def h100_config(**top: object) -> dict:
     gpu = {"name": H100, "memory_total_mib": 81559, "memory_used_mib": 0, "unified_memory": False, "compute_cap": "9.0"}
-    return {"host": "sim-h100", "driver_version": "570.124.06", "cuda_version": "12.8",
-            "gpus": [dict(gpu), dict(gpu)], "processes": [], **top}
+    return {
+        "host": "sim-h100",
+        "driver_version": "570.124.06",
+        "cuda_version": "12.8",
+        "gpus": [dict(gpu), dict(gpu)],
+        "processes": [],
+        **top,
+    }
 
 
 def gb10_config() -> dict:
-    return {"host": "sim-gb10", "driver_version": "580.95.05", "cuda_version": "13.0",
-            "gpus": [{"name": GB10, "unified_memory": True, "compute_cap": "12.1", "power_limit_w": None}],
-            "processes": [{"gpu_index": 0, "pid": 114687, "process_name": "python3", "used_memory_mib": 19135}]}
+    return {
+        "host": "sim-gb10",
+        "driver_version": "580.95.05",
+        "cuda_version": "13.0",
+        "gpus": [{"name": GB10, "unified_memory": True, "compute_cap": "12.1", "power_limit_w": None}],
+        "processes": [{"gpu_index": 0, "pid": 114687, "process_name": "python3", "used_memory_mib": 19135}],
+    }
 
 
 @pytest.fixture
@@ -72,7 +107,9 @@ def cfg(tmp_path: Path):
         path.write_text(json.dumps(data))
 
     def smi(*args: str, expect: int = 0) -> str:
-        proc = subprocess.run([str(STANDIN), "--sim-config", str(path), *args], capture_output=True, text=True, timeout=20)
+        proc = subprocess.run(
+            [str(STANDIN), "--sim-config", str(path), *args], capture_output=True, text=True, timeout=20
+        )
         assert proc.returncode == expect, (args, proc.returncode, proc.stdout, proc.stderr)
         return proc.stdout
 
@@ -105,7 +142,9 @@ def test_inventory_query_with_header_mirrors_real_format(cfg) -> None:
     assert first[3:] == ["81559 MiB", "0 MiB", "81559 MiB", "570.124.06"]
 
 
-@pytest.mark.parametrize("fmt", ["csv", "csv,noheader", "csv,nounits", "csv,noheader,nounits", "csv, nounits ,noheader"])
+@pytest.mark.parametrize(
+    "fmt", ["csv", "csv,noheader", "csv,nounits", "csv,noheader,nounits", "csv, nounits ,noheader"]
+)
 def test_every_gpu_field_in_every_format(cfg, fmt: str) -> None:
     out = cfg("--query-gpu=" + ",".join(ALL_GPU_FIELDS), f"--format={fmt}")
     lines = out.splitlines()
@@ -116,7 +155,7 @@ def test_every_gpu_field_in_every_format(cfg, fmt: str) -> None:
         assert [h.strip() for h in lines.pop(0).split(",")] == [HEADERS.get(f, f) for f in ALL_GPU_FIELDS]
     assert len(lines) == 2
     for line in lines:
-        values = dict(zip(ALL_GPU_FIELDS, (p.strip() for p in line.split(","))))
+        values = dict(zip(ALL_GPU_FIELDS, (p.strip() for p in line.split(",")), strict=False))
         assert len(values) == len(ALL_GPU_FIELDS)
         for field, unit in UNITS.items():
             if units:
@@ -133,14 +172,20 @@ def test_every_gpu_field_in_every_format(cfg, fmt: str) -> None:
 
 def test_compute_apps_and_memory_used_counts_processes(cfg) -> None:
     assert cfg("--query-compute-apps=gpu_uuid,pid,process_name,used_memory", "--format=csv,noheader") == ""
-    assert cfg("--query-compute-apps=gpu_uuid,pid,process_name,used_memory", "--format=csv") == \
-        "gpu_uuid, pid, process_name, used_gpu_memory [MiB]\n"
-    cfg.write(h100_config(processes=[{"gpu_index": 1, "pid": 4242, "process_name": "python3", "used_memory_mib": 30000}]))
+    assert (
+        cfg("--query-compute-apps=gpu_uuid,pid,process_name,used_memory", "--format=csv")
+        == "gpu_uuid, pid, process_name, used_gpu_memory [MiB]\n"
+    )
+    cfg.write(
+        h100_config(processes=[{"gpu_index": 1, "pid": 4242, "process_name": "python3", "used_memory_mib": 30000}])
+    )
     uuids = [r[1] for r in rows(cfg("--query-gpu=index,uuid", "--format=csv,noheader"))]
-    assert rows(cfg("--query-compute-apps=gpu_uuid,pid,process_name,used_memory", "--format=csv,noheader")) == \
-        [[uuids[1], "4242", "python3", "30000 MiB"]]
-    assert rows(cfg("--query-compute-apps=gpu_uuid,pid,process_name,used_memory", "--format=csv,noheader,nounits")) == \
-        [[uuids[1], "4242", "python3", "30000"]]
+    assert rows(cfg("--query-compute-apps=gpu_uuid,pid,process_name,used_memory", "--format=csv,noheader")) == [
+        [uuids[1], "4242", "python3", "30000 MiB"]
+    ]
+    assert rows(cfg("--query-compute-apps=gpu_uuid,pid,process_name,used_memory", "--format=csv,noheader,nounits")) == [
+        [uuids[1], "4242", "python3", "30000"]
+    ]
     mem = rows(cfg("--query-gpu=memory.used,memory.free", "--format=csv,noheader,nounits"))
     assert mem == [["0", "81559"], ["30000", "51559"]]
     # -i filters the process list to that GPU.
@@ -154,8 +199,10 @@ def test_edits_to_the_config_are_reflected(cfg) -> None:
     data["cuda_version"] = "13.0"
     data["processes"] = [{"gpu_index": 0, "pid": 77, "process_name": "vllm", "used_memory_mib": 1000}]
     cfg.write(data)
-    assert rows(cfg("--query-gpu=memory.used,driver_version", "--format=csv,noheader")) == \
-        [["2234 MiB", "580.95.05"], ["0 MiB", "580.95.05"]]
+    assert rows(cfg("--query-gpu=memory.used,driver_version", "--format=csv,noheader")) == [
+        ["2234 MiB", "580.95.05"],
+        ["0 MiB", "580.95.05"],
+    ]
     assert "CUDA Version: 13.0" in cfg()
     assert "Driver Version: 580.95.05" in cfg()
 
@@ -185,7 +232,9 @@ def test_list_gpus_and_id_selection(cfg) -> None:
 
 
 def test_plain_output_layout(cfg) -> None:
-    cfg.write(h100_config(processes=[{"gpu_index": 0, "pid": 4242, "process_name": "python3", "used_memory_mib": 30000}]))
+    cfg.write(
+        h100_config(processes=[{"gpu_index": 0, "pid": 4242, "process_name": "python3", "used_memory_mib": 30000}])
+    )
     out = cfg()
     m = re.search(r"CUDA Version: (\d+\.\d+)", out)
     assert m and m.group(1) == "12.8"
@@ -216,7 +265,10 @@ def test_names_always_say_simulated(cfg) -> None:
 
 
 def test_errors_look_like_the_real_tool(cfg, tmp_path: Path) -> None:
-    assert cfg("--query-gpu=cuda_version", "--format=csv", expect=2) == 'Field "cuda_version" is not a valid field to query.\n'
+    assert (
+        cfg("--query-gpu=cuda_version", "--format=csv", expect=2)
+        == 'Field "cuda_version" is not a valid field to query.\n'
+    )
     assert "Invalid combination" in cfg("--query-gpu=index", expect=2)
     proc = subprocess.run([str(STANDIN), "-L"], capture_output=True, text=True, env={"PATH": os.environ["PATH"]})
     assert proc.returncode == 9 and "LABCTL_SIM_GPU_CONFIG" in proc.stdout
@@ -232,18 +284,24 @@ def test_config_from_environment_and_debian_python(cfg) -> None:
 def test_labctl_reads_the_stand_in(cfg, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """labctl's own nvidia-smi readers, pointed at the stand-in through PATH."""
     try:
-        from labctl import gpu
+        from labctl.host import gpu
     except ImportError as exc:  # the module moved: this test must follow it
-        pytest.fail(f"labctl.gpu not importable ({exc}): update this test to labctl's nvidia-smi reader", pytrace=False)
-    cfg.write(h100_config(processes=[{"gpu_index": 1, "pid": 4242, "process_name": "python3", "used_memory_mib": 30000}]))
+        pytest.fail(
+            f"labctl.host.gpu not importable ({exc}): update this test to labctl's nvidia-smi reader", pytrace=False
+        )
+    cfg.write(
+        h100_config(processes=[{"gpu_index": 1, "pid": 4242, "process_name": "python3", "used_memory_mib": 30000}])
+    )
     bindir = tmp_path / "bin"
     bindir.mkdir()
     (bindir / "nvidia-smi").symlink_to(STANDIN)
     monkeypatch.setenv("PATH", f"{bindir}{os.pathsep}{os.environ['PATH']}")
     monkeypatch.setenv("LABCTL_SIM_GPU_CONFIG", str(cfg.path))
     found = gpu.list_gpus()
-    assert [(g.index, g.name, g.driver, g.memory_used_mib) for g in found] == \
-        [("0", H100, "570.124.06", "0 MiB"), ("1", H100, "570.124.06", "30000 MiB")]
+    assert [(g.index, g.name, g.driver, g.memory_used_mib) for g in found] == [
+        ("0", H100, "570.124.06", "0 MiB"),
+        ("1", H100, "570.124.06", "30000 MiB"),
+    ]
     assert gpu.foreign_processes() == {found[1].uuid: ["pid 4242 python3 (30000 MiB)"]}
 
 
@@ -258,12 +316,19 @@ def test_hook_is_a_no_op_that_exits_zero(tmp_path: Path) -> None:
     assert proc.returncode == 0 and proc.stdout == ""
     assert "simtest-abc NVIDIA_VISIBLE_DEVICES=1" in log.read_text()
     # Garbage on stdin and no log: still exit 0 (a hook failure would stop the container).
-    proc = subprocess.run([str(HOOK), "prestart"], input="not json", capture_output=True, text=True,
-                          env={"PATH": os.environ["PATH"]}, timeout=20)
+    proc = subprocess.run(
+        [str(HOOK), "prestart"],
+        input="not json",
+        capture_output=True,
+        text=True,
+        env={"PATH": os.environ["PATH"]},
+        timeout=20,
+    )
     assert proc.returncode == 0
 
 
 # ---------------------------------------------------------------- the sim daemons (make sim-lab)
+
 
 def _missing(reason: str) -> None:
     if IN_CI:
@@ -285,8 +350,9 @@ def compose(host: str | None, project: str, *args: str, timeout: float = 120) ->
     env = {k: v for k, v in os.environ.items() if k not in ("DOCKER_HOST", "DOCKER_CONTEXT")}
     if host is not None:
         env["DOCKER_HOST"] = f"unix://{SOCKETS[host]}"
-    return subprocess.run(["docker", "compose", "-p", project, *args], capture_output=True, text=True, env=env,
-                          timeout=timeout)
+    return subprocess.run(
+        ["docker", "compose", "-p", project, *args], capture_output=True, text=True, env=env, timeout=timeout
+    )
 
 
 @pytest.fixture(scope="module")
@@ -301,19 +367,36 @@ def sim_lab() -> dict:
         if docker(host, "image", "inspect", IMAGE, check=False).returncode != 0:
             if docker(None, "image", "inspect", IMAGE, check=False).returncode != 0:
                 _missing(f"{IMAGE} is in neither the main daemon nor {host}'s")
-            subprocess.run(f"docker save {IMAGE} | docker -H unix://{sock} load -q", shell=True, check=True,
-                           capture_output=True, timeout=300)
+            subprocess.run(
+                f"docker save {IMAGE} | docker -H unix://{sock} load -q",
+                shell=True,
+                check=True,
+                capture_output=True,
+                timeout=300,
+            )
     if not HOSTS_FILE.exists():
         _missing(f"{HOSTS_FILE} is absent (make sim-lab writes it into the checkout it runs from)")
     import yaml
+
     return yaml.safe_load(HOSTS_FILE.read_text())
 
 
 def visible_devices(host: str, *run_args: str) -> str:
     name = f"simtest-{uuidlib.uuid4().hex[:10]}"
     try:
-        out = docker(host, "run", "--name", name, "--network", "host", *run_args, IMAGE,
-                     "sh", "-c", 'echo "$NVIDIA_VISIBLE_DEVICES"').stdout.strip()
+        out = docker(
+            host,
+            "run",
+            "--name",
+            name,
+            "--network",
+            "host",
+            *run_args,
+            IMAGE,
+            "sh",
+            "-c",
+            'echo "$NVIDIA_VISIBLE_DEVICES"',
+        ).stdout.strip()
         cid = docker(host, "inspect", "-f", "{{.Id}}", name).stdout.strip()
     finally:
         docker(host, "rm", "-f", name, check=False)
@@ -332,8 +415,15 @@ def test_hosts_file_and_each_hosts_nvidia_smi(sim_lab: dict) -> None:
         assert entry["simulated"] is True and entry["docker"] == f"unix://{SOCKETS[name]}"
         cmd = entry["nvidia_smi"]
         assert cmd[0] == str(SIM_BIN / "nvidia-smi") and MARKER in Path(cmd[0]).read_text()
-        got = rows(subprocess.run([*cmd, "--query-gpu=index,name,memory.total,driver_version", "--format=csv,noheader"],
-                                  capture_output=True, text=True, check=True, timeout=20).stdout)
+        got = rows(
+            subprocess.run(
+                [*cmd, "--query-gpu=index,name,memory.total,driver_version", "--format=csv,noheader"],
+                capture_output=True,
+                text=True,
+                check=True,
+                timeout=20,
+            ).stdout
+        )
         count, gpu_name, total = expected[name]
         assert got == [[str(i), gpu_name, total, "580.95.05"] for i in range(count)]
         plain = subprocess.run(cmd, capture_output=True, text=True, check=True, timeout=20).stdout
@@ -375,8 +465,9 @@ def test_compose_device_reservations_start(sim_lab: dict, tmp_path: Path) -> Non
     try:
         proc = compose("sim-h100", project, "--project-directory", str(tmp_path), "up", "--no-color", "--no-log-prefix")
         assert proc.returncode == 0, proc.stderr
-        assert re.findall(r"(ids|count)=(\S*)", proc.stdout) and \
-            dict(re.findall(r"(ids|count)=(\S*)", proc.stdout)) == {"ids": "1", "count": "0"}
+        assert re.findall(r"(ids|count)=(\S*)", proc.stdout) and dict(
+            re.findall(r"(ids|count)=(\S*)", proc.stdout)
+        ) == {"ids": "1", "count": "0"}
     finally:
         compose("sim-h100", project, "--project-directory", str(tmp_path), "down")
 
@@ -387,7 +478,9 @@ def test_main_daemon_still_refuses_gpus(sim_lab: dict, tmp_path: Path) -> None:
         _missing("the main Docker daemon does not answer")
     name = f"simtest-{uuidlib.uuid4().hex[:10]}"
     try:
-        proc = docker(None, "run", "--rm", "--name", name, "--network", "host", "--gpus", "1", IMAGE, "true", check=False)
+        proc = docker(
+            None, "run", "--rm", "--name", name, "--network", "host", "--gpus", "1", IMAGE, "true", check=False
+        )
     finally:
         docker(None, "rm", "-f", name, check=False)
     assert proc.returncode != 0 and "could not select device driver" in proc.stderr
@@ -426,18 +519,19 @@ def test_sim_hosts_share_the_loopback_registry(sim_lab: dict, tmp_path: Path) ->
         digest = docker("sim-h100", "image", "inspect", "-f", "{{index .RepoDigests 0}}", ref).stdout.strip()
         assert digest.startswith(f"{REGISTRY}/labctl/simtest-tiny@sha256:")
         docker("sim-gb10", "pull", "-q", digest)
-        assert docker("sim-gb10", "image", "inspect", "-f", "{{.Id}}", digest).stdout.strip() == \
-            docker("sim-h100", "image", "inspect", "-f", "{{.Id}}", ref).stdout.strip()
+        assert (
+            docker("sim-gb10", "image", "inspect", "-f", "{{.Id}}", digest).stdout.strip()
+            == docker("sim-h100", "image", "inspect", "-f", "{{.Id}}", ref).stdout.strip()
+        )
     finally:
         docker("sim-h100", "rmi", "-f", ref, check=False)
         if digest:
             docker("sim-gb10", "rmi", "-f", digest, check=False)
-            req = urllib.request.Request(f"http://{REGISTRY}/v2/labctl/simtest-tiny/manifests/{digest.split('@')[1]}",
-                                         method="DELETE")
-            try:
+            req = urllib.request.Request(
+                f"http://{REGISTRY}/v2/labctl/simtest-tiny/manifests/{digest.split('@')[1]}", method="DELETE"
+            )
+            with contextlib.suppress(OSError):
                 urllib.request.urlopen(req, timeout=5)
-            except OSError:
-                pass
 
 
 def test_sim_lab_refuses_on_a_host_with_real_nvidia_tools(tmp_path: Path) -> None:
@@ -449,7 +543,8 @@ def test_sim_lab_refuses_on_a_host_with_real_nvidia_tools(tmp_path: Path) -> Non
     (fake / "nvidia-smi").write_text("#!/bin/sh\necho 'NVIDIA-SMI 580.95.05'\n")
     (fake / "nvidia-smi").chmod(0o755)
     env = {**os.environ, "PATH": f"{fake}{os.pathsep}{os.environ['PATH']}"}
-    proc = subprocess.run(["bash", str(REPO / "scripts" / "sim-lab.sh")], capture_output=True, text=True, env=env,
-                          timeout=60)
+    proc = subprocess.run(
+        ["bash", str(REPO / "scripts" / "sim-lab.sh")], capture_output=True, text=True, env=env, timeout=60
+    )
     assert proc.returncode == 1 and "real NVIDIA software" in proc.stderr and str(fake / "nvidia-smi") in proc.stderr
     assert "Nothing was changed" in proc.stderr and proc.stdout == ""
