@@ -75,3 +75,7 @@ remote-lab: docker-lab
 
 remote-lab-down:
 	bash scripts/remote-lab.sh down
+
+# The README's command table, from the CLI's own help.
+readme: $(STAMP)
+	$(PY) -c 'from pathlib import Path; from labctl.cli import app; from labctl.cli.reference import write_readme; print("README.md", "updated" if write_readme(app, Path("README.md")) else "unchanged")'

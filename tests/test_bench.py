@@ -195,7 +195,7 @@ def test_tensorrt_batch_limit_refused_unless_forced(lab: Path, tmp_path: Path) -
         (home / "runs" / run_id / "record.json").write_text(json.dumps(record))
         refused = bench(lab, home, run_id, *SMALL, "--concurrency", "1,4")
         assert refused.code == 2 and "built with max_batch_size 2; concurrency 4 would queue" in refused.stderr
-        forced = bench(lab, home, run_id, *SMALL, "--concurrency", "1,4", "--force", "--json")
+        forced = bench(lab, home, run_id, *SMALL, "--concurrency", "1,4", "--allow-over-batch-limit", "--json")
         assert forced.code == 0, forced.stderr
         levels = json.loads(forced.stdout)["levels"]
         assert "over_max_batch_size" not in levels[0] and levels[1]["over_max_batch_size"] is True

@@ -128,7 +128,7 @@ def check_batch_limits(record: Record, workload: Workload, force: bool) -> int |
         raise BadInput(
             f"run {record.run_id}'s TensorRT engine was built with max_batch_size {limit}; concurrency "
             f"{', '.join(map(str, over))} would queue inside the engine and inflate TTFT. Drop those levels "
-            "(--concurrency) or pass --force (the levels are then marked)."
+            "(--concurrency) or pass --allow-over-batch-limit (the levels are then marked)."
         )
     return limit
 
@@ -217,7 +217,7 @@ def _level(outcome: Any, workload: Workload, limit: int | None) -> dict[str, Any
     if limit is not None and outcome.concurrency > limit:
         level["over_max_batch_size"] = True
         level["warnings"].append(
-            f"concurrency {outcome.concurrency} is above the engine's built max_batch_size {limit} (--force)"
+            f"concurrency {outcome.concurrency} is above the engine's built max_batch_size {limit} (--allow-over-batch-limit)"
         )
     return level
 

@@ -8,11 +8,18 @@ from typing import Annotated, Any
 
 import typer
 
-from labctl.cli.context import out, state, table, warn
+from labctl.cli.context import listing, out, state, table, warn
+from labctl.cli.groups import GroupWithDefault
 
 
 def register(app: typer.Typer) -> None:
-    app.command("bench")(bench)
+    group = typer.Typer(
+        cls=GroupWithDefault, no_args_is_help=True, help="Load tests with fixed workloads: run, list, show."
+    )
+    group.command("run")(run)
+    group.command("list")(list_results)
+    group.command("show")(show)
+    app.add_typer(group, name="bench")
     app.command("workloads")(workloads)
 
 
@@ -27,7 +34,9 @@ def _levels(text: str | None) -> list[int] | None:
         raise BadInput(f"--concurrency {text!r}: expected whole numbers separated by commas, e.g. 1,8,64.") from None
 
 
-def workloads() -> None:
+def workloads(
+    as_json: Annotated[bool, typer.Option("--json", help="Print a JSON list.")] = False,
+) -> None:
     """List the workloads in this lab with their content hashes.
 
     Example: labctl workloads
@@ -39,10 +48,10 @@ def workloads() -> None:
     for name in list_workloads(lab):
         w = load_workload(lab, name)
         rows.append([name, ",".join(map(str, w.spec["concurrency"])), w.sha256[:12], w.spec["description"]])
-    out(table(rows, ["WORKLOAD", "CONCURRENCY", "SHA256", "DESCRIPTION"]))
+    listing(rows, ["WORKLOAD", "CONCURRENCY", "SHA256", "DESCRIPTION"], as_json)
 
 
-def bench(
+def run(
     run_id: Annotated[str | None, typer.Argument(help="A running labctl run (or use --base-url and --model).")] = None,
     workload: Annotated[str | None, typer.Option(help="The workload name (workloads/NAME.yaml).")] = None,
     base_url: Annotated[
@@ -56,44 +65,21 @@ def bench(
     api_key_env: Annotated[str | None, typer.Option(help="Name of the variable holding the API key.")] = None,
     environment_label: Annotated[str, typer.Option(help="Label for an endpoint labctl did not start.")] = "external",
     request_timeout: Annotated[float, typer.Option(help="Seconds one request may take in all.")] = 600.0,
-    force: Annotated[
+    allow_over_batch_limit: Annotated[
         bool, typer.Option(help="Run levels above a TensorRT engine's built max batch size (marked).")
     ] = False,
+    force: Annotated[bool, typer.Option(hidden=True, help="Old spelling of --allow-over-batch-limit.")] = False,
     as_json: Annotated[bool, typer.Option("--json", help="Print the whole result as one JSON document.")] = False,
-    list_run: Annotated[str | None, typer.Option("--list", help="List the bench results of this run.")] = None,
-    show: Annotated[str | None, typer.Option("--show", help="Print this bench result.")] = None,
 ) -> None:
     """Load-test an engine with a fixed workload; results go beside the run's record.
 
-    Example: labctl bench 20261203-015815-a1b2c3 --workload chat-sweep --concurrency 1,8,64
+    Example: labctl bench run 20261203-015815-a1b2c3 --workload chat-sweep --concurrency 1,8,64
     """
-    from labctl.bench.session import BenchRequest, find_result, list_results, run_bench
+    from labctl.bench.session import BenchRequest, run_bench
     from labctl.bench.workloads import load_workload, with_overrides
     from labctl.errors import BadInput
 
     runs = state.runs()
-    if list_run:
-        rows = [
-            [
-                r["bench_id"],
-                r["workload"]["name"],
-                r["workload"]["sha256"][:12],
-                r["status"],
-                ",".join(str(level["concurrency"]) for level in r["levels"]),
-                r["created_at"][:19],
-            ]
-            for r in list_results(runs, list_run)
-        ]
-        out(
-            table(rows, ["BENCH", "WORKLOAD", "SHA256", "STATUS", "LEVELS", "CREATED"])
-            if rows
-            else f"no bench results for run {list_run}"
-        )
-        return
-    if show:
-        result, path = find_result(runs, show)
-        print(json.dumps(result, indent=1)) if as_json else print_result(result, str(path))
-        return
     if not workload:
         raise BadInput("--workload NAME is required (see `labctl workloads`).")
     chosen = with_overrides(load_workload(state.lab(), workload), _levels(concurrency), requests, input_len, output_len)
@@ -103,7 +89,7 @@ def bench(
         base_url=base_url,
         model=model,
         api_key_env=api_key_env,
-        force=force,
+        force=allow_over_batch_limit or force,
         request_timeout=request_timeout,
         environment_label=environment_label,
     )
@@ -198,3 +184,52 @@ def print_result(result: dict[str, Any], path: str) -> None:
     for warning in result.get("warnings", []):
         out(f"warning: {warning}")
     out(f"(ms; TTFT = first token-bearing chunk; TPOT = (e2e-ttft)/(n-1); ITL = pooled chunk gaps)  result: {path}")
+
+
+def list_results(
+    run_id: Annotated[str, typer.Argument(help="The run whose results to list.")],
+    as_json: Annotated[bool, typer.Option("--json", help="Print a JSON list.")] = False,
+) -> None:
+    """List a run's bench results.
+
+    Example: labctl bench list 20261203-015815-a1b2c3
+    """
+    from labctl.bench.session import list_results as results_of
+
+    results = results_of(state.runs(), run_id)
+    if as_json:
+        print(json.dumps([{k: r[k] for k in ("bench_id", "status", "created_at", "workload")} for r in results]))
+        return
+    rows = [
+        [
+            r["bench_id"],
+            r["workload"]["name"],
+            r["workload"]["sha256"][:12],
+            r["status"],
+            ",".join(str(level["concurrency"]) for level in r["levels"]),
+            r["created_at"][:19],
+        ]
+        for r in results
+    ]
+    out(
+        table(rows, ["BENCH", "WORKLOAD", "SHA256", "STATUS", "LEVELS", "CREATED"])
+        if rows
+        else f"no bench results for run {run_id}"
+    )
+
+
+def show(
+    bench_id: Annotated[str, typer.Argument(help="The bench result id.")],
+    as_json: Annotated[bool, typer.Option("--json", help="Print the whole result as JSON.")] = False,
+) -> None:
+    """Print one bench result.
+
+    Example: labctl bench show b20261203-020000-abcdef
+    """
+    from labctl.bench.session import find_result
+
+    result, path = find_result(state.runs(), bench_id)
+    if as_json:
+        print(json.dumps(result, indent=1))
+    else:
+        print_result(result, str(path))

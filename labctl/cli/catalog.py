@@ -6,7 +6,7 @@ from typing import Annotated
 
 import typer
 
-from labctl.cli.context import out, state, table, warn
+from labctl.cli.context import listing, out, state, warn
 
 
 def register(app: typer.Typer) -> None:
@@ -16,7 +16,9 @@ def register(app: typer.Typer) -> None:
     app.command("render")(render)
 
 
-def engines() -> None:
+def engines(
+    as_json: Annotated[bool, typer.Option("--json", help="Print a JSON list.")] = False,
+) -> None:
     """List the engines this lab knows.
 
     Example: labctl engines
@@ -34,11 +36,12 @@ def engines() -> None:
             else ("any NVIDIA" if not spec["gpu"]["archs"] else ",".join(spec["gpu"]["archs"]))
         )
         rows.append([name, spec["title"], spec["image"], str(engine.default_port), gpu, spec["auth"]["kind"]])
-    out(table(rows, ["ENGINE", "TITLE", "IMAGE", "PORT", "GPU", "AUTH"]))
+    listing(rows, ["ENGINE", "TITLE", "IMAGE", "PORT", "GPU", "AUTH"], as_json)
 
 
 def profiles(
     engine: Annotated[str | None, typer.Argument(help="Only this engine's profiles.")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print a JSON list.")] = False,
 ) -> None:
     """List launch profiles with their pinning and support-matrix status.
 
@@ -63,7 +66,7 @@ def profiles(
             support = "supported" if profile.support_problem is None else "UNSUPPORTED"
             pin = "pinned" if profile.pinned else "UNPINNED"
             rows.append([engine_name, name, f"{model['id']}@{model['revision']}", pin, support])
-    out(table(rows, ["ENGINE", "PROFILE", "MODEL@REVISION", "IMAGE", "SUPPORT"]))
+    listing(rows, ["ENGINE", "PROFILE", "MODEL@REVISION", "IMAGE", "SUPPORT"], as_json)
 
 
 def validate(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import sys
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -44,3 +45,14 @@ def table(rows: list[list[str]], header: list[str]) -> str:
     widths = [max(len(str(r[i])) for r in [header, *rows]) for i in range(len(header))]
     lines = ["  ".join(str(c).ljust(w) for c, w in zip(r, widths, strict=False)).rstrip() for r in [header, *rows]]
     return "\n".join(lines)
+
+
+def listing(rows: list[list[str]], header: list[str], as_json: bool, empty: str = "") -> None:
+    """A table for people, or with --json one object per row keyed by the lower-cased column names."""
+    if as_json:
+        keys = [h.lower().replace("/", "_").replace("@", "_at_").replace(" ", "_") for h in header]
+        print(json.dumps([dict(zip(keys, row, strict=True)) for row in rows]))
+    elif rows or not empty:
+        out(table(rows, header))
+    else:
+        out(empty)

@@ -8,11 +8,18 @@ from typing import Annotated, Any
 
 import typer
 
-from labctl.cli.context import out, state, table, warn
+from labctl.cli.context import listing, out, state, table, warn
+from labctl.cli.groups import GroupWithDefault
 
 
 def register(app: typer.Typer) -> None:
-    app.command("eval")(evaluate)
+    group = typer.Typer(
+        cls=GroupWithDefault, no_args_is_help=True, help="Quality suites against a run: run, list, diff."
+    )
+    group.command("run")(evaluate)
+    group.command("list")(list_evaluations)
+    group.command("diff")(diff_evaluations)
+    app.add_typer(group, name="eval")
     app.command("suites")(suites)
     app.command("compare")(compare)
     app.command("report")(report)
@@ -23,6 +30,7 @@ def suites(
     answer_map: Annotated[
         bool, typer.Option(help="Print the suite's reference answers as the harness engine's --answers JSON.")
     ] = False,
+    as_json: Annotated[bool, typer.Option("--json", help="Print a JSON list.")] = False,
 ) -> None:
     """List quality suites with their versions, or print one suite's answer map for the harness engine.
 
@@ -36,14 +44,19 @@ def suites(
         if answer_map:
             print(json.dumps(suite.answer_map(), indent=1))
             return
-        out(f"{suite.name} {suite.full_version}: {suite.description}")
-        out(table([[c.id, c.check["kind"], c.prompt[:70]] for c in suite.cases], ["CASE", "CHECK", "PROMPT"]))
+        if not as_json:
+            out(f"{suite.name} {suite.full_version}: {suite.description}")
+        listing(
+            [[c.id, c.check["kind"], c.prompt if as_json else c.prompt[:70]] for c in suite.cases],
+            ["CASE", "CHECK", "PROMPT"],
+            as_json,
+        )
         return
     rows = []
     for suite_name in list_suites(lab):
         suite = load_suite(lab, suite_name)
         rows.append([suite.name, suite.full_version, str(len(suite.cases)), suite.description])
-    out(table(rows, ["SUITE", "VERSION", "CASES", "DESCRIPTION"]))
+    listing(rows, ["SUITE", "VERSION", "CASES", "DESCRIPTION"], as_json)
 
 
 def evaluate(
@@ -56,46 +69,17 @@ def evaluate(
     concurrency: Annotated[int, typer.Option(help="Cases asked at once.")] = 8,
     timeout: Annotated[float, typer.Option(help="Seconds one answer may take.")] = 300.0,
     as_json: Annotated[bool, typer.Option("--json", help="Print the whole result as JSON.")] = False,
-    diff: Annotated[
-        tuple[str, str] | None, typer.Option("--diff", help="Two evaluation ids: list the cases that flipped.")
-    ] = None,
-    list_run: Annotated[str | None, typer.Option("--list", help="List the evaluations of this run.")] = None,
 ) -> None:
     """Run a quality suite against a run; verdicts are stored beside its record.
 
-    Example: labctl eval 20261203-015815-a1b2c3 --suite coding
+    Example: labctl eval run 20261203-015815-a1b2c3 --suite coding
     """
     from labctl.bench.session import BenchRequest
     from labctl.errors import BadInput
-    from labctl.quality.evaluate import diff_evals, find_eval, list_evals, run_eval
+    from labctl.quality.evaluate import run_eval
     from labctl.quality.suites import load_suite
 
     runs = state.runs()
-    if diff:
-        flips = diff_evals(find_eval(runs, diff[0]), find_eval(runs, diff[1]))
-        if as_json:
-            print(json.dumps(flips))
-        elif flips:
-            out(
-                table(
-                    [[f["id"], f["was"], f["now"], f["reason"][:80]] for f in flips],
-                    ["CASE", "WAS", "NOW", "REASON NOW"],
-                )
-            )
-        else:
-            out("no case flipped")
-        return
-    if list_run:
-        rows = [
-            [e["eval_id"], e["suite"]["name"], e["suite"]["full_version"], f"{e['score']:.1%}", e["created_at"][:19]]
-            for e in list_evals(runs, list_run)
-        ]
-        out(
-            table(rows, ["EVAL", "SUITE", "VERSION", "SCORE", "CREATED"])
-            if rows
-            else f"no evaluations for run {list_run}"
-        )
-        return
     if not suite:
         raise BadInput("--suite NAME is required (see `labctl suites`).")
     chosen = load_suite(state.lab(), suite)
@@ -196,3 +180,53 @@ def _refuse_mixed(checks: list[Any], allow_mismatch: bool, message: str) -> None
     if not all(c.ok for c in checks) and not allow_mismatch:
         out("\n".join(checklist_lines(checks)))
         raise BadInput(message)
+
+
+def list_evaluations(
+    run_id: Annotated[str, typer.Argument(help="The run whose evaluations to list.")],
+    as_json: Annotated[bool, typer.Option("--json", help="Print a JSON list.")] = False,
+) -> None:
+    """List a run's evaluations.
+
+    Example: labctl eval list 20261203-015815-a1b2c3
+    """
+    from labctl.quality.evaluate import list_evals
+
+    evals = list_evals(state.runs(), run_id)
+    if as_json:
+        print(
+            json.dumps(
+                [{k: e[k] for k in ("eval_id", "suite", "score", "passed", "total", "created_at")} for e in evals]
+            )
+        )
+        return
+    rows = [
+        [e["eval_id"], e["suite"]["name"], e["suite"]["full_version"], f"{e['score']:.1%}", e["created_at"][:19]]
+        for e in evals
+    ]
+    out(table(rows, ["EVAL", "SUITE", "VERSION", "SCORE", "CREATED"]) if rows else f"no evaluations for run {run_id}")
+
+
+def diff_evaluations(
+    first: Annotated[str, typer.Argument(help="An evaluation id.")],
+    second: Annotated[str, typer.Argument(help="Another evaluation id of the same suite version.")],
+    as_json: Annotated[bool, typer.Option("--json", help="Print the flipped cases as JSON.")] = False,
+) -> None:
+    """List the cases that flipped between two evaluations of one suite version.
+
+    Example: labctl eval diff e20261203-020000-aaaaaa e20261203-030000-bbbbbb
+    """
+    from labctl.quality.evaluate import diff_evals, find_eval
+
+    runs = state.runs()
+    flips = diff_evals(find_eval(runs, first), find_eval(runs, second))
+    if as_json:
+        print(json.dumps(flips))
+    elif flips:
+        out(
+            table(
+                [[f["id"], f["was"], f["now"], f["reason"][:80]] for f in flips], ["CASE", "WAS", "NOW", "REASON NOW"]
+            )
+        )
+    else:
+        out("no case flipped")

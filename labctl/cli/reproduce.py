@@ -45,7 +45,10 @@ def reproduce(
     gpus: Annotated[str | None, typer.Option(help="GPU ids on this host (default: the original's).")] = None,
     port: Annotated[int | None, typer.Option(help="Port on this host (default: the original's).")] = None,
     cache_dir: Annotated[str | None, typer.Option(help="Model cache on this host.")] = None,
-    force: Annotated[bool, typer.Option(help="Run even when the setup no longer renders as recorded.")] = False,
+    allow_render_drift: Annotated[
+        bool, typer.Option(help="Run the setup as it renders here now when that differs from the record (recorded).")
+    ] = False,
+    force: Annotated[bool, typer.Option(hidden=True, help="Old spelling of --allow-render-drift.")] = False,
     owner: Annotated[str | None, typer.Option(help="Who owns the new run.")] = None,
     timeout: Annotated[float, typer.Option(help="Seconds to wait for readiness.")] = 900.0,
     as_json: Annotated[bool, typer.Option("--json", help="End with the new run's summary as JSON.")] = False,
@@ -68,7 +71,7 @@ def reproduce(
             gpus=parse_gpu_ids(gpus),
             port=parse_port(port),
             cache_dir=cache_dir,
-            force=force,
+            force=allow_render_drift or force,
             owner=owner,
             timeout=timeout,
         ),

@@ -8,7 +8,7 @@ from typing import Annotated, Any
 
 import typer
 
-from labctl.cli.context import out, state, table, warn
+from labctl.cli.context import listing, out, state, table, warn
 
 
 def register(app: typer.Typer) -> None:
@@ -215,7 +215,9 @@ def logs(
         sys.stdout.flush()
 
 
-def runs() -> None:
+def runs(
+    as_json: Annotated[bool, typer.Option("--json", help="Print a JSON list.")] = False,
+) -> None:
     """List run records, newest last.
 
     Example: labctl runs
@@ -225,15 +227,9 @@ def runs() -> None:
     for run_id in store.all_ids():
         r = store.load(run_id)
         rows.append([run_id, f"{r.engine}/{r.profile}", r.status, r.environment_label, r.owner, r.image.digest or "-"])
-    if not rows:
-        out(f"no runs under {store.root}")
-        return
-    out(
-        table(
-            [[*row[:5], row[5][:19]] for row in rows],
-            ["RUN", "ENGINE/PROFILE", "STATUS", "ENVIRONMENT", "OWNER", "DIGEST"],
-        )
-    )
+    header = ["RUN", "ENGINE/PROFILE", "STATUS", "ENVIRONMENT", "OWNER", "DIGEST"]
+    shown = rows if as_json else [[*row[:5], row[5][:19]] for row in rows]
+    listing(shown, header, as_json, empty=f"no runs under {store.root}")
 
 
 def show(

@@ -288,9 +288,9 @@ def reproduce(lab: Lab, runs: Runs, request: ReproduceRequest, say: Any, progres
         if not request.force:
             raise BadInput(
                 f"{export.source} does not reproduce as recorded: {detail}\n"
-                "Nothing was started. Pass --force to run the setup as it now renders."
+                "Nothing was started. Pass --allow-render-drift to run the setup as it now renders (recorded)."
             )
-        say(f"warning (--force): {detail}")
+        say(f"warning (--allow-render-drift): {detail}")
     placed = pinned_for_reproduction(export, profile, request.gpus, request.port)
     reference = placed.spec["image"]
     dk.check_docker()
