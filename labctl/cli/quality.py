@@ -14,7 +14,9 @@ from labctl.cli.groups import GroupWithDefault
 
 def register(app: typer.Typer) -> None:
     group = typer.Typer(
-        cls=GroupWithDefault, no_args_is_help=True, help="Quality suites against a run: run, list, diff."
+        cls=GroupWithDefault,
+        no_args_is_help=True,
+        help="Quality suites against a run: run, list, diff.\n\nExample: labctl eval run 20261203-015815-a1b2c3 --suite coding",
     )
     group.command("run")(evaluate)
     group.command("list")(list_evaluations)
