@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import re
 
+from labctl.catalog.image import digests_of
 from labctl.catalog.lab import Lab
 from labctl.catalog.profiles import load_profile
 from labctl.errors import BadInput, LabctlError
@@ -18,17 +19,18 @@ def pin_profile(lab: Lab, engine: str, name: str) -> tuple[str, str]:
     source = profile.source
     assert source is not None
     image: str = profile.spec["image"]
-    tag_ref = image.split("@", 1)[0]
+    ref = profile.image
+    tag_ref = ref.tagged
     dk.check_docker()
     facts = dk.pull(tag_ref, quiet=True)  # asks the registry what the tag means now
-    repo = profile.image_repository
-    digests = [d.split("@", 1)[1] for d in facts.repo_digests if d.split("@", 1)[0] == repo]
+    repo = ref.repository
+    digests = digests_of(facts.repo_digests, repo)
     if not digests:
         raise LabctlError(
             f"{tag_ref} has no registry digest for {repo} (RepoDigests: {facts.repo_digests}); "
             "push it to its registry first."
         )
-    pinned = f"{tag_ref}@{digests[0]}"
+    pinned = str(ref.with_digest(digests[0]))
     lines = source.path.read_text(encoding="utf-8").splitlines(keepends=True)
     image_line = source.lines.get(("image",))
     if image_line is None:
