@@ -33,6 +33,7 @@ LIGHT_DEPS = {
     "sglang": [
         "transformers", "pydantic", "packaging", "psutil", "requests", "numpy", "pyyaml",
         "orjson", "pillow", "starlette", "msgspec", "pyzmq", "IPython", "aiohttp", "triton",
+        "pybase64", "openai", "partial_json_parser", "xgrammar",
     ],
 }
 # Extra ceilings for old lines whose wheel does not pin them (the newest would not import).
