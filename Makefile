@@ -51,3 +51,13 @@ bench-up: $(STAMP) docker-lab harness-image
 
 bench-client: $(STAMP)
 	$(PY) scripts/bench_client.py
+
+# Engine CLI contracts (engines/<engine>/cli/<version>.yaml), from the engines' own parsers.
+# Wheels and venvs are cached outside the repository (LABCTL_CONTRACTS_CACHE, default
+# /var/cache/labctl/contracts). `make contracts ENGINE=vllm VERSION=0.34.0` regenerates one.
+.PHONY: contracts contract-check
+contracts: $(STAMP)
+	$(PY) scripts/contracts/generate.py $(if $(ENGINE),--engine $(ENGINE)) $(if $(VERSION),--version $(VERSION))
+
+contract-check: $(STAMP)
+	$(PY) scripts/contracts/check.py $(if $(CASES),--cases $(CASES))
