@@ -321,7 +321,9 @@ class _Checker:
                 positionals.append((i, word))
                 i += 1
                 continue
-            name, inline = (word.split("=", 1) + [None])[:2] if word.startswith("--") and "=" in word else (word, None)
+            name, inline = word, None
+            if word.startswith("--") and "=" in word:
+                name, inline = word.split("=", 1)
             if inline is None and not word.startswith("--") and cmd.option(word) is None and len(word) > 2:
                 # -qfp8: a short option with its value attached (argparse, click, clap alike)
                 short = cmd.option(word[:2])
@@ -357,19 +359,19 @@ class _Checker:
             return i + 1
         j = i + 1
         if self.cmd.parser == "click":  # click takes the next word, whatever it is
-            want = spec.nargs if isinstance(spec.nargs, int) else 1
-            vals = argv[j:j + want]
-            if len(vals) < want:
+            count = spec.nargs if isinstance(spec.nargs, int) else 1
+            taken = argv[j:j + count]
+            if len(taken) < count:
                 self.error(i, canon, f"{self.who} refuses {canon}: it requires an argument")
-            self.check_values(i, canon, spec, vals)
-            return j + len(vals)
+            self.check_values(i, canon, spec, taken)
+            return j + len(taken)
         vals: list[str] = []
         while j < len(argv) and not self.looks_like_option(argv[j]) and argv[j] != "--":
             vals.append(argv[j])
             j += 1
             if spec.nargs in (None, "?") or (isinstance(spec.nargs, int) and len(vals) == spec.nargs):
                 break
-        want = None
+        want: str | None = None
         if spec.nargs is None and not vals:
             want = "one argument"
         elif spec.nargs == "+" and not vals:
