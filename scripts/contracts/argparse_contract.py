@@ -203,6 +203,12 @@ def _warn_text(action: argparse.Action, opt: str, parser: argparse.ArgumentParse
     return {}
 
 
+def _choices(choices: object) -> list[str]:
+    """The engine's choices as strings; a set (unordered: hash order changes per run) is sorted."""
+    items = [str(c) for c in choices]  # type: ignore[attr-defined]
+    return sorted(items) if isinstance(choices, (set, frozenset)) else items
+
+
 def walk(parser: argparse.ArgumentParser, deprecated_actions: set | None = None) -> dict:
     positionals, options, rejected = [], [], []
     dep = deprecated_actions or set()
@@ -219,7 +225,7 @@ def walk(parser: argparse.ArgumentParser, deprecated_actions: set | None = None)
             "takes_value": bool(takes),
             "nargs": nargs,
             "type": _type_name(a.type) if takes else "bool",
-            "choices": [str(c) for c in a.choices] if takes and a.choices is not None else None,
+            "choices": _choices(a.choices) if takes and a.choices is not None else None,
             "deprecated": None,
         }
         if a in dep:
