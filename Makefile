@@ -79,3 +79,13 @@ remote-lab-down:
 # The README's command table, from the CLI's own help.
 readme: $(STAMP)
 	$(PY) -c 'from pathlib import Path; from labctl.cli import app; from labctl.cli.reference import write_readme; print("README.md", "updated" if write_readme(app, Path("README.md")) else "unchanged")'
+
+# Engine CLI contracts (engines/<engine>/cli/<version>.yaml), from the engines' own parsers.
+# Wheels and venvs are cached outside the repository (LABCTL_CONTRACTS_CACHE, default
+# /var/cache/labctl/contracts). `make contracts ENGINE=vllm VERSION=0.34.0` regenerates one.
+.PHONY: contracts contract-check
+contracts: $(STAMP)
+	$(PY) scripts/contracts/generate.py $(if $(ENGINE),--engine $(ENGINE)) $(if $(VERSION),--version $(VERSION))
+
+contract-check: $(STAMP)
+	$(PY) scripts/contracts/check.py $(if $(CASES),--cases $(CASES))

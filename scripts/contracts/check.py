@@ -1,0 +1,176 @@
+"""`make contract-check [CASES=cases.json]`: run the pinned engines' OWN CLI code on argv lists and
+compare its verdict (refused or accepted) with labctl's `check_argv`.
+
+Cases: a JSON list of {"engine", "version", "command", "argv", "label"} (argv = the words after
+the command's argv0). Without CASES a built-in list runs. Only vLLM and SGLang can be run (their
+wheels are on PyPI); cases for other engines are reported as labctl-only and never count as a
+mismatch. Exits 1 on any mismatch.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import tempfile
+import time
+from collections import defaultdict
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parents[1]
+sys.path.insert(0, str(HERE))
+sys.path.insert(0, str(ROOT))
+import venvs  # noqa: E402
+
+from labctl.catalog.contracts import check_argv, contract_path, has_errors, load_contract  # noqa: E402
+
+M = "Qwen/Qwen3-32B"
+VLLM_GOOD = [
+    M,
+    "--revision",
+    "main",
+    "--served-model-name",
+    "qwen3-32b",
+    "--host",
+    "0.0.0.0",
+    "--port",
+    "8000",
+    "--max-model-len",
+    "32768",
+    "--max-num-seqs",
+    "64",
+    "--gpu-memory-utilization",
+    "0.9",
+    "--tensor-parallel-size",
+    "2",
+    "--reasoning-parser",
+    "qwen3",
+]
+SGL_GOOD = [
+    "--model-path",
+    M,
+    "--revision",
+    "main",
+    "--served-model-name",
+    "qwen3-32b",
+    "--host",
+    "0.0.0.0",
+    "--port",
+    "30000",
+    "--tp-size",
+    "2",
+    "--mem-fraction-static",
+    "0.85",
+    "--context-length",
+    "32768",
+    "--reasoning-parser",
+    "qwen3",
+    "--api-key",
+    "X",
+]
+
+
+def builtin_cases() -> list[dict]:
+    cases = []
+    for ver in ("0.34.0", "0.11.0"):
+        v = lambda label, argv, ver=ver: cases.append(  # noqa: E731
+            {"engine": "vllm", "version": ver, "command": "serve", "argv": argv, "label": label}
+        )
+        v("known-good (engines.md)", VLLM_GOOD)
+        v("--model instead of positional", ["--model", M, "--port", "8000"])
+        v("unknown flag --tp", [M, "--tp", "2"])
+        v("bad choice --kv-cache-dtype fp9", [M, "--kv-cache-dtype", "fp9"])
+        v("missing value --port", [M, "--port"])
+        v("--port=notanint", [M, "--port=notanint"])
+        v("--x=value form", [M, "--max-model-len=32768", "--port=8000"])
+        v("prefix caching flag", [M, "--enable-prefix-caching"])
+    for ver in ("0.5.23", "0.5.19"):
+        s = lambda label, argv, ver=ver: cases.append(  # noqa: E731
+            {"engine": "sglang", "version": ver, "command": "launch_server", "argv": argv, "label": label}
+        )
+        s("known-good (engines.md)", SGL_GOOD)
+        s("--tp abbreviation", ["--model-path", M, "--tp", "2"])
+        s("unknown flag --max-model-len", ["--model-path", M, "--max-model-len", "32768"])
+        s("bad choice --kv-cache-dtype fp9", ["--model-path", M, "--kv-cache-dtype", "fp9"])
+        s("missing value --port", ["--model-path", M, "--port"])
+        s("--x=value form", ["--model-path=" + M, "--tp-size=2", "--port=30000"])
+        s("positional model (not accepted)", [M, "--port", "30000"])
+        s("ambiguous abbreviation --enable", ["--model-path", M, "--enable"])
+    return cases
+
+
+def engine_verdicts(engine: str, version: str, cases: list[dict]) -> list[dict]:
+    py, _ = venvs.ensure(engine, version)
+    with tempfile.TemporaryDirectory() as tmp:
+        inp, out = Path(tmp) / "in.json", Path(tmp) / "out.json"
+        inp.write_text(json.dumps(cases))
+        subprocess.run(
+            [str(py), str(HERE / "argparse_contract.py"), "run", engine, str(inp), "--out", str(out)],
+            check=True,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        return json.loads(out.read_text())
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__)
+    ap.add_argument("--cases", type=Path)
+    a = ap.parse_args()
+    cases = json.loads(a.cases.read_text()) if a.cases else builtin_cases()
+    t0 = time.monotonic()
+    groups: dict[tuple[str, str], list[int]] = defaultdict(list)
+    for i, c in enumerate(cases):
+        groups[(c["engine"], c["version"])].append(i)
+    engine_says: dict[int, dict] = {}
+    for (engine, version), idx in groups.items():
+        if engine not in ("vllm", "sglang"):
+            continue
+        for i, v in zip(idx, engine_verdicts(engine, version, [cases[i] for i in idx]), strict=True):
+            engine_says[i] = v
+    rows, mismatches = [], 0
+    for i, c in enumerate(cases):
+        contract = (
+            load_contract(contract_path(ROOT / "engines", c["engine"], c["version"]))
+            if not (c["engine"] == "vllm" and c["version"] == "0.11.0")
+            else load_contract(ROOT / "tests/fixtures/contracts/vllm-0.11.0.yaml")
+        )
+        findings = check_argv(contract.commands[c["command"]], c["argv"])
+        ours = "error" if has_errors(findings) else ("warn" if findings else "ok")
+        eng = engine_says.get(i)
+        if eng is None:
+            verdict, result = "-", "LABCTL-ONLY"
+        else:
+            verdict = eng["verdict"]
+            same = (verdict == "error") == (ours == "error")
+            result = "MATCH" if same else "MISMATCH"
+            mismatches += not same
+        note = (findings[0].message if findings else "") if ours != "ok" else ""
+        rows.append(
+            (
+                f"{c['engine']} {c['version']}",
+                c.get("label", ""),
+                verdict,
+                ours,
+                result,
+                (eng or {}).get("detail", "")[:90],
+                note[:90],
+            )
+        )
+    w = [max(len(r[k]) for r in rows + [("engine", "case", "engine", "labctl", "result", "", "")]) for k in range(5)]
+    head = ("engine", "case", "engine", "labctl", "result")
+    print("  ".join(h.ljust(w[k]) for k, h in enumerate(head)))
+    for r in rows:
+        print("  ".join(r[k].ljust(w[k]) for k in range(5)))
+        if r[5]:
+            print(f"      engine: {r[5]}")
+        if r[6]:
+            print(f"      labctl: {r[6]}")
+    print(f"{len(rows)} cases, {mismatches} mismatch(es), {time.monotonic() - t0:.1f}s")
+    return 1 if mismatches else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
