@@ -26,6 +26,10 @@ PLACEHOLDERS = frozenset(
         "tensor_parallel_size",
         "engine_dir",
         "api_key_file",
+        "reasoning_parser",
+        "build_max_batch_size",
+        "build_max_num_tokens",
+        "build_max_seq_len",
     }
 )
 
@@ -66,7 +70,15 @@ ENGINE_FIELDS: dict[str, Field] = {
             "entrypoint": _str_list("the entrypoint argv (null: the image's own)"),
             "args": Field("list", "a list of argv groups", required=True, item=ARG_GROUP),
             "port": Field("int", "the engine's default port (1-65535)", required=True, check=lambda v: 0 < v < 65536),
-            "default_bind": Field("str", "the address the engine binds when not told", required=True),
+            "served_name": Field(
+                "str",
+                "flag (the engine takes a served-name option) or model (it lists the model argument as given)",
+                default="flag",
+                check=lambda v: v in ("flag", "model"),
+            ),
+            "thinking_off_args": Field(
+                "list", "argv groups that turn the model's thinking off at the server", default=list, item=ARG_GROUP
+            ),
         },
         required=True,
     ),
@@ -74,11 +86,27 @@ ENGINE_FIELDS: dict[str, Field] = {
         "map",
         fields={
             "probe": Field("str", "an HTTP path such as /health", required=True, check=lambda v: v.startswith("/")),
-            "while_loading": Field("str", "how the engine behaves before it is ready", required=True),
-            "warmup_503": Field("bool", default=False),
-            "models_endpoint_means_ready": Field("bool", default=True),
+            "probe_timeout_s": Field(
+                "float", "seconds one probe may take (0.1-60)", default=2.0, check=lambda v: 0.1 <= v <= 60
+            ),
         },
         required=True,
+    ),
+    "contract": Field(
+        "map",
+        "which commands of engines/<engine>/cli/<version>.yaml describe this engine's command lines",
+        fields={
+            "serve": Field("str", "the contract command that serves, e.g. serve", required=True),
+            "build": Field("str", "the contract command of the build step, e.g. build"),
+        },
+    ),
+    "memory_setting": Field(
+        "map",
+        "the engine's own memory option and what it means",
+        fields={
+            "flag": Field("str", "the option, e.g. --gpu-memory-utilization", required=True),
+            "meaning": Field("str", "what the fraction is a share of, in the engine's own terms", required=True),
+        },
     ),
     "endpoints": Field(
         "map",
@@ -104,7 +132,6 @@ ENGINE_FIELDS: dict[str, Field] = {
             "kind": Field("str", "one of " + ", ".join(AUTH_KINDS), required=True, check=lambda v: v in AUTH_KINDS),
             "env": Field("str", "an environment variable name", check=lambda v: ENV_NAME.match(v) is not None),
             "args": _str_list("argv words that switch auth on; may name {api_key_file}"),
-            "guards": Field("str", "which paths the key guards", default=""),
             "multiple_keys": Field("bool", default=False),
             "note": Field("str", default=""),
         },
@@ -153,6 +180,12 @@ class Engine:
         return str(self.spec["environment_label"])
 
     @property
+    def pins_revision(self) -> bool:
+        """Whether the engine's command line can name a model revision at all."""
+        groups = self.spec["server"]["args"] + ((self.spec["build"] or {}).get("serve_args") or [])
+        return any("{revision}" in word for group in groups for word in group)
+
+    @property
     def supports_build(self) -> bool:
         return self.spec["build"] is not None
 
@@ -198,6 +231,8 @@ def load_engine(lab: Lab, name: str) -> Engine:
         _check_placeholders(src, ("auth", "args"), spec["auth"]["args"])
     if spec["auth"]["kind"] == "env" and not spec["auth"]["env"]:
         raise src.problem(("auth",), "kind 'env' needs 'env: VARIABLE_NAME'.")
+    for i, group in enumerate(spec["server"]["thinking_off_args"]):
+        _check_placeholders(src, ("server", "thinking_off_args", i), group)
     if spec["build"] is not None:
         for i, group in enumerate(spec["build"]["serve_args"] or []):
             _check_placeholders(src, ("build", "serve_args", i), group)

@@ -7,6 +7,7 @@ import copy
 import hashlib
 import ipaddress
 import json
+import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -26,6 +27,14 @@ def _is_address(value: str) -> bool:
     return True
 
 
+def _on_off(value: str) -> bool:
+    return value in ("on", "off")
+
+
+def _safe_word(value: str) -> bool:
+    return re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}", value) is not None
+
+
 def _argv_word(value: Any) -> bool:
     return isinstance(value, (str, int, float)) and not isinstance(value, bool)
 
@@ -41,9 +50,31 @@ PROFILE_FIELDS: dict[str, Field] = {
             "revision": Field("str", "a commit hash or tag of the model repository", required=True),
             "family": Field("str", "a model family from the engine's support matrix", required=True),
             "quantization": Field("str", "a quantization from the engine's support matrix", required=True),
+            "thinking": Field("str", '"on" or "off" (quoted: YAML reads a bare on/off as true/false)', check=_on_off),
+            "reasoning_parser": Field(
+                "str", "the engine's reasoning parser for this model, e.g. qwen3", check=_safe_word
+            ),
+            "architecture": Field(
+                "map",
+                "the model's size for the memory-fit estimate (used when its config.json is not in the cache)",
+                fields={
+                    "parameters_b": Field(
+                        "float", "billions of parameters, 0.01-5000", check=lambda v: 0.01 <= v <= 5000
+                    ),
+                    "layers": Field("int", "hidden layers, 1-1000", required=True, check=lambda v: 0 < v <= 1000),
+                    "kv_heads": Field("int", "key/value heads, 1-1024", required=True, check=lambda v: 0 < v <= 1024),
+                    "head_dim": Field("int", "head dimension, 1-4096", required=True, check=lambda v: 0 < v <= 4096),
+                },
+            ),
         },
         required=True,
     ),
+    "engine_version": Field(
+        "str",
+        "the engine release (or, for Atlas, source commit) whose CLI contract checks this profile, e.g. 0.34.0",
+        check=_safe_word,
+    ),
+    "cuda": Field("int", "the CUDA major version the image needs, e.g. 12 or 13", check=lambda v: 10 <= v <= 99),
     "served_model_name": Field(
         "str", "the model name the OpenAI API serves", required=True, check=lambda v: v.strip() != ""
     ),
@@ -173,6 +204,61 @@ def _check_image(src: SourceFile, spec: dict[str, Any]) -> None:
         )
 
 
+THINKING_FAMILIES = ("qwen3",)  # families whose chat template thinks unless told not to
+
+
+def _check_model_facts(engine: Engine, src: SourceFile, spec: dict[str, Any]) -> None:
+    model = spec["model"]
+    if model["thinking"] is None:
+        if model["family"].startswith(THINKING_FAMILIES):
+            raise src.problem(
+                ("model",), f"{model['family']} models think by default: say 'thinking: on' or 'thinking: off'."
+            )
+        model["thinking"] = "off"
+    if not engine.pins_revision and model["revision"] != "main":
+        raise src.problem(
+            ("model", "revision"),
+            f"{engine.name} cannot pin a model revision (its command line has no revision option): it serves the "
+            "hub's main. Use 'revision: main' (the record says the revision was not pinned).",
+        )
+    if engine.spec["contract"] is not None and spec["engine_version"] is None:
+        raise src.problem(
+            (),
+            f"say which {engine.name} release this profile runs ('engine_version: X', one of "
+            f"{', '.join(engine_versions_with_contracts(engine)) or 'none yet'}): its CLI contract checks the "
+            "command line before anything starts.",
+        )
+    tag_version = _version_in_tag(ImageRef.parse(spec["image"]).tag)
+    if spec["engine_version"] and tag_version and tag_version != spec["engine_version"]:
+        raise src.problem(
+            ("engine_version",),
+            f"engine_version {spec['engine_version']} disagrees with the image tag (version {tag_version}).",
+        )
+    listed_as_given = engine.spec["server"]["served_name"] == "model" and spec["build"] is None
+    if listed_as_given and spec["served_model_name"] != model["id"]:
+        raise src.problem(
+            ("served_model_name",),
+            f"{engine.name} has no served-name option: its API lists the model as given. Set "
+            f"served_model_name: {model['id']}.",
+        )
+    if spec["build"] is not None and not _safe_word(spec["served_model_name"]):
+        raise src.problem(
+            ("served_model_name",),
+            "a built engine is listed under its folder's name: use letters, digits, '.', '_' or '-' (≤ 64).",
+        )
+
+
+def _version_in_tag(tag: str | None) -> str | None:
+    """`v0.34.0` and `v0.5.23-cu129-amd64` carry 0.34.0 and 0.5.23; `latest` carries none."""
+    match = re.match(r"v?([0-9]+\.[0-9]+\.[0-9]+(?:rc[0-9]+)?)(?:[-_.].*)?\Z", tag or "")
+    return match.group(1) if match else None
+
+
+def engine_versions_with_contracts(engine: Engine) -> list[str]:
+    folder = engine.source.path.parent / "cli"
+    return sorted(p.stem for p in folder.glob("*.yaml")) if folder.is_dir() else []
+
+
 def check_profile_spec(engine: Engine, src: SourceFile, data: dict[str, Any]) -> dict[str, Any]:
     spec = check_mapping(src, (), data, PROFILE_FIELDS)
     _check_image(src, spec)
@@ -190,6 +276,7 @@ def check_profile_spec(engine: Engine, src: SourceFile, data: dict[str, Any]) ->
         raise src.problem((), f"{engine.name} needs GPUs: add 'gpus: {{device_ids: [\"0\"]}}' or 'gpus: {{count: 1}}'.")
     if spec["port"] is None:
         spec["port"] = engine.default_port
+    _check_model_facts(engine, src, spec)
     if spec["build"] is not None and not engine.supports_build:
         raise src.problem(("build",), f"{engine.name} has no build step; remove 'build:'.")
     if spec["build"] is not None:

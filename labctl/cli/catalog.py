@@ -75,25 +75,20 @@ def validate(
     allow_unsupported: Annotated[
         bool, typer.Option(help="Accept family x quantization outside the support matrix.")
     ] = False,
+    allow_uncontracted: Annotated[
+        bool, typer.Option(help="Accept an engine version that has no CLI contract file (its argv goes unchecked).")
+    ] = False,
 ) -> None:
     """Check engine definitions and profiles; exit 2 naming the file, field and line of the first problem.
 
     Example: labctl validate sglang --profile qwen3-32b
     """
-    from labctl.catalog.engines import list_engine_names, load_engine
-    from labctl.catalog.profiles import list_profile_names, load_profile
-    from labctl.errors import BadInput
+    from labctl.compose.contract_check import validate_lab
 
-    lab = state.lab()
-    if profile and not engine:
-        raise BadInput("--profile needs an engine: labctl validate ENGINE --profile NAME.")
-    checked = 0
-    for engine_name in [engine] if engine else list_engine_names(lab):
-        load_engine(lab, engine_name)
-        for name in [profile] if profile else list_profile_names(lab, engine_name):
-            load_profile(lab, engine_name, name, allow_unsupported=allow_unsupported)
-            checked += 1
-    out(f"ok: {checked} profile(s) valid")
+    lines = validate_lab(state.lab(), engine, profile, allow_unsupported, allow_uncontracted)
+    for line in lines:
+        out(line)
+    out(f"ok: {sum(1 for line in lines if not line.startswith(' '))} profile(s) valid")
 
 
 def render(

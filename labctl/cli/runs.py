@@ -64,6 +64,9 @@ def up(
     ] = None,
     key_file: Annotated[str | None, typer.Option(help="Resident: API keys, one per line (mode 600).")] = None,
     keys: Annotated[int | None, typer.Option(help="Resident: generate N API keys (default 1).")] = None,
+    allow_uncontracted: Annotated[
+        bool, typer.Option(help="Start an engine version that has no CLI contract file (recorded).")
+    ] = False,
     allow_no_auth: Annotated[
         bool, typer.Option(help="Resident: serve an engine without key support beyond loopback.")
     ] = False,
@@ -93,6 +96,7 @@ def up(
         key_file=key_file,
         keys=keys,
         allow_no_auth=allow_no_auth,
+        allow_uncontracted=allow_uncontracted,
     )
     record = start(state.lab(), state.runs(), request, say=warn, progress=_progress())
     if as_json:

@@ -86,20 +86,71 @@ def placeholder_values(profile: Profile, engine_dir: str | None, api_key_file: s
         "tensor_parallel_size": tp,
         "engine_dir": engine_dir,
         "api_key_file": api_key_file,
+        "reasoning_parser": model.get("reasoning_parser"),
     }
+    for limit in ("max_batch_size", "max_num_tokens", "max_seq_len"):
+        values[f"build_{limit}"] = (spec["build"] or {}).get(limit)
     return values
 
 
 def expand_args(groups: list[list[str]], values: dict[str, Any]) -> list[str]:
     """Each argv group is emitted only when every placeholder in it has a value."""
-    argv: list[str] = []
-    for group in groups:
+    return [word.text for word in traced_args(groups, values, "")]
+
+
+@dataclass(frozen=True)
+class Word:
+    """One argv word and where it came from, so that a refusal can point at the line to change."""
+
+    text: str
+    origin: str
+
+
+def traced_args(groups: list[list[str]], values: dict[str, Any], origin: str) -> list[Word]:
+    argv: list[Word] = []
+    for index, group in enumerate(groups):
         names = {n for word in group for _, n, _, _ in string.Formatter().parse(word) if n is not None}
         if any(values.get(n) is None for n in names):
             continue
         # str.format does not re-read substituted values, so `{` or `}` in a value stays data.
-        argv.extend(word.format(**{n: str(values[n]) for n in names}) for word in group)
+        where = f"{origin}[{index}]"
+        argv.extend(Word(word.format(**{n: str(values[n]) for n in names}), where) for word in group)
     return argv
+
+
+@dataclass(frozen=True)
+class ServeCommand:
+    """What the engine is asked to run, before any key wrapper: its entrypoint and its argv, traced."""
+
+    entrypoint: list[str]
+    argv: list[Word]
+    auth_argv: list[Word]  # the key options the engine sees when a key is given (flag/file kinds)
+
+    @property
+    def words(self) -> list[str]:
+        return [w.text for w in self.argv]
+
+
+def serve_command(profile: Profile, key_file: str | None) -> ServeCommand:
+    engine = profile.engine
+    spec = profile.spec
+    build = spec["build"]
+    engine_dir = f"{ENGINE_STORE_TARGET}/{build_key(profile)}" if build else None
+    values = placeholder_values(profile, engine_dir, key_file)
+    if build:
+        argv = traced_args(engine.spec["build"]["serve_args"] or [], values, "build.serve_args")
+    else:
+        argv = traced_args(engine.spec["server"]["args"], values, "server.args")
+    if spec["model"]["thinking"] == "off":
+        argv += traced_args(engine.spec["server"]["thinking_off_args"], values, "server.thinking_off_args")
+    argv += [Word(word, f"extra_args[{i}]") for i, word in enumerate(spec["extra_args"])]
+    auth = engine.spec["auth"]
+    auth_argv: list[Word] = []
+    if key_file and auth["kind"] == "file":
+        auth_argv = traced_args([auth["args"]], values, "auth.args")
+    elif key_file and auth["kind"] == "flag":
+        auth_argv = [Word(word, "auth.args") for word in auth["args"]] + [Word("KEY", "the key file")]
+    return ServeCommand(list(engine.spec["server"]["entrypoint"] or []), argv, auth_argv)
 
 
 def build_key(profile: Profile) -> str:
@@ -113,7 +164,9 @@ def build_key(profile: Profile) -> str:
         "tp": profile.gpu_count,
     }
     digest = hashlib.sha256(json.dumps(basis, sort_keys=True).encode()).hexdigest()[:16]
-    return f"{spec['served_model_name']}-{digest}"
+    # trtllm-serve lists a built engine under its folder's name: the leaf is the served name (a safe word,
+    # checked with the profile), the parent the key.
+    return f"{digest}/{spec['served_model_name']}"
 
 
 def compose_context(profile: Profile, options: RenderOptions) -> dict[str, Any]:
@@ -123,16 +176,12 @@ def compose_context(profile: Profile, options: RenderOptions) -> dict[str, Any]:
     auth = engine.spec["auth"]
     key_file = f"{SECRETS_TARGET}/api_key" if options.secrets_dir else None
     engine_dir = f"{ENGINE_STORE_TARGET}/{build_key(profile)}" if build else None
-    values = placeholder_values(profile, engine_dir, key_file)
-    if build:
-        serve_args = expand_args(engine.spec["build"]["serve_args"] or [], values)
-    else:
-        serve_args = expand_args(engine.spec["server"]["args"], values)
-    command = serve_args + spec["extra_args"]
-    entrypoint = engine.spec["server"]["entrypoint"]
+    serve = serve_command(profile, key_file)
+    command = serve.words
+    entrypoint = serve.entrypoint or None
     environment = list(spec["env"])
     if key_file and auth["kind"] == "file":
-        command += expand_args([auth["args"]], values)
+        command += [w.text for w in serve.auth_argv]
     elif key_file and auth["kind"] == "flag":
         # The engine reads its key only from argv: a shell reads the file at start, so the key is
         # in no compose file or record (it is visible in the container's process list only).
@@ -180,11 +229,11 @@ def compose_context(profile: Profile, options: RenderOptions) -> dict[str, Any]:
         "docker": engine.spec["docker"],
         "volumes": volumes,
         "restart": options.restart,
-        "build": _build_service(profile, engine_dir) if build else None,
+        "build": build_service(profile, engine_dir) if build else None,
     }
 
 
-def _build_service(profile: Profile, engine_dir: str | None) -> dict[str, Any]:
+def build_service(profile: Profile, engine_dir: str | None) -> dict[str, Any]:
     engine_build = profile.engine.spec["build"]
     spec = profile.spec
     limits = spec["build"]

@@ -113,6 +113,18 @@ class Reproduction:
 
 
 @dataclass(frozen=True)
+class EngineSetup:
+    version: str | None = None  # the engine release (or Atlas source commit) the profile pins
+    contract: str | None = None  # the CLI contract file that checked the command line
+    allow_uncontracted: bool = False
+    memory_setting: str | None = None  # the engine's own option, e.g. --mem-fraction-static
+    memory_value: float | None = None
+    memory_meaning: str | None = None  # four engines, four meanings of one number
+    thinking: str = "off"
+    revision_pinned: bool = True  # False: the engine cannot name a revision and served the hub's main
+
+
+@dataclass(frozen=True)
 class Record:
     run_id: str
     status: str  # starting | running | failed | aborted | stopped | external
@@ -144,6 +156,7 @@ class Record:
     record_path: str = ""
     run_labels: RunLabels | None = None  # the run part only (run id, owner, port, ...)
     resident: ResidentInfo | None = None
+    engine_setup: EngineSetup | None = None
     setup: dict[str, str] = field(default_factory=dict)  # compose_sha256: the setup's identity
     ready_at: str | None = None
     container: ContainerInfo | None = None

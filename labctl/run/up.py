@@ -18,6 +18,7 @@ from labctl.catalog.image import digests_of
 from labctl.catalog.lab import Lab
 from labctl.catalog.profiles import Profile, load_profile, with_overrides
 from labctl.compose.canonical import canonical_compose, sha256_text
+from labctl.compose.contract_check import Verdict, check_profile, refuse_unless_valid
 from labctl.compose.labels import RunLabels
 from labctl.compose.options import render_options
 from labctl.compose.render import build_key, render_compose
@@ -43,6 +44,7 @@ from labctl.run.record import (
     ContainerInfo,
     Endpoint,
     EngineBuild,
+    EngineSetup,
     GpuSet,
     ImageInfo,
     Record,
@@ -82,6 +84,7 @@ class UpRequest:
     key_file: str | None = None
     keys: int | None = None
     allow_no_auth: bool = False
+    allow_uncontracted: bool = False
     home: Path | None = None  # where keys live (the runs folder's home)
 
 
@@ -126,6 +129,10 @@ class Starter:
                 "--bind, --key-file, --keys and --allow-no-auth are for resident deployments: add --resident."
             )
         profile = load_placed_profile(self.lab, request)
+        self.contract = check_profile(profile, request.resident, request.allow_uncontracted)
+        refuse_unless_valid(self.contract)
+        for warning in self.contract.warnings:
+            self.say(f"warning: {warning}")
         self.plan = (
             plan_resident(profile, request.key_file, request.keys, request.allow_no_auth) if request.resident else None
         )
@@ -297,6 +304,7 @@ class Starter:
             reproduced_from=request.reproduced_from,
             run_labels=labels,
             resident=self.resident_block(profile),
+            engine_setup=engine_setup(profile, self.contract, request.allow_uncontracted),
             setup={
                 "compose_sha256": sha256_text(
                     canonical_compose(
@@ -433,6 +441,22 @@ class Starter:
         if self.record:
             self.update(status=status, reason=reason, stopped_at=now())
             self.runs.event(self.run_id, status, reason=reason.splitlines()[0])
+
+
+def engine_setup(profile: Profile, contract: Verdict, allow_uncontracted: bool) -> EngineSetup:
+    """What the record says about the engine's own terms: its version and contract, its memory option and
+    what that option means, the thinking mode, and whether the model revision could be pinned."""
+    memory = profile.engine.spec["memory_setting"]
+    return EngineSetup(
+        version=profile.spec["engine_version"],
+        contract=contract.contract,
+        allow_uncontracted=bool(allow_uncontracted and contract.contract is None and profile.engine.spec["contract"]),
+        memory_setting=memory["flag"] if memory else None,
+        memory_value=profile.spec["gpu_memory_utilization"],
+        memory_meaning=memory["meaning"] if memory else None,
+        thinking=profile.spec["model"]["thinking"],
+        revision_pinned=profile.engine.pins_revision,
+    )
 
 
 def up(lab: Lab, runs: Runs, request: UpRequest, say: Say, progress: Say | None = None) -> Record:

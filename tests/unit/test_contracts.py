@@ -276,4 +276,5 @@ def test_contract_path_refuses_odd_names() -> None:
     with pytest.raises(BadInput):
         contract_path(ENGINES, "vllm", "../../etc/passwd")
     with pytest.raises(BadInput):
-        contract_path(ENGINES, "ollama", "1.0")
+        contract_path(ENGINES, "../vllm", "1.0")
+    assert contract_path(ENGINES, "ollama", "1.0") == ENGINES / "ollama/cli/1.0.yaml"  # a new engine may have one

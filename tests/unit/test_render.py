@@ -82,12 +82,16 @@ def test_header_and_labels() -> None:
     assert service["labels"]["labctl.engine"] == "sglang"
     assert service["labels"]["labctl.profile"] == "qwen3-32b"
     assert service["labels"]["labctl.profile_sha256"] == profile.sha256
-    assert service["labels"]["labctl.gpus"] == "0"
+    assert service["labels"]["labctl.gpus"] == "0,1"
     assert service["network_mode"] == "host"
     device = service["deploy"]["resources"]["reservations"]["devices"][0]
-    assert device == {"driver": "nvidia", "device_ids": ["0"], "capabilities": ["gpu"]}
+    assert device == {"driver": "nvidia", "device_ids": ["0", "1"], "capabilities": ["gpu"]}
     assert service["environment"] == ["HF_TOKEN"]  # a name, never a value
-    assert service["shm_size"] == "32g" and service["ulimits"] == {"memlock": -1, "stack": 67108864}
+    assert service["ipc"] == "host" and "shm_size" not in service  # no shm_size beside ipc: host
+    assert service["ulimits"] == {"memlock": -1, "stack": 67108864}
+    command = service["command"]
+    assert command[command.index("--tp-size") + 1] == "2"  # the full name: --tp parses only as an abbreviation
+    assert command[command.index("--default-chat-template-kwargs") + 1] == '{"enable_thinking": false}'
 
 
 def test_gpu_count_and_ports_mode() -> None:
@@ -104,10 +108,11 @@ def test_gpu_count_and_ports_mode() -> None:
 
 def test_overrides_change_placement_not_identity() -> None:
     profile = load_profile(LAB, "vllm", "qwen3-32b")
-    moved = with_overrides(profile, gpus=["3"], port=8100)
+    moved = with_overrides(profile, gpus=["3", "2"], port=8100)
     assert moved.sha256 == profile.sha256
     service = yaml.safe_load(render_compose(LAB, moved, OPTIONS))["services"]["serve"]
-    assert service["labels"]["labctl.gpus"] == "3"
+    assert service["labels"]["labctl.gpus"] == "3,2"
+    assert service["command"][0] == "Qwen/Qwen3-32B"  # vllm serve MODEL: positional
     assert service["command"][service["command"].index("--port") + 1] == "8100"
 
 
@@ -117,10 +122,15 @@ def test_trtllm_build_then_serve() -> None:
     assert services["serve"]["depends_on"] == {"build": {"condition": "service_completed_successfully"}}
     build_args = services["build"]["command"]
     engine_dir = build_args[3]
-    assert engine_dir.startswith("/engines/qwen3-32b-")
-    assert services["serve"]["command"][0] == engine_dir
+    assert engine_dir.startswith("/engines/") and engine_dir.endswith("/qwen3-32b")  # listed under its folder name
+    serve = services["serve"]["command"]
+    assert serve[0] == engine_dir
     assert services["serve"]["labels"]["labctl.build.max_batch_size"] == "64"
-    assert build_args[6:] == ["64", "4096", "8192", "8192"]
+    assert build_args[6:] == ["64", "30720", "32768", "8192"]
+    # the build limits are the runtime limits
+    limits = {flag: serve[serve.index(flag) + 1] for flag in ("--max_batch_size", "--max_num_tokens", "--max_seq_len")}
+    assert limits == {"--max_batch_size": "64", "--max_num_tokens": "8192", "--max_seq_len": "32768"}
+    assert 'rm -rf "$$3"' in services["build"]["entrypoint"][2]  # the converted checkpoint goes after a build
     # the engine directory is keyed by what fixes the engine: change a limit, get another directory
     spec = dict(profile.spec, build=dict(profile.spec["build"], max_batch_size=128))
     other = type(profile)(engine=profile.engine, name=profile.name, spec=spec, source=None)
