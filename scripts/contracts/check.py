@@ -101,6 +101,56 @@ def builtin_cases() -> list[dict]:
     return cases
 
 
+def profile_cases() -> list[dict]:
+    """The rendered command line of every shipped profile, plain and resident, on 1 and 2 GPUs."""
+    from labctl.catalog.engines import list_engine_names
+    from labctl.catalog.lab import Lab
+    from labctl.catalog.profiles import list_profile_names, load_profile
+    from labctl.compose.contract_check import _build_argv, with_gpus
+    from labctl.compose.render import SECRETS_TARGET, serve_command
+
+    lab = Lab(ROOT)
+    cases = []
+    for engine in list_engine_names(lab):
+        for name in list_profile_names(lab, engine):
+            profile = load_profile(lab, engine, name)
+            contract = profile.engine.spec["contract"]
+            if contract is None:
+                continue
+            version = profile.spec["engine_version"]
+            for gpus in (1, 2):
+                for resident in (False, True):
+                    placed = with_gpus(profile, gpus)
+                    serve = serve_command(placed, f"{SECRETS_TARGET}/api_key" if resident else None)
+                    words = serve.entrypoint + [w.text for w in serve.argv + serve.auth_argv]
+                    command = load_contract(contract_path(ROOT / "engines", engine, version)).commands[
+                        contract["serve"]
+                    ]
+                    label = f"profile {name} {gpus} GPU{'s' if gpus > 1 else ''}{' resident' if resident else ''}"
+                    argv = words[len(command.argv0) :]
+                    cases.append(
+                        {
+                            "engine": engine,
+                            "version": version,
+                            "command": contract["serve"],
+                            "argv": argv,
+                            "label": label,
+                        }
+                    )
+                if profile.spec["build"] and contract.get("build"):
+                    argv = [w.text for w in _build_argv(with_gpus(profile, gpus))][1:]
+                    cases.append(
+                        {
+                            "engine": engine,
+                            "version": version,
+                            "command": contract["build"],
+                            "argv": argv,
+                            "label": f"profile {name} build {gpus} GPU(s)",
+                        }
+                    )
+    return cases
+
+
 def engine_verdicts(engine: str, version: str, cases: list[dict]) -> list[dict]:
     py, _ = venvs.ensure(engine, version)
     with tempfile.TemporaryDirectory() as tmp:
@@ -119,7 +169,7 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--cases", type=Path)
     a = ap.parse_args()
-    cases = json.loads(a.cases.read_text()) if a.cases else builtin_cases()
+    cases = json.loads(a.cases.read_text()) if a.cases else builtin_cases() + profile_cases()
     t0 = time.monotonic()
     groups: dict[tuple[str, str], list[int]] = defaultdict(list)
     for i, c in enumerate(cases):
