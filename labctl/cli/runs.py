@@ -64,6 +64,9 @@ def up(
     ] = None,
     key_file: Annotated[str | None, typer.Option(help="Resident: API keys, one per line (mode 600).")] = None,
     keys: Annotated[int | None, typer.Option(help="Resident: generate N API keys (default 1).")] = None,
+    allow_unfit: Annotated[
+        bool, typer.Option(help="Start even when the memory-fit estimate says the model does not fit (recorded).")
+    ] = False,
     allow_uncontracted: Annotated[
         bool, typer.Option(help="Start an engine version that has no CLI contract file (recorded).")
     ] = False,
@@ -97,6 +100,7 @@ def up(
         keys=keys,
         allow_no_auth=allow_no_auth,
         allow_uncontracted=allow_uncontracted,
+        allow_unfit=allow_unfit,
     )
     record = start(state.lab(), state.runs(), request, say=warn, progress=_progress())
     if as_json:

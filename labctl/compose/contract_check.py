@@ -146,6 +146,7 @@ def validate_lab(
     """`labctl validate`: every engine file and profile, and each profile's command line (plain and
     resident) against its contract. Returns one line per profile; the first refusal raises."""
     from labctl.catalog.engines import list_engine_names, load_engine
+    from labctl.catalog.fit import default_target, fit
     from labctl.catalog.profiles import list_profile_names, load_profile
 
     if profile and not engine:
@@ -162,4 +163,8 @@ def validate_lab(
             against = f"valid against {first.contract}" if first.contract else "valid (no external CLI contract)"
             lines.append(f"{engine_name}/{name}: {against}")
             lines += [f"  warning: {w}" for w in sorted({w for v in verdicts for w in v.warnings})]
+            estimate = fit(loaded, default_target(loaded))
+            if estimate is not None:
+                lines += [f"  {line}" for line in estimate.lines()]
+                lines += [f"  way out: {way}" for way in ([] if estimate.fits else estimate.ways_out())]
     return lines

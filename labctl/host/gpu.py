@@ -3,6 +3,7 @@ them to a container. On a host without GPUs every answer says so plainly."""
 
 from __future__ import annotations
 
+import re
 import shutil
 import subprocess
 from dataclasses import dataclass
@@ -16,6 +17,17 @@ class Gpu:
     uuid: str
     driver: str
     memory_used_mib: str
+    memory_total_mib: str = ""
+    memory_free_mib: str = ""
+
+    @property
+    def unified_memory(self) -> bool:
+        """GB10 (DGX Spark) shares the host's memory and reports it as N/A."""
+        return "N/A" in self.memory_total_mib
+
+    def free_gib(self) -> float | None:
+        text = self.memory_free_mib.replace("MiB", "").strip()
+        return int(text) / 1024 if text.isdigit() else None
 
 
 def nvidia_smi() -> str | None:
@@ -27,7 +39,11 @@ def list_gpus() -> list[Gpu]:
     if exe is None:
         return []
     proc = subprocess.run(
-        [exe, "--query-gpu=index,name,uuid,driver_version,memory.used", "--format=csv,noheader"],
+        [
+            exe,
+            "--query-gpu=index,name,uuid,driver_version,memory.used,memory.total,memory.free",
+            "--format=csv,noheader",
+        ],
         capture_output=True,
         text=True,
         timeout=20,
@@ -37,7 +53,7 @@ def list_gpus() -> list[Gpu]:
     gpus = []
     for line in proc.stdout.splitlines():
         parts = [p.strip() for p in line.split(",")]
-        if len(parts) == 5:
+        if len(parts) == 7:
             gpus.append(Gpu(*parts))
     return gpus
 
@@ -67,3 +83,24 @@ def cdi_specs() -> list[Path]:
         if folder.is_dir():
             found += [p for p in folder.iterdir() if "nvidia" in p.name]
     return found
+
+
+def cuda_version() -> str | None:
+    """The highest CUDA version the driver supports, from nvidia-smi's own header ("CUDA Version: 13.0")."""
+    exe = nvidia_smi()
+    if exe is None:
+        return None
+    proc = subprocess.run([exe], capture_output=True, text=True, timeout=20)
+    match = re.search(r"CUDA Version:\s*([0-9]+\.[0-9]+)", proc.stdout) if proc.returncode == 0 else None
+    return match.group(1) if match else None
+
+
+def host_memory_available_gib() -> float | None:
+    """MemAvailable from /proc/meminfo: what a unified-memory GPU can have."""
+    try:
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemAvailable:"):
+                return int(line.split()[1]) / (1024 * 1024)
+    except (OSError, ValueError, IndexError):
+        return None
+    return None

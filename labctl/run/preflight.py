@@ -5,11 +5,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from labctl.catalog.fit import Target, fit
 from labctl.catalog.profiles import Profile
 from labctl.compose.labels import RunLabels
-from labctl.errors import Conflict, LabctlError
+from labctl.errors import BadInput, Conflict, LabctlError
 from labctl.host import docker as dk
 from labctl.host import gpu as gpus_mod
+from labctl.run.record import Fit
 
 
 @dataclass(frozen=True)
@@ -115,3 +117,57 @@ def refuse(what: str, holders: list[Holder]) -> Conflict:
     lines = [f"{what} is held by " + "; ".join(h.describe() for h in holders) + "."]
     lines.append("Free it with: " + " && ".join(f"labctl down {h.run_id}" for h in holders) + " (or pass --replace).")
     return Conflict(" ".join(lines))
+
+
+def check_cuda(profile: Profile) -> str | None:
+    """The image's CUDA major against the driver's; returns the driver's CUDA version when known."""
+    needed = profile.spec["cuda"]
+    if not profile.engine.needs_gpu:
+        return None
+    have = gpus_mod.cuda_version()
+    if needed and have and int(have.split(".")[0]) < needed:
+        raise BadInput(
+            f"{profile.spec['image']} needs CUDA {needed}, but this host's driver supports CUDA {have} "
+            f"(nvidia-smi). Nothing was started. Upgrade the driver (CUDA 13 needs driver >= 580), or use an image "
+            f"built for CUDA {have.split('.')[0]} (for vLLM a -cu129 tag) in another profile."
+        )
+    return have
+
+
+def check_memory_fit(
+    profile: Profile, found: list[gpus_mod.Gpu], cache_dir: str | None, allow_unfit: bool
+) -> Fit | None:
+    """Would the model fit in the memory the chosen GPUs have free now? Refuses (exit 2) unless allowed."""
+    chosen = [g for g in found if g.index in profile.gpu_ids] or found[: profile.gpu_count]
+    if not chosen:
+        return None
+    unified = any(g.unified_memory for g in chosen)
+    if unified:
+        memory = gpus_mod.host_memory_available_gib()
+    else:
+        free = [g.free_gib() for g in chosen]
+        memory = min(f for f in free if f is not None) if all(f is not None for f in free) else None
+    if memory is None:
+        return None
+    target = Target(chosen[0].name, memory, unified_memory=unified)
+    estimate = fit(profile, target, cache_dir)
+    if estimate is None:
+        return None
+    if not estimate.fits and not allow_unfit:
+        detail = "\n".join(
+            ["  " + line for line in estimate.lines()] + ["  ways out: " + w for w in estimate.ways_out()]
+        )
+        raise BadInput(
+            f"{profile.engine.name}/{profile.name} does not fit the free memory of GPU(s) "
+            f"{','.join(g.index for g in chosen)} ({memory:.1f} GiB each). Nothing was started. Pass --allow-unfit "
+            f"to start it anyway (recorded).\n{detail}"
+        )
+    return Fit(
+        fits=estimate.fits,
+        allowed_unfit=allow_unfit and not estimate.fits,
+        gpu_memory_gib=round(memory, 2),
+        unified_memory=unified,
+        kv_needed_gib=round(estimate.kv_needed_gib, 2),
+        kv_available_gib=round(estimate.kv_available_gib, 2),
+        weights_gib=round(estimate.weights_gib, 2),
+    )

@@ -113,6 +113,19 @@ class Reproduction:
 
 
 @dataclass(frozen=True)
+class Fit:
+    """The memory-fit estimate `up` made from the chosen GPUs' free memory (arithmetic, nothing measured)."""
+
+    fits: bool = True
+    allowed_unfit: bool = False
+    gpu_memory_gib: float = 0.0  # per GPU, free when checked (unified memory: the host's available memory)
+    unified_memory: bool = False
+    weights_gib: float = 0.0
+    kv_needed_gib: float = 0.0
+    kv_available_gib: float = 0.0
+
+
+@dataclass(frozen=True)
 class EngineSetup:
     version: str | None = None  # the engine release (or Atlas source commit) the profile pins
     contract: str | None = None  # the CLI contract file that checked the command line
@@ -121,7 +134,9 @@ class EngineSetup:
     memory_value: float | None = None
     memory_meaning: str | None = None  # four engines, four meanings of one number
     thinking: str = "off"
-    revision_pinned: bool = True  # False: the engine cannot name a revision and served the hub's main
+    revision_pinned: bool = True
+    driver_cuda: str | None = None  # the driver's CUDA version when up checked it
+    memory_fit: Fit | None = None  # False: the engine cannot name a revision and served the hub's main
 
 
 @dataclass(frozen=True)

@@ -32,7 +32,9 @@ from labctl.host.probes import check_openai_api, port_in_use, wait_until_ready
 from labctl.run.down import project_name, save_logs, stop_run
 from labctl.run.keys import KeyStore, fingerprint
 from labctl.run.preflight import (
+    check_cuda,
     check_gpu_host,
+    check_memory_fit,
     current_holders,
     foreign_gpu_processes,
     gpu_conflicts,
@@ -85,6 +87,7 @@ class UpRequest:
     keys: int | None = None
     allow_no_auth: bool = False
     allow_uncontracted: bool = False
+    allow_unfit: bool = False
     home: Path | None = None  # where keys live (the runs folder's home)
 
 
@@ -144,6 +147,8 @@ class Starter:
             docker_ok.result()
             compose_ok.result()
         found_gpus = check_gpu_host(profile)
+        self.driver_cuda = check_cuda(profile)
+        self.memory_fit = check_memory_fit(profile, found_gpus, request.cache_dir, request.allow_unfit)
         image, pull_seconds = self.ensure_image(profile, local_image.result())
         try:
             with host_lock():
@@ -304,7 +309,11 @@ class Starter:
             reproduced_from=request.reproduced_from,
             run_labels=labels,
             resident=self.resident_block(profile),
-            engine_setup=engine_setup(profile, self.contract, request.allow_uncontracted),
+            engine_setup=dataclasses.replace(
+                engine_setup(profile, self.contract, request.allow_uncontracted),
+                driver_cuda=self.driver_cuda,
+                memory_fit=self.memory_fit,
+            ),
             setup={
                 "compose_sha256": sha256_text(
                     canonical_compose(
