@@ -4,6 +4,7 @@ from: the profile's extra_args, or the engine.yaml argument group."""
 
 from __future__ import annotations
 
+import functools
 import re
 import shlex
 from dataclasses import dataclass, replace
@@ -35,7 +36,13 @@ def find_contract(profile: Profile) -> Contract | None:
         return None
     version = profile.spec["engine_version"]
     path = contract_path(engine.source.path.parent.parent, engine.name, version)
-    return load_contract(path) if path.is_file() else None
+    return _load_cached(path, path.stat().st_mtime_ns) if path.is_file() else None
+
+
+@functools.lru_cache(maxsize=32)
+def _load_cached(path: Path, mtime_ns: int) -> Contract:
+    """A contract is large (hundreds of options) and immutable: parse each file version once per process."""
+    return load_contract(path)
 
 
 def check_profile(profile: Profile, resident: bool = False, allow_uncontracted: bool = False) -> Verdict:
