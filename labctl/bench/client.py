@@ -23,6 +23,11 @@ class Target:
     base_url: str  # ends in /v1
     model: str
     api_key: str | None = None
+    thinking: str | None = None  # "off": every chat request asks the template not to think
+
+    def chat_extras(self) -> dict[str, Any]:
+        """Request fields that keep the setup's thinking mode (vLLM, SGLang, TensorRT-LLM and Atlas read them)."""
+        return {"chat_template_kwargs": {"enable_thinking": False}} if self.thinking == "off" else {}
 
     @property
     def parts(self) -> tuple[str, int, bool, str]:

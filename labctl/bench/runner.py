@@ -77,6 +77,7 @@ def request_body(workload: Workload, target: Target, prompt: Prompt) -> dict[str
         body["stream_options"] = {"include_usage": True}
     if spec["endpoint"] == "chat":
         body["messages"] = [{"role": "user", "content": prompt.text}]
+        body.update(target.chat_extras())
     else:
         body["prompt"] = prompt.text
     return body

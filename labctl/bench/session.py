@@ -40,6 +40,7 @@ class BenchRequest:
     force: bool = False
     request_timeout: float | None = 600.0
     environment_label: str = "external"
+    thinking: str | None = None  # an external endpoint: "off" asks every chat request not to think
 
 
 def new_bench_id() -> str:
@@ -60,12 +61,13 @@ def resolve_target(runs: Runs, request: BenchRequest) -> tuple[Target, Record]:
             raise BadInput(f"run {request.run_id} is {record.status}, not running: start it (or reproduce it) first.")
         if key is None and record.resident and record.resident.keys:
             key = KeyStore(runs.home).read(request.run_id)[0]
-        return Target(record.base_url, record.served_model_name, key), record
+        thinking = record.engine_setup.thinking if record.engine_setup else None
+        return Target(record.base_url, record.served_model_name, key, thinking), record
     if not request.base_url or not request.model:
         raise BadInput("give a RUN_ID, or both --base-url URL and --model NAME.")
     base = request.base_url.rstrip("/")
     try:
-        target = Target(base, request.model, key)
+        target = Target(base, request.model, key, request.thinking)
         target.parts  # noqa: B018 - validates the URL
     except ValueError as exc:
         raise BadInput(f"--base-url: {exc}, e.g. http://127.0.0.1:8000/v1.") from None
@@ -133,6 +135,14 @@ def check_batch_limits(record: Record, workload: Workload, force: bool) -> int |
     return limit
 
 
+def memory_of(record: Record) -> dict[str, Any] | None:
+    """The engine's memory option as it means it: one number, four meanings across engines."""
+    setup = record.engine_setup
+    if setup is None or setup.memory_setting is None:
+        return None
+    return {"setting": setup.memory_setting, "value": setup.memory_value, "meaning": setup.memory_meaning}
+
+
 def client_environment() -> dict[str, Any]:
     cpu = platform.processor() or ""
     try:
@@ -182,6 +192,8 @@ def run_bench(
             "record": record.record_path,
             "max_batch_size": limit,
             "models": server["models"],
+            "thinking": target.thinking,
+            "memory": memory_of(record),
         },
         "workload": {"name": workload.name, "sha256": workload.sha256, "spec": workload.spec},
         "client": client_environment(),

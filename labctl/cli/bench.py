@@ -8,7 +8,7 @@ from typing import Annotated, Any
 
 import typer
 
-from labctl.cli.context import listing, out, state, table, warn
+from labctl.cli.context import Thinking, listing, out, state, table, warn
 from labctl.cli.groups import GroupWithDefault
 
 
@@ -66,6 +66,10 @@ def run(
     output_len: Annotated[int | None, typer.Option(help="Override the output length (random datasets).")] = None,
     api_key_env: Annotated[str | None, typer.Option(help="Name of the variable holding the API key.")] = None,
     environment_label: Annotated[str, typer.Option(help="Label for an endpoint labctl did not start.")] = "external",
+    thinking: Annotated[
+        Thinking | None,
+        typer.Option(help="An endpoint labctl did not start: off asks every chat request not to think."),
+    ] = None,
     request_timeout: Annotated[float, typer.Option(help="Seconds one request may take in all.")] = 600.0,
     allow_over_batch_limit: Annotated[
         bool, typer.Option(help="Run levels above a TensorRT engine's built max batch size (marked).")
@@ -94,6 +98,7 @@ def run(
         force=allow_over_batch_limit or force,
         request_timeout=request_timeout,
         environment_label=environment_label,
+        thinking=thinking.value if thinking else None,
     )
     with _progress(quiet=as_json) as progress:
         result, path = run_bench(runs, request, progress, warn)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import sys
 from dataclasses import dataclass
+from enum import StrEnum
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -56,3 +57,8 @@ def listing(rows: list[list[str]], header: list[str], as_json: bool, empty: str 
         out(table(rows, header))
     else:
         out(empty)
+
+
+class Thinking(StrEnum):
+    on = "on"
+    off = "off"

@@ -8,7 +8,7 @@ from typing import Annotated, Any
 
 import typer
 
-from labctl.cli.context import listing, out, state, table, warn
+from labctl.cli.context import Thinking, listing, out, state, table, warn
 from labctl.cli.groups import GroupWithDefault
 
 
@@ -68,6 +68,10 @@ def evaluate(
     model: Annotated[str | None, typer.Option(help="The served model name (with --base-url).")] = None,
     api_key_env: Annotated[str | None, typer.Option(help="Name of the variable holding the API key.")] = None,
     environment_label: Annotated[str, typer.Option(help="Label for an endpoint labctl did not start.")] = "external",
+    thinking: Annotated[
+        Thinking | None,
+        typer.Option(help="An endpoint labctl did not start: off asks every chat request not to think."),
+    ] = None,
     concurrency: Annotated[int, typer.Option(help="Cases asked at once.")] = 8,
     timeout: Annotated[float, typer.Option(help="Seconds one answer may take.")] = 300.0,
     as_json: Annotated[bool, typer.Option("--json", help="Print the whole result as JSON.")] = False,
@@ -92,6 +96,7 @@ def evaluate(
         model=model,
         api_key_env=api_key_env,
         environment_label=environment_label,
+        thinking=thinking.value if thinking else None,
     )
     live = sys.stderr.isatty() and not as_json
 

@@ -20,6 +20,7 @@ COLUMNS = [
     ("build_s", "build s"),
     ("cold_start_s", "cold start s"),
     ("model", "model@rev"),
+    ("thinking", "thinking"),
     ("workload", "workload"),
     ("environment_label", "env"),
     ("gpu", "GPU"),

@@ -78,12 +78,24 @@ def setup_rows(entries: list[Entry]) -> list[list[str]]:
                 command,
                 str(e.result["target"].get("environment_label")),
                 f"pull {timings.image_pull_s or 0}s, cold start {cold}s",
+                e.memory,
+                e.thinking,
             ]
         )
     return out
 
 
-SETUP_HEAD = ["bench", "engine/profile", "image", "digest", "command", "environment", "prep"]
+SETUP_HEAD = [
+    "bench",
+    "engine/profile",
+    "image",
+    "digest",
+    "command",
+    "environment",
+    "prep",
+    "memory option",
+    "thinking",
+]
 
 
 def markdown(checks: list[Check], rows: list[dict[str, Any]], entries: list[Entry], plots: list[str]) -> str:

@@ -15,6 +15,7 @@ from labctl.run.store import Runs, is_run_id
 
 RULES = (
     "model family and revision",
+    "thinking mode",
     "workload",
     "environment label",
     "GPU model",
@@ -36,6 +37,26 @@ class Entry:
     def label(self) -> str:
         return f"{self.record.engine}/{self.record.profile}"
 
+    @property
+    def thinking(self) -> str:
+        given = self.result["target"].get("thinking")
+        if given is None and self.record.engine_setup is not None:
+            given = self.record.engine_setup.thinking
+        return str(given) if given else "unknown"
+
+    @property
+    def memory(self) -> str:
+        """The engine's memory option, its value and what it means (one number, four meanings)."""
+        memory = self.result["target"].get("memory")
+        setup = self.record.engine_setup
+        if memory is None and setup is not None and setup.memory_setting:
+            memory = {"setting": setup.memory_setting, "value": setup.memory_value, "meaning": setup.memory_meaning}
+        if not memory:
+            return "-"
+        return (
+            f"{memory['setting']} {memory['value'] if memory['value'] is not None else 'default'} ({memory['meaning']})"
+        )
+
     def facts(self) -> dict[str, str]:
         model = ((self.record.resolved_profile or {}).get("model")) or {}
         devices = self.record.gpus.devices
@@ -47,6 +68,7 @@ class Entry:
         over = [str(level["concurrency"]) for level in self.result["levels"] if level.get("over_max_batch_size")]
         return {
             "model family and revision": f"{model.get('family', '?')}@{model.get('revision', '?')}",
+            "thinking mode": self.thinking,
             "workload": f"{self.result['workload']['name']} ({self.result['workload']['sha256'][:12]})",
             "environment label": str(self.result["target"].get("environment_label", "?")),
             "GPU model": gpu,
@@ -176,6 +198,8 @@ def rows(entries: list[Entry], checks: list[Check]) -> list[dict[str, Any]]:
                     "engine_version": _version(e.record),
                     **_prep(e.record),
                     "model": facts["model family and revision"],
+                    "thinking": facts["thinking mode"],
+                    "memory": e.memory,
                     "workload": facts["workload"],
                     "environment_label": facts["environment label"],
                     "gpu": facts["GPU model"],
@@ -202,6 +226,7 @@ def compare(runs: Runs, ids: list[str]) -> tuple[list[Check], list[dict[str, Any
 # Which row columns belong to which rule, for marking differing cells.
 RULE_COLUMNS = {
     "model family and revision": "model",
+    "thinking mode": "thinking",
     "workload": "workload",
     "environment label": "environment_label",
     "GPU model": "gpu",

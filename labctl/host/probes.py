@@ -39,12 +39,13 @@ def wait_until_ready(
     watch: Callable[[], None],
     progress: Callable[[str], None] = lambda _: None,
     watch_every: float = 0.25,
+    probe_timeout: float = 2.0,
 ) -> Readiness:
     """Poll until the probe answers 200. `watch` raises when the container died; it runs every
     `watch_every` seconds because asking Docker costs far more than asking the engine."""
     seen = Readiness()
     last_watch = 0.0
-    client = httpx.Client(timeout=httpx.Timeout(2.0, connect=0.5))
+    client = httpx.Client(timeout=httpx.Timeout(probe_timeout, connect=0.5))
 
     def attempt() -> None:
         nonlocal last_watch
@@ -125,10 +126,11 @@ def check_openai_api(
     return ApiCheck(models=models.json(), version=version, completion_at=done, completion=chat.json())
 
 
-def probe_now(base: str, probe: str) -> str:
-    """Health right now, as one word for a status table."""
+def probe_now(base: str, probe: str, timeout: float = 2.0) -> str:
+    """Health right now, as one word for a status table (the engine's own probe timeout: SGLang's /health
+    sleeps 1 s before it answers)."""
     try:
-        response = httpx.get(base + probe, timeout=1.0)
+        response = httpx.get(base + probe, timeout=timeout)
     except httpx.TransportError:
         return "down"
     return "healthy" if response.status_code == 200 else f"http-{response.status_code}"

@@ -36,7 +36,7 @@ async def _ask_all(
     ) as client:
 
         async def ask(case: Case) -> None:
-            body = {"model": target.model, "messages": case.messages, **case.settings}
+            body = {"model": target.model, "messages": case.messages, **case.settings, **target.chat_extras()}
             async with limit:
                 try:
                     response = await client.post(f"{target.base_url}/chat/completions", json=body)
@@ -44,10 +44,16 @@ async def _ask_all(
                         answers[case.id] = {"error": f"HTTP {response.status_code}: {response.text[:200]}"}
                     else:
                         data = response.json()
+                        message = data["choices"][0]["message"]
+                        answer, inline_reasoning = split_reasoning(message.get("content") or "")
+                        reasoning = message.get("reasoning_content") or message.get("reasoning") or inline_reasoning
+                        usage = data.get("usage") or {}
                         answers[case.id] = {
-                            "output": data["choices"][0]["message"].get("content") or "",
+                            "output": answer,  # the answer is scored, never the reasoning before it
                             "finish_reason": data["choices"][0].get("finish_reason"),
-                            "usage": data.get("usage"),
+                            "usage": usage,
+                            "reasoning_chars": len(reasoning),
+                            "reasoning_tokens": (usage.get("completion_tokens_details") or {}).get("reasoning_tokens"),
                         }
                 except (httpx.HTTPError, ValueError, KeyError, IndexError) as exc:
                     answers[case.id] = {"error": f"{type(exc).__name__}: {str(exc)[:200]}"}
@@ -55,6 +61,15 @@ async def _ask_all(
 
         await asyncio.gather(*(ask(c) for c in cases))
     return answers
+
+
+def split_reasoning(content: str) -> tuple[str, str]:
+    """(answer, reasoning): without a reasoning parser a thinking model's content starts with <think>…</think>."""
+    stripped = content.lstrip()
+    if stripped.startswith("<think>"):
+        reasoning, closed, answer = stripped[len("<think>") :].partition("</think>")
+        return (answer.strip(), reasoning) if closed else ("", reasoning)
+    return content, ""
 
 
 def grade(case: Case, answer: dict[str, Any]) -> dict[str, Any]:
@@ -124,6 +139,7 @@ def run_eval(
             "profile": record.profile,
             "environment_label": record.environment_label,
             "image_digest": record.image.digest,
+            "thinking": target.thinking,
         },
         "suite": {
             "name": suite.name,

@@ -77,7 +77,7 @@ def rotate_key(runs: Runs, run_id: str, by: str, key_file: str | None, keys: int
         if not state["running"]:
             raise LabctlError(f"the engine {state['status']} after the key rotation (exit code {state['exit_code']})")
 
-    wait_until_ready(base, record.probe, 900, watch)
+    wait_until_ready(base, record.probe, 900, watch, probe_timeout=record.probe_timeout_s)
     check_openai_api(base, record.served_model_name, new_keys[0], None)
     fingerprints = [fingerprint(k) for k in new_keys]
     resident = dataclasses.replace(resident, keys=len(new_keys), key_fingerprints=tuple(fingerprints), rotated_at=now())

@@ -159,6 +159,7 @@ class Record:
     allow_unsupported: bool = False
     support_problem: str | None = None
     probe: str = "/health"
+    probe_timeout_s: float = 2.0
     metrics_path: str | None = None
     image: ImageInfo = ImageInfo()
     compose: ComposeInfo | None = None

@@ -27,7 +27,13 @@ def live_runs(runs: Runs, probe: bool = True) -> list[dict[str, Any]]:
         state = serve.state
         record = runs.load(run_id) if runs.exists(run_id) else None
         url = base_url(labels.host or "127.0.0.1", labels.port)
-        health = probe_now(url, record.probe if record else "/health") if probe and state.running else str(state.status)
+        health = (
+            probe_now(url, record.probe, record.probe_timeout_s)
+            if record
+            else probe_now(url, "/health")
+            if probe and state.running
+            else str(state.status)
+        )
         started = state.started_at
         uptime = (dt.datetime.now(dt.UTC) - started).total_seconds() if started and state.running else None
         counters = engine_counters(url, record.metrics_path if record else None) if probe and state.running else {}

@@ -287,6 +287,7 @@ class Starter:
             allow_unsupported=bool(request.allow_unsupported and profile.support_problem),
             support_problem=profile.support_problem,
             probe=engine.spec["readiness"]["probe"],
+            probe_timeout_s=engine.spec["readiness"]["probe_timeout_s"],
             metrics_path=engine.spec["endpoints"]["metrics"],
             image=image,
             compose=ComposeInfo(
@@ -398,7 +399,14 @@ class Starter:
             self.progress(f"{now_ - started:5.1f}s  {probe_state}  | {last_log[:100]}")
 
         try:
-            readiness = wait_until_ready(base, engine.spec["readiness"]["probe"], self.request.timeout, watch, progress)
+            readiness = wait_until_ready(
+                base,
+                engine.spec["readiness"]["probe"],
+                self.request.timeout,
+                watch,
+                progress,
+                probe_timeout=engine.spec["readiness"]["probe_timeout_s"],
+            )
         except LabctlError as exc:
             logs = dk.logs_tail(serve, 20).rstrip()
             if "Last log lines" not in str(exc):

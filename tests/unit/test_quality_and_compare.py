@@ -91,3 +91,20 @@ def test_formats_carry_the_mismatch_marks() -> None:
     assert doc["same_rules"] is False and len(doc["rows"]) == 2
     assert "✗" in render(checks, table_rows, "table") and "workload" in render(checks, table_rows, "csv")
     assert Check("x", True, {}).ok
+
+
+def test_thinking_off_reaches_every_chat_request_and_the_checklist() -> None:
+    from labctl.bench.client import Target
+    from labctl.quality.evaluate import split_reasoning
+
+    assert Target("http://127.0.0.1:1/v1", "m", thinking="off").chat_extras() == {
+        "chat_template_kwargs": {"enable_thinking": False}
+    }
+    assert Target("http://127.0.0.1:1/v1", "m", thinking="on").chat_extras() == {}
+    assert split_reasoning("<think>\nhmm, 6 x 7\n</think>\n\n42") == ("42", "\nhmm, 6 x 7\n")
+    assert split_reasoning("<think>never closed") == ("", "never closed")
+    assert split_reasoning("42") == ("42", "")
+    a, b = entry("a", "vllm", "1"), entry("b", "sglang", "1")
+    a.result["target"]["thinking"], b.result["target"]["thinking"] = "off", "on"
+    failed = {c.rule for c in checklist([a, b]) if not c.ok}
+    assert failed == {"thinking mode"}
