@@ -9,6 +9,31 @@ import pytest
 from support import run_labctl
 
 PROFILE = Path("engines/vllm/profiles/qwen3-32b.yaml")
+# A fixed layout, so that the line numbers below stay what these tests assert whatever the shipped file says.
+LAYOUT = """description: Qwen3-32B in BF16, the layout these tests edit.
+image: vllm/vllm-openai:v0.34.0
+unpinned: true
+model:
+  id: Qwen/Qwen3-32B
+  revision: main
+  family: qwen3
+  quantization: bf16
+  thinking: "off"
+served_model_name: qwen3-32b
+max_model_len: 32768
+max_num_seqs: 256
+gpu_memory_utilization: 0.9
+gpus:
+  device_ids: ["0"]
+extra_args: ["--reasoning-parser", "qwen3"]
+env: [HF_TOKEN]
+engine_version: "0.34.0"
+"""
+
+
+@pytest.fixture(autouse=True)
+def fixed_layout(lab: Path) -> None:
+    (lab / PROFILE).write_text(LAYOUT)
 
 
 def _edit(lab: Path, old: str, new: str, rel: Path = PROFILE) -> None:
@@ -39,7 +64,7 @@ def test_unknown_profile(lab: Path) -> None:
     result = run_labctl("render", "sglang", "--profile", "qwen9", lab=lab)
     assert (result.code, result.stderr) == (
         2,
-        "Error: unknown profile 'qwen9' for engine sglang. Profiles: qwen2.5-7b, qwen3-32b.\n",
+        "Error: unknown profile 'qwen9' for engine sglang. Profiles: qwen2.5-7b, qwen3-32b, qwen3.6-35b-a3b-fp8.\n",
     )
 
 
@@ -58,7 +83,7 @@ def test_yaml_syntax_error_names_line(lab: Path) -> None:
     result = run_labctl("render", "vllm", "--profile", "qwen3-32b", lab=lab)
     assert result.code == 2 and "Traceback" not in result.stderr
     # the wording is the YAML parser's (libyaml or PyYAML); file, line and what to do are labctl's
-    assert result.stderr.startswith("Error: engines/vllm/profiles/qwen3-32b.yaml:12: YAML syntax error: ")
+    assert result.stderr.startswith("Error: engines/vllm/profiles/qwen3-32b.yaml:13: YAML syntax error: ")
     assert "',' or ']'" in result.stderr and result.stderr.endswith(". Fix the file and try again.\n")
 
 
@@ -66,8 +91,8 @@ def test_unknown_key_suggests(lab: Path) -> None:
     _edit(lab, "max_num_seqs: 256", "max_num_seq: 256")
     _render_fails(
         lab,
-        "engines/vllm/profiles/qwen3-32b.yaml:11: max_num_seq: unknown field. Did you mean "
-        "'max_num_seqs'? Allowed here: build, description, env, extra_args, gpu_memory_utilization, gpus, "
+        "engines/vllm/profiles/qwen3-32b.yaml:12: max_num_seq: unknown field. Did you mean "
+        "'max_num_seqs'? Allowed here: build, cuda, description, engine_version, env, extra_args, gpu_memory_utilization, gpus, "
         "host, image, max_model_len, max_num_seqs, model, network, port, served_model_name, unpinned.",
     )
 
@@ -76,14 +101,14 @@ def test_wrong_type(lab: Path) -> None:
     _edit(lab, "max_model_len: 32768", "max_model_len: lots")
     _render_fails(
         lab,
-        "engines/vllm/profiles/qwen3-32b.yaml:10: max_model_len: expected a whole number of tokens > 0, found 'lots'.",
+        "engines/vllm/profiles/qwen3-32b.yaml:11: max_model_len: expected a whole number of tokens > 0, found 'lots'.",
     )
 
 
 def test_port_range(lab: Path) -> None:
     _edit(lab, "max_num_seqs: 256", "max_num_seqs: 256\nport: 70000")
     _render_fails(
-        lab, "engines/vllm/profiles/qwen3-32b.yaml:12: port: 70000 is not allowed: expected a TCP port 1-65535."
+        lab, "engines/vllm/profiles/qwen3-32b.yaml:13: port: 70000 is not allowed: expected a TCP port 1-65535."
     )
 
 
@@ -91,7 +116,7 @@ def test_memory_fraction_range(lab: Path) -> None:
     _edit(lab, "gpu_memory_utilization: 0.9", "gpu_memory_utilization: 1.5")
     _render_fails(
         lab,
-        "engines/vllm/profiles/qwen3-32b.yaml:12: gpu_memory_utilization: 1.5 is not allowed: "
+        "engines/vllm/profiles/qwen3-32b.yaml:13: gpu_memory_utilization: 1.5 is not allowed: "
         "expected a fraction in (0, 1].",
     )
 
@@ -118,14 +143,14 @@ def test_image_neither_pinned_nor_unpinned(lab: Path) -> None:
     _edit(lab, "unpinned: true", "unpinned: false")
     _render_fails(
         lab,
-        "engines/vllm/profiles/qwen3-32b.yaml:2: image: 'vllm/vllm-openai:v0.11.0' is not pinned "
+        "engines/vllm/profiles/qwen3-32b.yaml:2: image: 'vllm/vllm-openai:v0.34.0' is not pinned "
         "by digest. Pin it (repo:tag@sha256:…, or `labctl pin ENGINE --profile NAME`), or say "
         "'unpinned: true' to use the tag as it is.",
     )
 
 
 def test_malformed_digest(lab: Path) -> None:
-    _edit(lab, "image: vllm/vllm-openai:v0.11.0\nunpinned: true", "image: vllm/vllm-openai:v0.11.0@sha256:abc")
+    _edit(lab, "image: vllm/vllm-openai:v0.34.0\nunpinned: true", "image: vllm/vllm-openai:v0.34.0@sha256:abc")
     _render_fails(
         lab,
         "engines/vllm/profiles/qwen3-32b.yaml:2: image: malformed digest 'sha256:abc': expected "
@@ -151,14 +176,14 @@ def test_not_a_mapping(lab: Path) -> None:
 
 def test_duplicate_key(lab: Path) -> None:
     _edit(lab, "max_num_seqs: 256", "max_num_seqs: 256\nmax_num_seqs: 8")
-    _render_fails(lab, "engines/vllm/profiles/qwen3-32b.yaml:12: max_num_seqs: duplicate key; keep one.")
+    _render_fails(lab, "engines/vllm/profiles/qwen3-32b.yaml:13: max_num_seqs: duplicate key; keep one.")
 
 
 def test_env_values_refused(lab: Path) -> None:
     _edit(lab, "env: [HF_TOKEN]", "env: [HF_TOKEN=hf_abc]")
     _render_fails(
         lab,
-        "engines/vllm/profiles/qwen3-32b.yaml:16: env[0]: 'HF_TOKEN=hf_abc' is not allowed: "
+        "engines/vllm/profiles/qwen3-32b.yaml:17: env[0]: 'HF_TOKEN=hf_abc' is not allowed: "
         "expected a variable name such as HF_TOKEN.",
     )
 
@@ -166,7 +191,7 @@ def test_env_values_refused(lab: Path) -> None:
 def test_broken_engine_file(lab: Path) -> None:
     _edit(lab, "  port: 8000", "  port: eighty", rel=Path("engines/vllm/engine.yaml"))
     _render_fails(
-        lab, "engines/vllm/engine.yaml:21: server.port: expected the engine's default port (1-65535), found 'eighty'."
+        lab, "engines/vllm/engine.yaml:22: server.port: expected the engine's default port (1-65535), found 'eighty'."
     )
 
 
@@ -175,8 +200,9 @@ def test_unknown_placeholder_in_engine(lab: Path) -> None:
     _render_fails(
         lab,
         "engines/vllm/engine.yaml:16: server.args[4][1]: unknown placeholder {prot}; known: api_key_file, "
-        "engine_dir, gpu_memory_utilization, host, max_model_len, max_num_seqs, model, port, revision, "
-        "served_model_name, tensor_parallel_size.",
+        "build_max_batch_size, build_max_num_tokens, build_max_seq_len, engine_dir, gpu_memory_utilization, host, "
+        "max_model_len, max_num_seqs, model, port, reasoning_parser, revision, served_model_name, "
+        "tensor_parallel_size.",
     )
 
 
@@ -185,11 +211,11 @@ def test_bad_gpus_option(lab: Path) -> None:
 
 
 def test_validate_all_and_debug_traceback(lab: Path) -> None:
-    assert run_labctl("validate", lab=lab).stdout == "ok: 8 profile(s) valid\n"
+    assert run_labctl("validate", lab=lab).stdout.endswith("\nok: 10 profile(s) valid\n")
     _edit(lab, "max_model_len: 32768", "max_model_len: -1")
     result = run_labctl("validate", lab=lab)
     assert result.code == 2 and result.stderr.startswith(
-        "Error: engines/vllm/profiles/qwen3-32b.yaml:10: max_model_len:"
+        "Error: engines/vllm/profiles/qwen3-32b.yaml:11: max_model_len:"
     )
     debug = run_labctl("--debug", "validate", lab=lab)
     assert debug.code != 0 and "Traceback" in debug.stderr
