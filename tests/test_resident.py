@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import time
 from pathlib import Path
@@ -131,18 +132,26 @@ def test_several_keys_and_key_file(lab: Path, home: Path, tmp_path: Path) -> Non
     assert ask(info, "sk-team-b-0123456789abcdef")
 
 
-def dockerd_is_ours() -> bool:
-    out = subprocess.run(["pgrep", "-a", "dockerd"], capture_output=True, text=True).stdout
-    return "--bridge=none" in out
+def main_dockerd() -> int | None:
+    """The pid of the lab's main daemon when scripts/docker-lab.sh started it (its default pid file, no
+    --data-root): the simulated-GPU and remote-lab daemons beside it must not be touched."""
+    try:
+        pid = int(Path("/var/run/docker.pid").read_text().strip())
+        argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+    except (OSError, ValueError):
+        return None
+    ours = b"--bridge=none" in argv and not any(a.startswith(b"--data-root") for a in argv)
+    return pid if ours else None
 
 
 def test_comes_back_after_dockerd_restart(lab: Path, home: Path) -> None:
-    if not dockerd_is_ours():
+    pid = main_dockerd()
+    if pid is None:
         pytest.skip("dockerd was not started by scripts/docker-lab.sh: not restarting someone else's daemon")
     info, key, url = start_resident(lab, home)
-    subprocess.run(["pkill", "-TERM", "-x", "dockerd"], check=True)
+    os.kill(pid, signal.SIGTERM)
     deadline = time.monotonic() + 60
-    while subprocess.run(["pgrep", "-x", "dockerd"], capture_output=True).returncode == 0:
+    while Path(f"/proc/{pid}").exists():
         assert time.monotonic() < deadline, "dockerd did not stop"
         time.sleep(0.2)
     subprocess.run(["bash", str(REPO / "scripts" / "docker-lab.sh")], check=True, capture_output=True)
