@@ -21,6 +21,7 @@ COLUMNS = [
     ("cold_start_s", "cold start s"),
     ("model", "model@rev"),
     ("thinking", "thinking"),
+    ("memory", "memory option"),
     ("workload", "workload"),
     ("environment_label", "env"),
     ("gpu", "GPU"),
