@@ -87,7 +87,7 @@ def test_values_land_verbatim(arg: str, model_id: str, served: str) -> None:
     unescape = lambda s: s.replace("$$", "$")  # noqa: E731 - Compose turns $$ back into $
     command = [unescape(w) for w in service["command"]]
     assert command[-2:] == [arg, "--after"]
-    assert command[command.index("--model") + 1] == model_id
+    assert command[0] == model_id  # vllm serve MODEL: the model is positional
     assert command[command.index("--served-model-name") + 1] == served
     assert unescape(service["labels"]["labctl.model"]) == model_id
 
