@@ -64,9 +64,14 @@ bench-client: $(STAMP)
 
 # The simulated GPU lab (two simulated GPU hosts, each a second dockerd with a no-op NVIDIA hook;
 # the main daemon is left alone). Writes build/sim-lab/hosts.yaml. Test lab only; refuses on GPU hosts.
-.PHONY: sim-lab
-sim-lab: docker-lab
+.PHONY: sim-lab demo-sim
+sim-lab: $(STAMP) docker-lab harness-image
 	bash scripts/sim-lab.sh
+	$(PY) scripts/sim_lab_folder.py
+
+# The seed's own command on the simulated lab, end to end (simulated GPUs: labelled harness-check).
+demo-sim: sim-lab
+	bash scripts/demo-sim.sh
 
 .PHONY: remote-lab remote-lab-down
 # A second, simulated Docker host (netns labb, reached over SSH): scripts/remote-lab.sh; see its header.

@@ -9,7 +9,7 @@ from typing import Annotated
 
 import typer
 
-from labctl.cli import bench, catalog, quality, reproduce, runs
+from labctl.cli import bench, catalog, hosts, quality, reproduce, runs
 from labctl.cli.context import state
 
 app = typer.Typer(
@@ -28,6 +28,9 @@ def _global(
     lab: Annotated[
         str | None, typer.Option("--lab", help="The lab folder (default: $LABCTL_LAB, or the checkout).")
     ] = None,
+    host: Annotated[
+        str | None, typer.Option("--host", help="The Docker host to drive (see `labctl hosts`; default: local).")
+    ] = None,
     home: Annotated[
         str | None, typer.Option("--home", help="Where runs/ live (default: $LABCTL_HOME, or the lab folder).")
     ] = None,
@@ -35,6 +38,7 @@ def _global(
     state.debug = debug or os.environ.get("LABCTL_DEBUG") == "1"
     state.lab_option = lab
     state.home_option = home
+    state.host_option = host
 
 
 catalog.register(app)
@@ -42,6 +46,7 @@ runs.register(app)
 reproduce.register(app)
 bench.register(app)
 quality.register(app)
+hosts.register(app)
 
 
 def main() -> None:

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from labctl.catalog.lab import Lab
+    from labctl.host.hosts import HostEntry
     from labctl.run.store import Runs
 
 
@@ -18,11 +19,26 @@ class State:
     debug: bool = False
     lab_option: str | None = None
     home_option: str | None = None
+    host_option: str | None = None
+    _lab: Lab | None = None
+    _host: HostEntry | None = None
 
     def lab(self) -> Lab:
-        from labctl.catalog.lab import find_lab
+        """The lab folder; resolving it also chooses the host this command drives (--host, else the
+        default of the hosts files)."""
+        if self._lab is None:
+            from labctl.catalog.lab import find_lab
+            from labctl.host.hosts import activate, load_hosts
 
-        return find_lab(self.lab_option)
+            self._lab = find_lab(self.lab_option)
+            self._host = load_hosts(self._lab.root).get(self.host_option)
+            activate(self._host)
+        return self._lab
+
+    def host(self) -> HostEntry:
+        self.lab()
+        assert self._host is not None
+        return self._host
 
     def runs(self) -> Runs:
         from labctl.run.store import Runs, home_dir

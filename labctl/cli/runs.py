@@ -101,6 +101,7 @@ def up(
         allow_no_auth=allow_no_auth,
         allow_uncontracted=allow_uncontracted,
         allow_unfit=allow_unfit,
+        host=state.host(),
     )
     record = start(state.lab(), state.runs(), request, say=warn, progress=_progress())
     if as_json:
@@ -110,6 +111,9 @@ def up(
     out(f"ready: {record.engine}/{record.profile} run {record.run_id}")
     out(f"  OpenAI base URL  {record.base_url}  (model {record.served_model_name})")
     out(f"  image            {record.image.reference}  digest {record.image.digest}")
+    if record.gpus.devices:
+        names = ", ".join(f"{g.index} {g.name} {g.uuid}" for g in record.gpus.devices)
+        out(f"  GPUs             {names}" + ("  (simulated GPU: harness-check)" if record.gpus.simulated else ""))
     out(
         f"  cold start       {t.cold_start_s} s (port open {t.port_open_s} s, ready {t.ready_s} s)"
         + (f", image pull {t.image_pull_s} s" if t.image_pull_s else "")

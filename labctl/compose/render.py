@@ -39,6 +39,7 @@ class RenderOptions:
     restart: str = "no"
     labels: dict[str, str] = field(default_factory=dict)
     secrets_dir: str | None = None  # host folder holding the API key file (resident deployments)
+    environment_label: str | None = None  # harness-check on a simulated GPU host, whatever the engine says
 
 
 def quote(value: Any) -> str:
@@ -199,7 +200,7 @@ def compose_context(profile: Profile, options: RenderOptions) -> dict[str, Any]:
         gpus=GpuClaim(tuple(profile.gpu_ids), profile.gpu_count),
         model=spec["model"]["id"],
         model_revision=spec["model"]["revision"],
-        environment_label=engine.environment_label,
+        environment_label=options.environment_label or engine.environment_label,
         allow_unsupported=bool(options.allow_unsupported and profile.support_problem),
         version=__version__,
         build={k: str(v) for k, v in (build or {}).items()},

@@ -46,6 +46,19 @@ def check_docker() -> str:
         ) from None
 
 
+def server_version(endpoint: str, timeout: float) -> str | None:
+    """The Docker Engine version at an endpoint (local: the default), or None when it does not answer
+    within `timeout` seconds (one dead host must not hang a listing)."""
+    import subprocess
+
+    argv = ["docker", *([] if endpoint == "local" else ["-H", endpoint]), "version", "-f", "{{.Server.Version}}"]
+    try:
+        proc = subprocess.run(argv, capture_output=True, text=True, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        return None
+    return proc.stdout.strip() or None if proc.returncode == 0 else None
+
+
 def check_compose() -> str:
     try:
         version = str(docker.compose.version())
@@ -58,6 +71,24 @@ def runtimes() -> list[str]:
     with docker_errors("docker info"):
         info = docker.info()
     return sorted((info.runtimes or {}).keys())
+
+
+def gpu_request_problem(image: str, device_ids: list[str]) -> str | None:
+    """Start (and remove) one container of `image` that asks for these GPUs; None when it starts."""
+    try:
+        docker.run(
+            image,
+            ["true"],
+            entrypoint="true",
+            remove=True,
+            gpus=f'"device={",".join(device_ids)}"',
+            networks=["none"],
+            name=None,
+        )
+    except DockerException as exc:
+        lines = (exc.stderr or str(exc)).strip().splitlines()
+        return lines[-1] if lines else "no output"
+    return None
 
 
 def compose_client(compose_file: Path, project: str) -> DockerClient:

@@ -25,22 +25,40 @@ class Gpu:
         """GB10 (DGX Spark) shares the host's memory and reports it as N/A."""
         return "N/A" in self.memory_total_mib
 
+    @property
+    def simulated(self) -> bool:
+        """The test lab's nvidia-smi stand-in names every GPU "Simulated …": never a real-gpu result."""
+        return self.name.startswith("Simulated ")
+
     def free_gib(self) -> float | None:
         text = self.memory_free_mib.replace("MiB", "").strip()
         return int(text) / 1024 if text.isdigit() else None
 
 
-def nvidia_smi() -> str | None:
-    return shutil.which("nvidia-smi")
+# The command that answers nvidia-smi queries on the host labctl drives (see host/hosts.py); None: the
+# local `nvidia-smi` on PATH.
+_COMMAND: list[str] | None = None
 
 
-def list_gpus() -> list[Gpu]:
-    exe = nvidia_smi()
+def use_command(argv: list[str] | None) -> None:
+    global _COMMAND
+    _COMMAND = argv
+
+
+def nvidia_smi() -> list[str] | None:
+    if _COMMAND is not None:
+        return list(_COMMAND)
+    exe = shutil.which("nvidia-smi")
+    return [exe] if exe else None
+
+
+def list_gpus(command: list[str] | None = None) -> list[Gpu]:
+    exe = command or nvidia_smi()
     if exe is None:
         return []
     proc = subprocess.run(
         [
-            exe,
+            *exe,
             "--query-gpu=index,name,uuid,driver_version,memory.used,memory.total,memory.free",
             "--format=csv,noheader",
         ],
@@ -64,7 +82,7 @@ def foreign_processes() -> dict[str, list[str]]:
     if exe is None:
         return {}
     proc = subprocess.run(
-        [exe, "--query-compute-apps=gpu_uuid,pid,process_name,used_memory", "--format=csv,noheader"],
+        [*exe, "--query-compute-apps=gpu_uuid,pid,process_name,used_memory", "--format=csv,noheader"],
         capture_output=True,
         text=True,
         timeout=20,
@@ -90,7 +108,7 @@ def cuda_version() -> str | None:
     exe = nvidia_smi()
     if exe is None:
         return None
-    proc = subprocess.run([exe], capture_output=True, text=True, timeout=20)
+    proc = subprocess.run(exe, capture_output=True, text=True, timeout=20)
     match = re.search(r"CUDA Version:\s*([0-9]+\.[0-9]+)", proc.stdout) if proc.returncode == 0 else None
     return match.group(1) if match else None
 

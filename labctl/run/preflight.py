@@ -33,22 +33,37 @@ class Holder:
         )
 
 
-def check_gpu_host(profile: Profile) -> list[gpus_mod.Gpu]:
+@dataclass(frozen=True)
+class GpuHost:
+    found: list[gpus_mod.Gpu]
+    # No nvidia runtime and no CDI spec: Docker may still have the legacy `nvidia` device driver that it
+    # registers when the NVIDIA hook is on the daemon's PATH. Only starting a container with a device
+    # request tells; `up` does so once the image is here.
+    needs_device_probe: bool = False
+
+    @property
+    def simulated(self) -> bool:
+        return any(g.simulated for g in self.found)
+
+
+def check_gpu_host(profile: Profile) -> GpuHost:
     """On a host without NVIDIA GPUs, say exactly what is missing, before Docker is asked anything."""
     engine = profile.engine
     if not engine.needs_gpu:
-        return []
+        return GpuHost([])
     problems = []
     try:
         runtimes = dk.runtimes()
     except LabctlError:
         runtimes = []
-    if "nvidia" not in runtimes and not gpus_mod.cdi_specs():
-        problems.append(
-            f"Docker has no NVIDIA runtime (runtimes: {', '.join(runtimes) or 'none'}) and no NVIDIA CDI spec "
-            "in /etc/cdi or /var/run/cdi: install the NVIDIA Container Toolkit"
-        )
+    no_runtime = "nvidia" not in runtimes and not gpus_mod.cdi_specs()
+    runtime_problem = (
+        f"Docker has no NVIDIA runtime (runtimes: {', '.join(runtimes) or 'none'}) and no NVIDIA CDI spec "
+        "in /etc/cdi or /var/run/cdi: install the NVIDIA Container Toolkit"
+    )
     found = gpus_mod.list_gpus()
+    if gpus_mod.nvidia_smi() is None or not found:
+        problems += [runtime_problem] if no_runtime else []
     if gpus_mod.nvidia_smi() is None:
         problems.append("nvidia-smi was not found: no NVIDIA driver on this host")
     elif not found:
@@ -74,7 +89,22 @@ def check_gpu_host(profile: Profile) -> list[gpus_mod.Gpu]:
             + ". Nothing was started. "
             "GPU-free alternative: labctl up harness --profile smoke"
         )
-    return found
+    return GpuHost(found, needs_device_probe=no_runtime)
+
+
+def check_device_request(profile: Profile, host: GpuHost, image: str) -> None:
+    """Where neither an nvidia runtime nor a CDI spec exists: one throwaway container with the profile's
+    GPU request must start, or the host cannot give GPUs to a container at all."""
+    if not host.needs_device_probe:
+        return
+    ids = profile.gpu_ids or [g.index for g in host.found[: profile.gpu_count]]
+    problem = dk.gpu_request_problem(image, ids)
+    if problem:
+        raise LabctlError(
+            f"cannot start {profile.engine.name}/{profile.name} on this host: Docker has no NVIDIA runtime, no "
+            f"NVIDIA CDI spec, and a container asking for GPU {','.join(ids)} does not start ({problem}): install "
+            "the NVIDIA Container Toolkit. Nothing was started."
+        )
 
 
 def current_holders() -> list[Holder]:

@@ -37,6 +37,7 @@ class GpuSet:
     count: int = 0
     devices: tuple[Gpu, ...] = ()
     note: str | None = None
+    simulated: bool = False  # the test lab's simulated GPUs: the run is labelled harness-check
 
 
 @dataclass(frozen=True)
@@ -150,7 +151,9 @@ class Record:
     reason: str | None = None
     user: str = ""
     owner: str = ""
-    host: str = ""
+    host: str = ""  # the controller's machine name
+    host_entry: str = "local"  # which of labctl's hosts ran it (labctl hosts)
+    docker_endpoint: str = "local"
     created_at: str = ""
     labctl_version: str = ""
     environment_label: str = ""
@@ -228,6 +231,9 @@ class Record:
             "owner": self.owner,
             "environment_label": self.environment_label,
             "record": self.record_path,
+            "host": self.host_entry,
+            "gpu_devices": [{"index": g.index, "name": g.name, "uuid": g.uuid} for g in self.gpus.devices],
+            "simulated_gpu": self.gpus.simulated,
         }
 
 

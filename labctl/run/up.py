@@ -26,13 +26,16 @@ from labctl.errors import BadInput, Conflict, LabctlError
 from labctl.host import docker as dk
 from labctl.host.files import write_atomically
 from labctl.host.gpu import Gpu
+from labctl.host.hosts import LOCAL_HOST, HostEntry
 from labctl.host.identity import current_user
 from labctl.host.lock import host_lock
 from labctl.host.probes import check_openai_api, port_in_use, wait_until_ready
 from labctl.run.down import project_name, save_logs, stop_run
 from labctl.run.keys import KeyStore, fingerprint
 from labctl.run.preflight import (
+    Holder,
     check_cuda,
+    check_device_request,
     check_gpu_host,
     check_memory_fit,
     current_holders,
@@ -88,6 +91,7 @@ class UpRequest:
     allow_no_auth: bool = False
     allow_uncontracted: bool = False
     allow_unfit: bool = False
+    host: HostEntry = LOCAL_HOST
     home: Path | None = None  # where keys live (the runs folder's home)
 
 
@@ -146,13 +150,18 @@ class Starter:
             local_image = pool.submit(dk.image_facts, profile.spec["image"])
             docker_ok.result()
             compose_ok.result()
-        found_gpus = check_gpu_host(profile)
+        gpu_host = check_gpu_host(profile)
+        found_gpus = gpu_host.found
+        self.simulated = gpu_host.simulated or request.host.simulated
+        if self.simulated:
+            self.say(f"simulated GPU host {request.host.name}: this run is labelled harness-check, never real-gpu")
         self.driver_cuda = check_cuda(profile)
         self.memory_fit = check_memory_fit(profile, found_gpus, request.cache_dir, request.allow_unfit)
         image, pull_seconds = self.ensure_image(profile, local_image.result())
+        check_device_request(profile, gpu_host, str(image.reference))
         try:
             with host_lock():
-                replaced = self.claim(profile, found_gpus)
+                profile, replaced = self.claim(profile, found_gpus)
                 compose_file = self.prepare(profile, image, pull_seconds, found_gpus, replaced)
                 build = self.build_if_needed(profile, compose_file)
                 start = time.monotonic()
@@ -199,9 +208,11 @@ class Starter:
             pulled=seconds is not None,
         ), seconds
 
-    def claim(self, profile: Profile, found_gpus: list[Any]) -> list[str]:
-        """Under the host lock: refuse (or replace) whoever holds our GPUs or port."""
+    def claim(self, profile: Profile, found_gpus: list[Any]) -> tuple[Profile, list[str]]:
+        """Under the host lock: place a `count:` profile on free GPUs, then refuse (or replace) whoever
+        holds our GPUs or port. Returns the profile with concrete GPU ids."""
         holders = current_holders()
+        profile = place_on_free_gpus(profile, found_gpus, holders)
         conflicts = gpu_conflicts(profile, holders)
         port_holders = port_conflicts(profile, holders)
         foreign = foreign_gpu_processes(profile, found_gpus)
@@ -239,7 +250,7 @@ class Starter:
                 f"port {profile.spec['port']} on {profile.spec['host']} is in use by a process labctl did "
                 f"not start. Pick another with --port N (or stop it: ss -ltnp 'sport = :{profile.spec['port']}')."
             )
-        return replaced
+        return profile, replaced
 
     def prepare(
         self, profile: Profile, image: ImageInfo, pull_seconds: float | None, found_gpus: list[Gpu], replaced: list[str]
@@ -263,7 +274,12 @@ class Starter:
             labels=labels.run_labels(),
             restart=RESTART_POLICY if self.plan else "no",
             secrets_dir=secrets_dir,
+            environment_label="harness-check" if self.simulated else None,
         )
+        if not request.host.is_remote:  # Docker refuses a bind mount whose source folder does not exist
+            for folder in (options.cache_dir, options.engine_store):
+                if folder and profile.engine.spec["model_cache"]:
+                    Path(folder).mkdir(parents=True, exist_ok=True)
         text = render_compose(self.lab, profile, options)
         compose_file = self.runs.dir(self.run_id) / "compose.yaml"
         write_atomically(compose_file, text)
@@ -279,7 +295,7 @@ class Starter:
                 base_url=base_url(profile.spec["host"], profile.spec["port"]) + "/v1",
             ),
             owner,
-            engine.environment_label,
+            "harness-check" if self.simulated else engine.environment_label,
             created_at=created,
             record_path=str(self.runs.record_path(self.run_id)),
             profile_sha256=profile.sha256,
@@ -301,10 +317,13 @@ class Starter:
                 ids=tuple(profile.gpu_ids),
                 count=profile.gpu_count,
                 devices=tuple(g for g in found_gpus if g.index in profile.gpu_ids or not profile.gpu_ids),
-                note=None
+                note=("simulated GPU" if self.simulated else None)
                 if engine.needs_gpu
                 else ("GPU ids are labels only: this engine uses no GPU" if profile.gpu_ids else "no GPU"),
+                simulated=self.simulated,
             ),
+            host_entry=request.host.name,
+            docker_endpoint=request.host.docker,
             timings=Timings(image_pull_s=pull_seconds),
             replaced=tuple(replaced),
             reproduced_from=request.reproduced_from,
@@ -458,6 +477,22 @@ class Starter:
         if self.record:
             self.update(status=status, reason=reason, stopped_at=now())
             self.runs.event(self.run_id, status, reason=reason.splitlines()[0])
+
+
+def place_on_free_gpus(profile: Profile, found: list[Gpu], holders: list[Holder]) -> Profile:
+    """A `count: N` profile gets N concrete GPUs that no labctl run holds (lowest indexes first), so that
+    exclusivity, labels and the record all name real devices."""
+    if profile.gpu_ids or not profile.gpu_count or not profile.engine.needs_gpu:
+        return profile
+    held = {gpu for holder in holders for gpu in holder.gpus}
+    free = [g.index for g in found if g.index not in held]
+    if len(free) < profile.gpu_count:
+        busy = "; ".join(h.describe() for h in holders if h.gpus)
+        raise Conflict(
+            f"{profile.engine.name}/{profile.name} needs {profile.gpu_count} free GPU(s); free now: "
+            f"{', '.join(free) or 'none'} (held by {busy or 'nobody labctl knows'}). Stop a run (labctl down RUN_ID)."
+        )
+    return with_overrides(profile, gpus=free[: profile.gpu_count])
 
 
 def engine_setup(profile: Profile, contract: Verdict, allow_uncontracted: bool) -> EngineSetup:

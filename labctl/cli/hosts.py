@@ -1,0 +1,70 @@
+"""hosts: the Docker hosts this lab drives, with their GPUs."""
+
+from __future__ import annotations
+
+import json
+from typing import Annotated
+
+import typer
+
+from labctl.cli.context import listing, out, state
+
+
+def register(app: typer.Typer) -> None:
+    group = typer.Typer(
+        no_args_is_help=False,
+        invoke_without_command=True,
+        help="The Docker hosts this lab drives (local, simulated, or ssh://) and their GPUs.\n\nExample: labctl hosts",
+    )
+    group.callback()(hosts)
+    group.command("add")(add)
+    group.command("remove")(remove)
+    app.add_typer(group, name="hosts")
+
+
+def hosts(
+    ctx: typer.Context,
+    as_json: Annotated[bool, typer.Option("--json", help="Print a JSON list.")] = False,
+) -> None:
+    """List the hosts with their Docker endpoint, reachability, Docker version and GPUs.
+
+    Example: labctl hosts --json
+    """
+    if ctx.invoked_subcommand is not None:
+        return
+    from labctl.run.inventory import describe_hosts
+
+    rows = describe_hosts(state.lab())
+    if as_json:
+        print(json.dumps(rows))
+        return
+    listing(
+        [[r["name"], r["docker"], r["reachable"], r["docker_version"] or "-", r["gpus_text"]] for r in rows],
+        ["HOST", "DOCKER", "REACHABLE", "DOCKER VERSION", "GPUS"],
+        False,
+    )
+
+
+def add(
+    name: Annotated[str, typer.Argument(help="A short name, e.g. h100-a.")],
+    docker: Annotated[str, typer.Argument(help="local, unix:///path/docker.sock or ssh://user@host[:port].")],
+    nvidia_smi: Annotated[str, typer.Option(help="The nvidia-smi command on that host.")] = "nvidia-smi",
+) -> None:
+    """Add (or replace) a host in your hosts file (~/.config/labctl/hosts.yaml or $LABCTL_HOSTS).
+
+    Example: labctl hosts add h100-a ssh://lab@10.0.0.5
+    """
+    from labctl.host.hosts import add_host
+
+    path = add_host(name, docker, nvidia_smi.split())
+    out(f"added host {name} ({docker}) to {path}")
+
+
+def remove(name: Annotated[str, typer.Argument(help="The host to forget.")]) -> None:
+    """Remove a host from your hosts file.
+
+    Example: labctl hosts remove h100-a
+    """
+    from labctl.host.hosts import remove_host
+
+    out(f"removed host {name} from {remove_host(name)}")

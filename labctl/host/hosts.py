@@ -1,0 +1,167 @@
+"""The hosts labctl drives: each one's Docker endpoint (reached the way Docker itself reaches remote daemons:
+`unix://` sockets, `ssh://user@host`) and the command that answers `nvidia-smi` queries on it.
+
+Where they are written down: `$LABCTL_HOSTS`, else `~/.config/labctl/hosts.yaml` (the user's), merged over
+the lab's own `hosts.yaml` (a lab may ship hosts, such as the simulated ones). No secrets live here: SSH
+keys stay in the user's SSH setup."""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+from labctl.catalog.fields import Field, check_mapping
+from labctl.catalog.sourcefile import load_yaml_mapping
+from labctl.errors import BadInput
+
+LOCAL = "local"
+_NAME = re.compile(r"[a-z0-9][a-z0-9._-]{0,62}\Z")
+_ENDPOINT = re.compile(
+    r"local\Z|unix:///[A-Za-z0-9._/-]{1,200}\Z|ssh://[a-z_][a-z0-9_-]{0,31}@[A-Za-z0-9.-]{1,253}(?::[0-9]{1,5})?\Z"
+)
+_WORD = re.compile(r"[A-Za-z0-9._/=:+-]{1,256}\Z")
+
+HOST_FIELDS = {
+    "docker": Field(
+        "str",
+        "local, unix:///path/to/docker.sock or ssh://user@host[:port]",
+        required=True,
+        check=lambda v: _ENDPOINT.match(v) is not None,
+    ),
+    "nvidia_smi": Field(
+        "list",
+        "the command that answers nvidia-smi queries on that host, e.g. [nvidia-smi]",
+        item=Field("str", "a plain argv word", check=lambda v: _WORD.match(v) is not None),
+    ),
+    "simulated": Field("bool", default=False),
+}
+FILE_FIELDS = {
+    "hosts": Field("map", "host name to its entry", required=True, item=Field("map", "a host entry")),
+    "default": Field("str", "the host used when no --host is given"),
+}
+
+
+@dataclass(frozen=True)
+class HostEntry:
+    name: str
+    docker: str = LOCAL
+    nvidia_smi: tuple[str, ...] = ("nvidia-smi",)
+    simulated: bool = False  # a test lab's host: its GPUs are simulated, its runs never count as real-gpu
+
+    @property
+    def is_remote(self) -> bool:
+        return self.docker.startswith("ssh://")
+
+    def nvidia_smi_argv(self) -> list[str]:
+        """Run on the host itself: over the same SSH transport Docker uses for an ssh:// endpoint."""
+        if self.is_remote:
+            target = self.docker.removeprefix("ssh://")
+            host, _, port = target.partition(":")
+            return ["ssh", "-o", "BatchMode=yes", *(["-p", port] if port else []), host, "--", *self.nvidia_smi]
+        return list(self.nvidia_smi)
+
+
+LOCAL_HOST = HostEntry(LOCAL)
+
+
+@dataclass(frozen=True)
+class Hosts:
+    entries: dict[str, HostEntry]
+    default: str = LOCAL
+
+    def get(self, name: str | None) -> HostEntry:
+        chosen = name or self.default
+        if chosen == LOCAL and LOCAL not in self.entries:
+            return LOCAL_HOST
+        if chosen not in self.entries:
+            known = ", ".join(sorted({LOCAL, *self.entries}))
+            raise BadInput(f"unknown host {chosen!r}: known hosts are {known} (add one: labctl hosts add NAME URL).")
+        return self.entries[chosen]
+
+
+def user_hosts_file() -> Path:
+    explicit = os.environ.get("LABCTL_HOSTS")
+    if explicit:
+        return Path(explicit).expanduser()
+    return Path("~/.config/labctl/hosts.yaml").expanduser()
+
+
+def load_hosts(lab_root: Path) -> Hosts:
+    entries: dict[str, HostEntry] = {}
+    default = LOCAL
+    for path in (lab_root / "hosts.yaml", user_hosts_file()):
+        if not path.is_file():
+            continue
+        src = load_yaml_mapping(path, display=str(path))
+        spec = check_mapping(src, (), src.data, FILE_FIELDS)
+        for name, raw in spec["hosts"].items():
+            if not isinstance(name, str) or not _NAME.match(name):
+                raise src.problem(
+                    ("hosts",), f"host name {name!r} is not allowed: lower-case letters, digits, '.', '_', '-'."
+                )
+            entry = check_mapping(src, ("hosts", name), raw, HOST_FIELDS)
+            entries[name] = HostEntry(
+                name, entry["docker"], tuple(entry["nvidia_smi"] or ("nvidia-smi",)), bool(entry["simulated"])
+            )
+        if spec["default"]:
+            default = spec["default"]
+    if default != LOCAL and default not in entries:
+        raise BadInput(f"hosts: the default host {default!r} has no entry.")
+    return Hosts(entries, default)
+
+
+def _read_user_file() -> tuple[Path, dict[str, dict[str, object]], str | None]:
+    path = user_hosts_file()
+    if not path.is_file():
+        return path, {}, None
+    src = load_yaml_mapping(path, display=str(path))
+    spec = check_mapping(src, (), src.data, FILE_FIELDS)
+    return path, dict(spec["hosts"]), spec["default"]
+
+
+def _write_user_file(path: Path, entries: dict[str, dict[str, object]], default: str | None) -> None:
+    import yaml
+
+    from labctl.host.files import write_atomically
+
+    doc: dict[str, object] = {"hosts": entries}
+    if default:
+        doc["default"] = default
+    header = "# labctl hosts (labctl hosts add|remove). No secrets here: SSH keys stay in your SSH setup.\n"
+    write_atomically(path, header + yaml.safe_dump(doc, sort_keys=True), mode=0o644)
+
+
+def add_host(name: str, docker: str, nvidia_smi: list[str]) -> Path:
+    if not _NAME.match(name) or name == LOCAL:
+        raise BadInput(f"host name {name!r} is not allowed: lower-case letters, digits, '.', '_', '-' (not 'local').")
+    if not _ENDPOINT.match(docker):
+        raise BadInput(
+            f"{docker!r} is not a Docker endpoint: use local, unix:///path/docker.sock or ssh://user@host[:port]."
+        )
+    if not nvidia_smi or not all(_WORD.match(w) for w in nvidia_smi):
+        raise BadInput(f"--nvidia-smi {' '.join(nvidia_smi)!r}: plain words only (a path and options).")
+    path, entries, default = _read_user_file()
+    entries[name] = {"docker": docker, "nvidia_smi": nvidia_smi}
+    _write_user_file(path, entries, default)
+    return path
+
+
+def remove_host(name: str) -> Path:
+    path, entries, default = _read_user_file()
+    if name not in entries:
+        raise BadInput(f"no host {name!r} in {path}.")
+    del entries[name]
+    _write_user_file(path, entries, None if default == name else default)
+    return path
+
+
+def activate(entry: HostEntry) -> None:
+    """Drive this host from now on: every Docker and Compose call of this process goes to its endpoint
+    (DOCKER_HOST, as `docker -H` and Docker contexts do), and GPU questions to its nvidia-smi."""
+    from labctl.host import gpu
+
+    if entry.docker != LOCAL:  # local: Docker's own default, or the DOCKER_HOST the user set
+        os.environ["DOCKER_HOST"] = entry.docker
+    gpu.use_command(None if entry.name == LOCAL and entry.nvidia_smi == ("nvidia-smi",) else entry.nvidia_smi_argv())
