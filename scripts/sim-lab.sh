@@ -194,6 +194,8 @@ write_hosts_file() {
       echo "    docker: unix://$(sock_of "$h")"
       echo "    nvidia_smi: [\"$BIN/nvidia-smi\", \"--sim-config\", \"$STATE/$h.json\"]"
       echo "    simulated: true"
+      # A DGX Spark's GPU shares the host's 128 GB (nvidia-smi says [N/A]): the simulated one says how much.
+      [ "$h" = sim-gb10 ] && echo "    unified_memory_gib: 119.6"
     done
     echo "default: sim-h100"
   } >"$tmp"

@@ -36,6 +36,11 @@ HOST_FIELDS = {
         item=Field("str", "a plain argv word", check=lambda v: _WORD.match(v) is not None),
     ),
     "simulated": Field("bool", default=False),
+    "unified_memory_gib": Field(
+        "float",
+        "a unified-memory GPU's share of the host's memory, in GiB (default: read from the host)",
+        check=lambda v: 0 < v <= 100_000,
+    ),
 }
 FILE_FIELDS = {
     "hosts": Field("map", "host name to its entry", required=True, item=Field("map", "a host entry")),
@@ -49,6 +54,7 @@ class HostEntry:
     docker: str = LOCAL
     nvidia_smi: tuple[str, ...] = ("nvidia-smi",)
     simulated: bool = False  # a test lab's host: its GPUs are simulated, its runs never count as real-gpu
+    unified_memory_gib: float | None = None
 
     @property
     def is_remote(self) -> bool:
@@ -103,7 +109,11 @@ def load_hosts(lab_root: Path) -> Hosts:
                 )
             entry = check_mapping(src, ("hosts", name), raw, HOST_FIELDS)
             entries[name] = HostEntry(
-                name, entry["docker"], tuple(entry["nvidia_smi"] or ("nvidia-smi",)), bool(entry["simulated"])
+                name,
+                entry["docker"],
+                tuple(entry["nvidia_smi"] or ("nvidia-smi",)),
+                bool(entry["simulated"]),
+                entry["unified_memory_gib"],
             )
         if spec["default"]:
             default = spec["default"]

@@ -165,7 +165,11 @@ def check_cuda(profile: Profile) -> str | None:
 
 
 def check_memory_fit(
-    profile: Profile, found: list[gpus_mod.Gpu], cache_dir: str | None, allow_unfit: bool
+    profile: Profile,
+    found: list[gpus_mod.Gpu],
+    cache_dir: str | None,
+    allow_unfit: bool,
+    unified_memory_gib: float | None = None,
 ) -> Fit | None:
     """Would the model fit in the memory the chosen GPUs have free now? Refuses (exit 2) unless allowed."""
     chosen = [g for g in found if g.index in profile.gpu_ids] or found[: profile.gpu_count]
@@ -173,7 +177,7 @@ def check_memory_fit(
         return None
     unified = any(g.unified_memory for g in chosen)
     if unified:
-        memory = gpus_mod.host_memory_available_gib()
+        memory = unified_memory_gib or gpus_mod.host_memory_available_gib()
     else:
         free = [g.free_gib() for g in chosen]
         memory = min(f for f in free if f is not None) if all(f is not None for f in free) else None

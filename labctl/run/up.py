@@ -156,7 +156,9 @@ class Starter:
         if self.simulated:
             self.say(f"simulated GPU host {request.host.name}: this run is labelled harness-check, never real-gpu")
         self.driver_cuda = check_cuda(profile)
-        self.memory_fit = check_memory_fit(profile, found_gpus, request.cache_dir, request.allow_unfit)
+        self.memory_fit = check_memory_fit(
+            profile, found_gpus, request.cache_dir, request.allow_unfit, request.host.unified_memory_gib
+        )
         image, pull_seconds = self.ensure_image(profile, local_image.result())
         check_device_request(profile, gpu_host, str(image.reference))
         try:
