@@ -1,0 +1,184 @@
+"""Every shipped profile, run for real on the simulated GPU lab (build/sim-lab: the engines' personas on
+simulated GPUs, a second Docker daemon with the NVIDIA device driver): up → a chat completion through the
+official openai SDK → status healthy → down. Resident variants with keys, exclusivity by device id and by
+count, a foreign process holding GPU memory, the memory-fit refusal, a driver too old for the image.
+
+The GPUs are simulated (scripts/sim/nvidia-smi); everything else — Docker, the device request, the
+persona's command line checked against the engine's contract, the HTTP API — is real."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+
+import openai
+import pytest
+import yaml
+from harness_proc import free_port
+from support import IN_CI, REPO, Result, run_labctl
+
+SIM = REPO / "build" / "sim-lab"
+SOCKETS = {"sim-h100": "/var/run/labctl-sim/docker.sock", "sim-gb10": "/var/run/labctl-sim/gb10/docker.sock"}
+H100 = [
+    ("vllm", "qwen3-32b"),
+    ("vllm", "qwen2.5-7b"),
+    ("sglang", "qwen3-32b"),
+    ("sglang", "qwen2.5-7b"),
+    ("trtllm", "qwen3-32b"),
+]
+GB10 = [("atlas", "qwen3.6-35b-a3b-fp8"), ("vllm", "qwen3.6-35b-a3b-fp8"), ("sglang", "qwen3.6-35b-a3b-fp8")]
+
+pytestmark = pytest.mark.docker
+
+
+@pytest.fixture
+def sim(tmp_path: Path) -> Iterator[Path]:
+    """A private copy of build/sim-lab (profiles and the hosts' stand-in configs may be changed here)."""
+    missing = [s for s in SOCKETS.values() if not Path(s).is_socket()]
+    if missing or not (SIM / "hosts.yaml").is_file():
+        reason = f"the simulated GPU lab is not up ({', '.join(missing) or 'build/sim-lab/hosts.yaml'} absent)"
+        if IN_CI:
+            pytest.fail(f"CI=true and {reason}: make sim-lab", pytrace=False)
+        pytest.skip(f"SKIPPED LOUDLY: {reason}; run `make sim-lab`")
+    lab = tmp_path / "sim-lab"
+    shutil.copytree(SIM, lab, ignore=shutil.ignore_patterns("runs", ".state"))
+    hosts = yaml.safe_load((lab / "hosts.yaml").read_text())
+    for name, entry in hosts["hosts"].items():  # each host's nvidia-smi reads a config this test owns
+        config = Path(entry["nvidia_smi"][-1])
+        private = tmp_path / f"{name}.json"
+        shutil.copy(config, private)
+        entry["nvidia_smi"][-1] = str(private)
+    (lab / "hosts.yaml").write_text(yaml.safe_dump(hosts))
+    yield lab
+    for socket in SOCKETS.values():  # nothing this test started may outlive it
+        env = {**os.environ, "DOCKER_HOST": f"unix://{socket}"}
+        ids = subprocess.run(
+            ["docker", "ps", "-aq", "--filter", "label=labctl.run_id"], capture_output=True, text=True, env=env
+        ).stdout.split()
+        ours = [i for i in ids if _home_of(i, env, tmp_path)]
+        if ours:
+            subprocess.run(["docker", "rm", "-f", *ours], capture_output=True, env=env)
+
+
+def _home_of(container: str, env: dict[str, str], tmp_path: Path) -> bool:
+    out = subprocess.run(
+        ["docker", "inspect", "-f", '{{index .Config.Labels "com.docker.compose.project.working_dir"}}', container],
+        capture_output=True,
+        text=True,
+        env=env,
+    ).stdout
+    return str(tmp_path) in out
+
+
+def labctl(lab: Path, *args: str, host: str = "sim-h100", timeout: float = 180) -> Result:
+    return run_labctl("--host", host, *args, lab=lab, env={"LABCTL_HOME": str(lab)}, timeout=timeout)
+
+
+def stand_in(lab: Path, host: str) -> Path:
+    return Path(yaml.safe_load((lab / "hosts.yaml").read_text())["hosts"][host]["nvidia_smi"][-1])
+
+
+def edit_stand_in(lab: Path, host: str, **changes: object) -> None:
+    path = stand_in(lab, host)
+    config = json.loads(path.read_text())
+    for key, value in changes.items():
+        if key == "gpu0_used_mib":
+            config["gpus"][0]["memory_used_mib"] = value
+        else:
+            config[key] = value
+    path.write_text(json.dumps(config))
+
+
+def up(lab: Path, engine: str, profile: str, *args: str, host: str = "sim-h100") -> dict:
+    result = labctl(lab, "up", engine, "--profile", profile, "--port", str(free_port()), "--json", *args, host=host)
+    assert result.code == 0, result.stderr
+    return json.loads(result.stdout.strip().splitlines()[-1])
+
+
+def chat(info: dict, key: str = "not-needed") -> str:
+    client = openai.OpenAI(base_url=info["base_url"], api_key=key, max_retries=0, timeout=30)
+    reply = client.chat.completions.create(
+        model=info["model"],
+        messages=[{"role": "user", "content": "Hello, lab"}],
+        max_tokens=8,
+        extra_body={"chat_template_kwargs": {"enable_thinking": False}},
+    )
+    return reply.choices[0].message.content or ""
+
+
+@pytest.mark.parametrize(("engine", "profile"), H100)
+def test_h100_profiles_run_end_to_end(sim: Path, engine: str, profile: str) -> None:
+    info = up(sim, engine, profile)
+    assert info["health"] == "healthy" and info["environment_label"] == "harness-check"
+    assert info["simulated_gpu"] and info["host"] == "sim-h100"
+    record = json.loads(Path(info["record"]).read_text())
+    assert record["environment_label"] == "harness-check" and record["gpus"]["simulated"]
+    assert [d["uuid"].startswith("GPU-") for d in record["gpus"]["devices"]] == [True] * len(info["gpus"])
+    assert record["engine_setup"]["contract"].startswith(f"engines/{engine}/cli/")
+    assert chat(info)
+    status = json.loads(labctl(sim, "status", "--json").stdout)
+    assert any(s["run_id"] == info["run_id"] and s["health"] == "healthy" for s in status)
+    assert labctl(sim, "down", info["run_id"]).code == 0
+
+
+@pytest.mark.parametrize(("engine", "profile"), GB10)
+def test_gb10_profiles_run_on_the_simulated_spark(sim: Path, engine: str, profile: str) -> None:
+    info = up(sim, engine, profile, host="sim-gb10")
+    assert info["gpu_devices"][0]["name"] == "Simulated NVIDIA GB10" and info["environment_label"] == "harness-check"
+    record = json.loads(Path(info["record"]).read_text())
+    assert record["engine_setup"]["memory_fit"]["unified_memory"]
+    assert chat(info)
+    assert labctl(sim, "down", info["run_id"], host="sim-gb10").code == 0
+
+
+@pytest.mark.parametrize(("engine", "profile"), [("vllm", "qwen2.5-7b"), ("sglang", "qwen2.5-7b")])
+def test_resident_keys_guard_the_api(sim: Path, engine: str, profile: str) -> None:
+    info = up(sim, engine, profile, "--resident")
+    key = json.loads(labctl(sim, "share", info["run_id"], "--json").stdout)["api_key"]
+    with pytest.raises(openai.AuthenticationError):
+        chat(info, key="wrong-key")
+    assert chat(info, key=key)
+    assert labctl(sim, "down", info["run_id"]).code == 0
+
+
+def test_two_count_profiles_never_share_a_gpu(sim: Path) -> None:
+    path = sim / "engines" / "vllm" / "profiles" / "qwen2.5-7b.yaml"
+    path.write_text(path.read_text().replace('gpus:\n  device_ids: ["0"]', "gpus:\n  count: 1"))
+    first = up(sim, "vllm", "qwen2.5-7b")
+    second = up(sim, "vllm", "qwen2.5-7b")
+    assert {tuple(first["gpus"]), tuple(second["gpus"])} == {("0",), ("1",)}
+    third = labctl(sim, "up", "vllm", "--profile", "qwen2.5-7b", "--port", str(free_port()))
+    assert third.code == 3 and "needs 1 free GPU(s); free now: none" in third.stderr
+    for info in (first, second):
+        assert labctl(sim, "down", info["run_id"]).code == 0
+
+
+def test_a_held_gpu_is_refused_and_replace_takes_it(sim: Path) -> None:
+    first = up(sim, "vllm", "qwen2.5-7b")
+    refused = labctl(sim, "up", "sglang", "--profile", "qwen2.5-7b", "--port", str(free_port()))
+    assert refused.code == 3 and first["run_id"] in refused.stderr
+    second = up(sim, "sglang", "qwen2.5-7b", "--replace")
+    assert json.loads(Path(first["record"]).read_text())["replaced_by"] == second["run_id"]
+    assert labctl(sim, "down", second["run_id"]).code == 0
+
+
+def test_foreign_gpu_memory_and_memory_fit_refusals(sim: Path) -> None:
+    edit_stand_in(
+        sim, "sim-h100", processes=[{"gpu_index": 0, "pid": 4242, "process_name": "python3", "used_memory_mib": 70000}]
+    )
+    foreign = labctl(sim, "up", "vllm", "--profile", "qwen2.5-7b", "--port", str(free_port()))
+    assert foreign.code == 2 and "does not fit the free memory of GPU(s) 0" in foreign.stderr
+    assert "ways out:" in foreign.stderr
+    allowed = labctl(sim, "up", "vllm", "--profile", "qwen2.5-7b", "--port", str(free_port()), "--allow-unfit")
+    assert allowed.code == 1 and "held by processes labctl did not start: GPU 0: pid 4242" in allowed.stderr
+
+
+def test_a_driver_too_old_for_the_image_is_refused(sim: Path) -> None:
+    edit_stand_in(sim, "sim-h100", driver_version="570.124.06", cuda_version="12.8")
+    result = labctl(sim, "up", "vllm", "--profile", "qwen3-32b", "--port", str(free_port()))
+    assert result.code == 2 and "needs CUDA 13, but this host's driver supports CUDA 12.8" in result.stderr
+    assert "Traceback" not in result.stderr
