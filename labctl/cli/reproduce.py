@@ -50,6 +50,12 @@ def reproduce(
     ] = False,
     force: Annotated[bool, typer.Option(hidden=True, help="Old spelling of --allow-render-drift.")] = False,
     owner: Annotated[str | None, typer.Option(help="Who owns the new run.")] = None,
+    bind: Annotated[
+        str | None, typer.Option(help="Address to bind (default 127.0.0.1; the original's is only shown).")
+    ] = None,
+    replace: Annotated[
+        bool, typer.Option(help="Stop whoever holds the GPUs or port first (both records say so).")
+    ] = False,
     timeout: Annotated[float, typer.Option(help="Seconds to wait for readiness.")] = 900.0,
     as_json: Annotated[bool, typer.Option("--json", help="End with the new run's summary as JSON.")] = False,
 ) -> None:
@@ -74,6 +80,8 @@ def reproduce(
             force=allow_render_drift or force,
             owner=owner,
             timeout=timeout,
+            bind=bind,
+            replace=replace,
         ),
         say=warn,
     )

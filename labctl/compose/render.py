@@ -9,6 +9,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import re
 import string
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -52,6 +53,12 @@ def quote(value: Any) -> str:
     return text.replace("$", "$$")
 
 
+def comment_safe(value: Any) -> str:
+    """Text inside a `#` comment line: names are checked long before this, but a newline here would turn
+    the rest of the line into live YAML, so anything outside a name's characters becomes '?'."""
+    return re.sub(r"[^A-Za-z0-9._+-]", "?", str(value))
+
+
 def number(value: Any) -> str:
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise LabctlError(f"internal: number() expects a number, got {value!r}")
@@ -68,6 +75,7 @@ def _environment() -> jinja2.Environment:
     )
     env.filters["q"] = quote
     env.filters["num"] = number
+    env.filters["comment"] = comment_safe
     return env
 
 

@@ -15,13 +15,15 @@ import yaml
 
 from labctl.catalog.engines import load_engine
 from labctl.catalog.image import ImageRef
-from labctl.catalog.lab import Lab
+from labctl.catalog.lab import Lab, check_name
 from labctl.catalog.profiles import Profile, check_profile_spec, with_overrides
 from labctl.catalog.sourcefile import SourceFile, load_yaml_mapping
 from labctl.compose.canonical import canonical_compose, sha256_text
+from labctl.compose.labels import RunLabels
 from labctl.compose.render import RenderOptions, render_compose
 from labctl.errors import BadInput
 from labctl.run.record import SCHEMA_VERSION, Record, Reproduction
+from labctl.run.resident import check_bind
 from labctl.run.store import Runs, is_run_id
 
 EXPORT_SCHEMA = 1
@@ -196,13 +198,14 @@ def load_source(runs: Runs, source: str) -> Export:
 
 def recorded_profile(lab: Lab, export: Export) -> Profile:
     setup = export.setup
-    engine = load_engine(lab, setup["engine"])
+    engine = load_engine(lab, str(setup["engine"]))
+    check_name(str(setup["profile"]), "profile")  # it reaches the compose file and paths: a name, nothing else
     data = export.resolved_profile()
     if data.get("gpus") is None:
         data.pop("gpus", None)
     src = SourceFile(path=Path(export.source), data=data, display=f"{export.source}: setup.resolved_profile")
     spec = check_profile_spec(engine, src, data)
-    return Profile(engine=engine, name=setup["profile"], spec=spec, source=None)
+    return Profile(engine=engine, name=str(setup["profile"]), spec=spec, source=None)
 
 
 def unified(a: str, b: str, a_name: str, b_name: str) -> str:
@@ -230,7 +233,7 @@ def verify(lab: Lab, export: Export, profile: Profile) -> Verification:
         cache_dir=host["cache_dir"],
         engine_store=host.get("engine_store"),
         allow_unsupported=bool(export.setup.get("allow_unsupported")),
-        labels={str(k): str(v) for k, v in (host["run_labels"] or {}).items()},
+        labels=recorded_run_labels(host.get("run_labels")),
     )
     rerendered = render_compose(lab, profile, options)
     diff = ""
@@ -250,6 +253,14 @@ def verify(lab: Lab, export: Export, profile: Profile) -> Verification:
     if canonical != export.setup["compose_sha256"]:
         problems.append(f"compose hash mismatch: recorded {export.setup['compose_sha256']}, re-rendered {canonical}")
     return Verification(problems=problems, diff=diff)
+
+
+def recorded_run_labels(raw: Any) -> dict[str, str]:
+    """Only the run labels labctl itself writes (run id, owner, port, …), parsed as labels: an export cannot
+    smuggle other labels, keys or values into the re-rendered file."""
+    if not isinstance(raw, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in raw.items()):
+        return {}
+    return RunLabels.from_labels(raw).run_labels()
 
 
 def pinned_for_reproduction(export: Export, profile: Profile, gpus: list[str] | None, port: int | None) -> Profile:
@@ -273,6 +284,8 @@ class ReproduceRequest:
     force: bool = False
     owner: str | None = None
     timeout: float = 900.0
+    bind: str | None = None  # the export's bind address is only a suggestion: a non-loopback one needs --bind
+    replace: bool = False
 
 
 def reproduce(lab: Lab, runs: Runs, request: ReproduceRequest, say: Any, progress: Any = None) -> Record:
@@ -292,6 +305,14 @@ def reproduce(lab: Lab, runs: Runs, request: ReproduceRequest, say: Any, progres
             )
         say(f"warning (--allow-render-drift): {detail}")
     placed = pinned_for_reproduction(export, profile, request.gpus, request.port)
+    recorded_bind = str(export.host.get("bind") or "127.0.0.1")
+    if request.bind is None and recorded_bind not in ("127.0.0.1", "::1", "localhost"):
+        say(
+            f"note: the original bound {recorded_bind}; this run binds 127.0.0.1 (pass --bind {recorded_bind} to "
+            "serve beyond loopback)"
+        )
+    placed = with_overrides(placed, host=check_bind(request.bind) or "127.0.0.1")
+    resident = (export.doc.get("record") or {}).get("resident") if isinstance(export.doc.get("record"), dict) else None
     reference = placed.spec["image"]
     dk.check_docker()
     if dk.image_facts(reference) is None:
@@ -316,6 +337,11 @@ def reproduce(lab: Lab, runs: Runs, request: ReproduceRequest, say: Any, progres
             reproduced_from=export.run_id,
             profile_override=placed,
             quiet_pull=True,
+            replace=request.replace,
+            resident=bool(resident),
+            bind=request.bind if resident else None,
+            keys=int(resident.get("keys") or 1) if isinstance(resident, dict) and resident.get("keys") else None,
+            allow_no_auth=bool(isinstance(resident, dict) and resident.get("allow_no_auth")),
         ),
         say,
         progress,
