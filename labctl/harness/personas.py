@@ -311,8 +311,7 @@ def _settings(engine: str, persona: Persona, p: ParsedArgv, env: Mapping[str, st
     if refused is not None:
         raise refused
     if engine == "sglang":
-        persona.server_args.setdefault("host", host)
-        persona.server_args.setdefault("port", port)
+        persona.server_args["host"], persona.server_args["port"] = host, port
         persona.server_args.setdefault("model_path", persona.model_arg)
         persona.server_args["served_model_name"] = persona.served_names[0]
         persona.server_args["tp_size"] = tp
