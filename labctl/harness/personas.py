@@ -13,15 +13,19 @@ invention (TensorRT-LLM and Atlas metric names, the GPU refusal wording) is said
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from labctl.harness.engine_cli import EngineExit, ParsedArgv, Voice, parse_engine_argv
 from labctl.harness.model import Settings, parse_settings
+
+if TYPE_CHECKING:
+    from labctl.catalog.contracts import Contract
 
 ENGINES = ("vllm", "sglang", "trtllm", "atlas")
 CONTRACT_COMMAND = {"vllm": "serve", "sglang": "launch_server", "trtllm": "serve", "atlas": "serve"}
@@ -124,11 +128,18 @@ def find_contract_path(engine: str, version: str, explicit: str | None, env: Map
     return contract_path(Path(root), engine, version)
 
 
+@functools.lru_cache(maxsize=16)
+def load_contract_once(path: Path) -> Contract:
+    """A contract file parsed once per process (they are large, and a persona reads one)."""
+    from labctl.catalog.contracts import load_contract
+
+    return load_contract(path)
+
+
 def build_persona(
     engine: str, version: str | None, argv: list[str], env: Mapping[str, str], contract: str | None = None
 ) -> tuple[Persona, Settings]:
     """The persona and harness settings for this engine command line, or EngineExit as the engine would exit."""
-    from labctl.catalog.contracts import load_contract
     from labctl.errors import LabctlError
 
     if engine not in ENGINES:
@@ -137,7 +148,7 @@ def build_persona(
     if not version and not (contract or env.get("LABCTL_PERSONA_CONTRACT")):
         raise EngineExit("labctl persona: which engine version? set LABCTL_PERSONA_VERSION or --persona-version\n", 2)
     try:
-        loaded = load_contract(find_contract_path(engine, version or "", contract, env))
+        loaded = load_contract_once(find_contract_path(engine, version or "", contract, env))
     except LabctlError as exc:
         raise EngineExit(f"labctl persona: {exc}\n", 2) from None
     version = loaded.version

@@ -22,7 +22,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from labctl.harness.engine_cli import EngineExit, Voice, parse_engine_argv
-from labctl.harness.personas import find_contract_path, visible_gpu_count
+from labctl.harness.personas import find_contract_path, load_contract_once, visible_gpu_count
 
 STAND_IN = "labctl persona stand-in: no weights, no TensorRT engine"
 LIMITS = ("max_batch_size", "max_input_len", "max_seq_len", "max_num_tokens")
@@ -59,12 +59,11 @@ def convert(argv: list[str]) -> Path:
 
 
 def build(argv: list[str], env: Mapping[str, str]) -> Path:
-    from labctl.catalog.contracts import load_contract
     from labctl.errors import LabctlError
 
     version = env.get("LABCTL_PERSONA_VERSION", "")
     try:
-        contract = load_contract(find_contract_path("trtllm", version, None, env))
+        contract = load_contract_once(find_contract_path("trtllm", version, None, env))
     except LabctlError as exc:
         raise EngineExit(f"labctl persona: {exc}\n", 2) from None
     parsed = parse_engine_argv(contract.commands["build"], argv, Voice("trtllm-build", "trtllm-build [-h] [options]"))
