@@ -1,20 +1,61 @@
 #!/usr/bin/env bash
 # Build the harness engine image and push it to the lab registry, so that it has a real digest.
+# Then the engine personas: one image with shims for every engine's real command line, and one tiny
+# image per engine version with a CLI contract (engines/ENGINE/cli/VERSION.yaml), pushed as
+# 127.0.0.1:5000/labctl/persona-ENGINE:VERSION. Nothing is downloaded; builds are cached (idempotent).
 # Uses python:3.12-slim when present locally, else the offline base from `make docker-lab`.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 IMAGE=${LABCTL_HARNESS_IMAGE:-127.0.0.1:5000/labctl/harness:dev}
+PERSONA_REPO=${LABCTL_PERSONA_REPO:-127.0.0.1:5000/labctl}
+PERSONA_BASE=labctl/persona-base:dev
+PYTHON=${PYTHON:-.venv/bin/python}
 BASE=${LABCTL_HARNESS_BASE:-}
 if [ -z "$BASE" ]; then
   if docker image inspect python:3.12-slim >/dev/null 2>&1; then BASE=python:3.12-slim; else BASE=labctl/base:bookworm; fi
 fi
 say() { printf 'harness-image: %s\n' "$*"; }
-say "building $IMAGE on $BASE"
 log=$(mktemp)
+ctx=$(mktemp -d)
+trap 'rm -rf "$log" "$ctx"' EXIT
 # The legacy builder needs no buildx and works with the Debian 12 daemon.
-DOCKER_BUILDKIT=0 docker build --build-arg "BASE=$BASE" -f engines/harness/Dockerfile -t "$IMAGE" . >"$log" 2>&1 \
-  || { cat "$log" >&2; rm -f "$log"; exit 1; }
-rm -f "$log"
+build() { DOCKER_BUILDKIT=0 docker build "$@" >"$log" 2>&1 || { cat "$log" >&2; exit 1; }; }
+digest() { docker image inspect -f '{{range .RepoDigests}}{{.}} {{end}}' "$1"; }
+
+say "building $IMAGE on $BASE"
+build --build-arg "BASE=$BASE" -f engines/harness/Dockerfile -t "$IMAGE" .
 say "pushing $IMAGE"
 docker push -q "$IMAGE" >/dev/null
-say "digest: $(docker image inspect -f '{{range .RepoDigests}}{{.}} {{end}}' "$IMAGE")"
+say "digest: $(digest "$IMAGE")"
+
+# Persona context: the contract loader (labctl.catalog.contracts + labctl.errors), the contracts, the
+# shims and stand-ins, and PyYAML's pure-Python modules (the base image has no pip).
+mkdir -p "$ctx/labctl/catalog" "$ctx/persona/site/yaml"
+cp labctl/errors.py "$ctx/labctl/"
+cp labctl/catalog/__init__.py labctl/catalog/contracts.py "$ctx/labctl/catalog/"
+for f in engines/*/cli/*.yaml; do mkdir -p "$ctx/$(dirname "$f")"; cp "$f" "$ctx/$f"; done
+cp -r engines/harness/persona/bin engines/harness/persona/site engines/harness/persona/app "$ctx/persona/"
+cp engines/harness/persona/Dockerfile "$ctx/Dockerfile"
+yaml_dir=$("$PYTHON" -c 'import os, yaml; print(os.path.dirname(yaml.__file__))')
+cp "$yaml_dir"/*.py "$ctx/persona/site/yaml/"
+find "$ctx" -name __pycache__ -prune -exec rm -rf {} +
+find "$ctx" -exec touch -h -d 2000-01-01 {} +  # content, not copy times, decides the legacy builder's cache
+say "building $PERSONA_BASE on $IMAGE"
+build --build-arg "HARNESS=$IMAGE" -t "$PERSONA_BASE" "$ctx"
+
+entrypoint() {
+  case "$1" in
+    vllm) echo '["vllm", "serve"]' ;;
+    atlas) echo '["spark"]' ;;
+    *) echo '["persona-entrypoint"]' ;;  # runs the command as given (see bin/persona-entrypoint)
+  esac
+}
+for contract in engines/*/cli/*.yaml; do
+  engine=$(basename "$(dirname "$(dirname "$contract")")")
+  version=$(basename "$contract" .yaml)
+  tag="$PERSONA_REPO/persona-$engine:$version"
+  printf 'FROM %s\nENV LABCTL_PERSONA_ENGINE=%s LABCTL_PERSONA_VERSION=%s\nLABEL org.labctl.persona.engine=%s org.labctl.persona.version=%s\nENTRYPOINT %s\n' \
+    "$PERSONA_BASE" "$engine" "$version" "$engine" "$version" "$(entrypoint "$engine")" | build -t "$tag" -
+  docker push -q "$tag" >/dev/null
+  say "persona $engine $version: $(digest "$tag")"
+done

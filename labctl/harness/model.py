@@ -101,6 +101,9 @@ class Settings:
     max_body_bytes: int = 4 * 1024 * 1024
     header_timeout: float = 10.0
     api_keys: list[str] = field(default_factory=list, repr=False)
+    served_names: list[str] = field(default_factory=list)  # more names the model answers to (personas)
+    reasoning: bool = False  # a reasoning parser is set: thinking goes to reasoning_content
+    thinking_default: bool = True  # the server's default when a request does not say
     answers: dict[str, str] = field(default_factory=dict, repr=False)
     wrong_rate: float = 0.0
     # faults
@@ -196,6 +199,7 @@ def stable_seed(*parts: object) -> int:
 class Answer:
     tokens: list[str]  # each already carries its leading space where one belongs
     finish_reason: str
+    reasoning: int = 0  # the first `reasoning` tokens are thinking (reasoning_content), not content
 
 
 def make_answer(settings: Settings, prompt: str, max_tokens: int, ignore_eos: bool, seed: int | None) -> Answer:

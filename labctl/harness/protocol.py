@@ -91,7 +91,7 @@ def parse_request(body: bytes, chat: bool, s: Settings) -> dict[str, Any]:
     model = data.get("model")
     if not isinstance(model, str):
         raise HttpError(400, "'model' is required and must be a string", "model")
-    if model != s.model:
+    if model != s.model and model not in s.served_names:
         raise HttpError(404, f"The model `{model}` does not exist.", "model")
     if chat:
         messages = data.get("messages")
@@ -149,7 +149,12 @@ def parse_request(body: bytes, chat: bool, s: Settings) -> dict[str, Any]:
     ignore_eos = data.get("ignore_eos", False)
     if not isinstance(ignore_eos, bool):
         raise HttpError(400, "'ignore_eos' must be true or false", "ignore_eos")
+    kwargs = data.get("chat_template_kwargs") or {}
+    if not isinstance(kwargs, dict):
+        raise HttpError(400, "'chat_template_kwargs' must be an object", "chat_template_kwargs")
+    thinking = kwargs.get("enable_thinking")
     return {
+        "thinking": thinking if isinstance(thinking, bool) else None,
         "prompt": prompt,
         "prompt_tokens": prompt_tokens,
         "max_tokens": max_tokens,

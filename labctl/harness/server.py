@@ -17,10 +17,11 @@ import sys
 import time
 import uuid
 from collections import deque
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from labctl import __version__
 from labctl.harness.model import Answer, Schedule, Settings, make_answer, stable_seed
+from labctl.harness.persona_http import Reply, metrics_text, models_reply, persona_reply, unauthorized
 from labctl.harness.protocol import (
     REASONS,
     HttpError,
@@ -30,6 +31,12 @@ from labctl.harness.protocol import (
     usage_of,
 )
 from labctl.harness.stepper import Stepper, StreamJob, frame
+
+if TYPE_CHECKING:
+    from labctl.harness.personas import Persona
+
+# A thinking model's reasoning, emitted before the answer when a reasoning parser separates it.
+REASONING = ["Okay,", " the", " user", " asks", " a", " question.", " Let", " me", " think", " briefly."]
 
 
 def _percentile(values: list[float], q: float) -> float:
@@ -41,8 +48,9 @@ def _percentile(values: list[float], q: float) -> float:
 
 
 class Harness:
-    def __init__(self, settings: Settings) -> None:
+    def __init__(self, settings: Settings, persona: Persona | None = None) -> None:
         self.s = settings
+        self.persona = persona
         self.loop = asyncio.get_running_loop()
         self.opened_at = 0.0
         self.slots = asyncio.Semaphore(settings.max_num_seqs)
@@ -68,6 +76,12 @@ class Harness:
         stop = asyncio.Event()
         for sig in (signal.SIGTERM, signal.SIGINT):
             self.loop.add_signal_handler(sig, stop.set)  # PID 1 in a container ignores SIGTERM otherwise
+        if self.persona is not None:
+            for warning in self.persona.warnings:
+                # the engine's own warning text is the quoted part of the contract checker's finding
+                quoted = warning.split('"')[1] if warning.count('"') >= 2 else f"(labctl persona) {warning}"
+                print(f"WARNING {quoted}", file=sys.stderr, flush=True)
+            log(f"persona {self.persona.engine} {self.persona.version}: the harness answering as that engine")
         log(f"loading model {self.s.model} (cold start {self.s.cold_start:g} s; port {self.s.port} closed)")
         try:
             await asyncio.wait_for(stop.wait(), timeout=self.s.cold_start)
@@ -167,8 +181,23 @@ class Harness:
         self, method: str, path: str, headers: dict[str, str], body: bytes, writer: asyncio.StreamWriter
     ) -> None:
         try:
-            if path.startswith("/v1/"):
-                self.check_key(headers)
+            if self.persona is not None:
+                if self.persona.guards(path) and not self.key_ok(headers, self.persona.api_keys):
+                    await self.send_reply(writer, unauthorized(self.persona))
+                    return
+                reply = (
+                    persona_reply(self.persona, path, self.ready(), self.s.max_model_len) if method == "GET" else None
+                )
+                if path == "/v1/models" and method == "GET":
+                    reply = models_reply(self.persona, self.created, self.s.max_model_len)
+                elif path == "/metrics" and method == "GET":
+                    text = metrics_text(self.persona, self.counters, self.running, self.waiting, self.s.max_num_seqs)
+                    reply = Reply(200, text.encode(), "text/plain; version=0.0.4")
+                if reply is not None:
+                    await self.send_reply(writer, reply)
+                    return
+            elif path.startswith("/v1/") and not self.key_ok(headers, self.s.api_keys):
+                raise HttpError(401, "Unauthorized: missing or wrong API key")
             if path == "/health":
                 self.expect(method, "GET")
                 if self.ready():
@@ -194,7 +223,7 @@ class Harness:
                         ],
                     },
                 )
-            elif path == "/version":
+            elif path == "/version" and self.persona is None:
                 self.expect(method, "GET")
                 await self.send_json(
                     writer, 200, {"version": f"labctl-harness {__version__}", "revision": self.s.revision}
@@ -223,12 +252,17 @@ class Harness:
         if method != wanted:
             raise HttpError(405, f"method {method} not allowed; use {wanted}")
 
-    def check_key(self, headers: dict[str, str]) -> None:
-        if not self.s.api_keys:
-            return
+    @staticmethod
+    def key_ok(headers: dict[str, str], keys: list[str]) -> bool:
+        if not keys:
+            return True
         auth = headers.get("authorization", "")
-        if not auth.startswith("Bearer ") or auth[7:] not in self.s.api_keys:
-            raise HttpError(401, "Unauthorized: missing or wrong API key")
+        return auth.startswith("Bearer ") and auth[7:] in keys
+
+    async def send_reply(self, writer: asyncio.StreamWriter, reply: Reply) -> None:
+        if reply.delay:
+            await asyncio.sleep(reply.delay)
+        await self.send(writer, reply.status, reply.body, reply.content_type)
 
     # --- completions -----------------------------------------------------------------------------
     async def complete(self, chat: bool, body: bytes, writer: asyncio.StreamWriter) -> None:
@@ -247,7 +281,12 @@ class Harness:
         request = parse_request(body, chat, self.s)
         if self.s.error_rate and self.rng.random() < self.s.error_rate:
             raise HttpError(503, "injected fault: service unavailable (--error-rate)")
-        answer = make_answer(self.s, request["prompt"], request["max_tokens"], request["ignore_eos"], request["seed"])
+        thinking = request["thinking"] if request["thinking"] is not None else self.s.thinking_default
+        reasoning = REASONING[: request["max_tokens"] // 2] if chat and self.s.reasoning and thinking else []
+        budget = request["max_tokens"] - len(reasoning)
+        answer = make_answer(self.s, request["prompt"], budget, request["ignore_eos"], request["seed"])
+        if reasoning:
+            answer = Answer(reasoning + answer.tokens, answer.finish_reason, len(reasoning))
         queued = self.slots.locked()
         self.waiting += 1
         try:
@@ -284,13 +323,17 @@ class Harness:
             due += schedule.gap(self.running)
         await asyncio.sleep(max(0.0, due - self.loop.time()))
         self.lateness.append(self.loop.time() - due)
-        text = "".join(answer.tokens)
+        text = "".join(answer.tokens[answer.reasoning :])
         rid = f"{'chatcmpl' if chat else 'cmpl'}-{uuid.uuid4().hex}"
-        usage = usage_of(request, len(answer.tokens))
+        usage: dict[str, Any] = usage_of(request, len(answer.tokens))
+        message: dict[str, Any] = {"role": "assistant", "content": text}
+        if answer.reasoning:
+            message["reasoning_content"] = "".join(answer.tokens[: answer.reasoning])
+            usage["completion_tokens_details"] = {"reasoning_tokens": answer.reasoning}
         if chat:
             choice: dict[str, Any] = {
                 "index": 0,
-                "message": {"role": "assistant", "content": text},
+                "message": message,
                 "logprobs": None,
                 "finish_reason": answer.finish_reason,
             }
@@ -322,10 +365,12 @@ class Harness:
                 {"id": rid, "object": "chat.completion.chunk", "created": created, "model": self.s.model}
             )[:-1]
             prefix = (head + ',"choices":[{"index":0,"delta":{"content":').encode()
+            thought = (head + ',"choices":[{"index":0,"delta":{"reasoning_content":').encode()
             suffix = b'},"logprobs":null,"finish_reason":null}]}'
         else:
             head = json.dumps({"id": rid, "object": "text_completion", "created": created, "model": self.s.model})[:-1]
             prefix = (head + ',"choices":[{"index":0,"text":').encode()
+            thought = prefix
             suffix = b',"logprobs":null,"finish_reason":null}]}'
         writer.write(
             b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ncache-control: no-cache\r\n"
@@ -344,6 +389,7 @@ class Harness:
         job = StreamJob(
             writer, tokens, prefix, suffix, schedule.first, lambda: schedule.gap(self.running), self.lateness, drop_at
         )
+        job.thought, job.thinking = thought, answer.reasoning
         self.stepper.add(job)
         outcome = await job.finished
         if outcome == "dropped":
@@ -411,5 +457,5 @@ def log(text: str) -> None:
     print(f"harness: {text}", flush=True)
 
 
-async def run(settings: Settings) -> None:
-    await Harness(settings).serve()
+async def run(settings: Settings, persona: Persona | None = None) -> None:
+    await Harness(settings, persona).serve()

@@ -38,6 +38,7 @@ class StreamJob:
         self.first_due = self.due = first_due
         self.gap, self.lateness, self.drop_at = gap, lateness, drop_at
         self.index = 0
+        self.thought, self.thinking = prefix, 0  # the first `thinking` tokens go out under `thought`
         self.finished: asyncio.Future[str] = asyncio.get_running_loop().create_future()
 
     def emit(self, now: float) -> float | None:
@@ -53,7 +54,8 @@ class StreamJob:
                 self.writer.write(frame(b"".join(parts)))
                 self.writer.transport.abort()
                 return self._finish("dropped")
-            parts.append(b"data: " + prefix + json.dumps(tokens[self.index]).encode() + suffix + b"\n\n")
+            head = prefix if self.index >= self.thinking else self.thought
+            parts.append(b"data: " + head + json.dumps(tokens[self.index]).encode() + suffix + b"\n\n")
             self.index += 1
             if self.index < len(tokens):
                 self.due += self.gap()

@@ -1,0 +1,124 @@
+"""What each engine persona answers on the routes where engines differ: health, version and info
+endpoints, the 401 body, the model list's owner, and /metrics under the engine's own metric names.
+
+vLLM and SGLang metric names are the engines' own (the ones labctl reads); TensorRT-LLM's and Atlas'
+(`trtllm_*`, `atlas_*`) are persona-only names: labctl reads no metric of those engines.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # the plain harness image carries no contract code: import Persona for types only
+    from labctl.harness.personas import Persona
+
+SGLANG_HEALTH_SLEEP_S = 1.1  # SGLang's /health sleeps 1 s in its loop before it can answer 200
+OWNED_BY = {"vllm": "vllm", "sglang": "sglang", "trtllm": "tensorrt_llm", "atlas": "atlas"}
+
+
+@dataclass(frozen=True)
+class Reply:
+    status: int
+    body: bytes
+    content_type: str = "application/json"
+    delay: float = 0.0  # seconds to wait before answering
+
+
+def _json(status: int, obj: Any, delay: float = 0.0) -> Reply:
+    return Reply(status, json.dumps(obj).encode(), delay=delay)
+
+
+def unauthorized(persona: Persona) -> Reply:
+    if persona.engine in ("vllm", "sglang"):
+        return _json(401, {"error": "Unauthorized"})  # both engines' key middleware answer exactly this
+    return _json(401, {"error": {"message": "Unauthorized: missing or invalid API key", "type": "auth_error"}})
+
+
+def persona_reply(persona: Persona, path: str, ready: bool, model_max_len: int) -> Reply | None:
+    """The persona's answer for an engine-specific GET route, or None when the route is the harness's."""
+    engine = persona.engine
+    if engine == "sglang":
+        if path in ("/health", "/health_generate"):
+            # Starting → 503 at once; ready → the 1-token generation loop, which sleeps first.
+            return Reply(200, b"", delay=SGLANG_HEALTH_SLEEP_S) if ready else Reply(503, b"")
+        if path == "/ready" and persona.version_tuple() >= (0, 5, 23):
+            return _json(200, {"status": "ready"}) if ready else _json(503, {"status": "starting"})
+        if path in ("/get_server_info", "/server_info"):
+            return _json(200, {**persona.server_args, "version": persona.version, "labctl_persona": True})
+        if path == "/get_model_info":
+            return _json(
+                200, {"model_path": persona.model_arg, "tokenizer_path": persona.model_arg, "is_generation": True}
+            )
+        return None
+    if engine == "atlas":
+        if path == "/health":
+            return _json(200, {"status": "ready", "model": persona.served_names[0]})
+        if path == "/health/live":
+            return _json(200, {"status": "alive"})
+        return None
+    # vLLM and TensorRT-LLM: the port opens only once loaded, so /health is 200 whenever it answers.
+    if path == "/health":
+        return Reply(200, b"")
+    if path == "/version":
+        return _json(200, {"version": persona.version})
+    return None
+
+
+def models_reply(persona: Persona, created: int, max_model_len: int) -> Reply:
+    data = [
+        {
+            "id": name,
+            "object": "model",
+            "created": created,
+            "owned_by": OWNED_BY[persona.engine],
+            "root": persona.model_arg,
+            "parent": None,
+            "max_model_len": max_model_len,
+        }
+        for name in persona.served_names
+    ]
+    return _json(200, {"object": "list", "data": data})
+
+
+def _line(name: str, kind: str, value: float, labels: str) -> list[str]:
+    return [f"# TYPE {name} {kind}", f"{name}{{{labels}}} {value}"]
+
+
+def metrics_text(persona: Persona, counters: dict[str, int], running: int, waiting: int, max_num_seqs: int) -> str:
+    model = persona.served_names[0]
+    usage = round(running / max_num_seqs, 4) if max_num_seqs else 0.0
+    engine = persona.engine
+    lines: list[str] = []
+    if engine == "vllm":
+        labels = f'model_name="{model}"'
+        kv = "vllm:kv_cache_usage_perc" if persona.version_tuple() >= (0, 11) else "vllm:gpu_cache_usage_perc"
+        lines += _line(
+            "vllm:request_success_total",
+            "counter",
+            counters["requests_success_total"],
+            labels + ',finished_reason="stop"',
+        )
+        lines += _line("vllm:prompt_tokens_total", "counter", counters["prompt_tokens_total"], labels)
+        lines += _line("vllm:generation_tokens_total", "counter", counters["generation_tokens_total"], labels)
+        lines += _line("vllm:num_requests_running", "gauge", running, labels)
+        lines += _line("vllm:num_requests_waiting", "gauge", waiting, labels)
+        lines += _line(kv, "gauge", usage, labels)
+    elif engine == "sglang":
+        labels = f'model_name="{model}"'
+        lines += _line("sglang:num_requests_total", "counter", counters["requests_success_total"], labels)
+        lines += _line("sglang:prompt_tokens_total", "counter", counters["prompt_tokens_total"], labels)
+        lines += _line("sglang:generation_tokens_total", "counter", counters["generation_tokens_total"], labels)
+        lines += _line("sglang:num_running_reqs", "gauge", running, labels)
+        lines += _line("sglang:num_queue_reqs", "gauge", waiting, labels)
+        lines += _line("sglang:token_usage", "gauge", usage, labels)
+    else:  # persona-only names
+        labels = f'model="{model}"'
+        lines += _line(f"{engine}_request_success_total", "counter", counters["requests_success_total"], labels)
+        lines += _line(f"{engine}_prompt_tokens_total", "counter", counters["prompt_tokens_total"], labels)
+        lines += _line(f"{engine}_generation_tokens_total", "counter", counters["generation_tokens_total"], labels)
+        lines += _line(f"{engine}_num_requests_running", "gauge", running, labels)
+        lines += _line(f"{engine}_num_requests_waiting", "gauge", waiting, labels)
+        lines += _line(f"{engine}_kv_cache_usage_ratio", "gauge", usage, labels)
+    return "\n".join(lines) + "\n"

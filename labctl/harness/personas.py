@@ -1,0 +1,371 @@
+"""Engine personas: the harness taking a real engine's command line and behaving as that engine does
+where labctl depends on it (argv refusals, served names, key mechanisms, health, metric names, GPUs).
+
+`python3 -m labctl.harness --persona ENGINE [--persona-version V] [--persona-contract FILE] -- ARGV…`
+ARGV is what follows the engine's executable (`vllm`, `python3 -m sglang.launch_server`,
+`trtllm-serve`, `spark`). The version comes from `--persona-version` or LABCTL_PERSONA_VERSION and
+picks the contract `engines/ENGINE/cli/VERSION.yaml` (or `--persona-contract` / LABCTL_PERSONA_CONTRACT).
+
+What is the engine's own (read from its code, see shared engines.md) and what is the persona's
+invention (TensorRT-LLM and Atlas metric names, the GPU refusal wording) is said where it is decided.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import json
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from labctl.harness.engine_cli import EngineExit, ParsedArgv, Voice, parse_engine_argv
+from labctl.harness.model import Settings, parse_settings
+
+if TYPE_CHECKING:
+    from labctl.catalog.contracts import Contract
+
+ENGINES = ("vllm", "sglang", "trtllm", "atlas")
+CONTRACT_COMMAND = {"vllm": "serve", "sglang": "launch_server", "trtllm": "serve", "atlas": "serve"}
+VOICES = {
+    "vllm": Voice("vllm serve", "vllm serve [model_tag] [options]"),
+    "sglang": Voice("launch_server.py", "launch_server.py [-h] --model-path MODEL_PATH [options]"),
+    "trtllm": Voice("trtllm-serve", "trtllm-serve [OPTIONS] MODEL"),
+    "atlas": Voice("spark serve", "spark serve [OPTIONS] [MODEL]"),
+}
+# The words of argv0 after the executable: `vllm serve …`, `spark serve …`.
+SUBCOMMAND = {"vllm": "serve", "atlas": "serve"}
+DEFAULT_BIND = {"vllm": ("0.0.0.0", 8000), "sglang": ("127.0.0.1", 30000), "trtllm": ("localhost", 8000)}
+DEFAULT_BIND["atlas"] = ("127.0.0.1", 8888)
+TRTLLM_DEFAULTS = {"max_batch_size": 2048, "max_num_tokens": 8192}  # trtllm-serve's own option defaults
+
+
+@dataclass
+class Persona:
+    engine: str
+    version: str
+    model_arg: str  # the model argument as given (HF id or path)
+    served_names: list[str]
+    api_keys: list[str] = field(default_factory=list, repr=False)
+    reasoning: bool = False  # a reasoning parser is set: thinking goes to reasoning_content
+    thinking_default: bool = True
+    server_args: dict[str, Any] = field(default_factory=dict)
+    warnings: list[str] = field(default_factory=list)
+
+    def guards(self, path: str) -> bool:
+        """Whether this engine's key mechanism guards the path (only when a key is set)."""
+        if not self.api_keys:
+            return False
+        if self.engine == "sglang":  # add_api_key_middleware: everything but /health* and /metrics
+            return not (path.startswith("/health") or path.startswith("/metrics"))
+        return path.startswith("/v1/")  # vLLM, Atlas (TensorRT-LLM has no key: api_keys stays empty)
+
+    def version_tuple(self) -> tuple[int, ...]:
+        parts = []
+        for part in self.version.split("."):
+            if not part.isdigit():
+                break
+            parts.append(int(part))
+        return tuple(parts)
+
+
+def visible_gpu_count(env: Mapping[str, str]) -> int | None:
+    """GPUs Docker's device request made visible (NVIDIA_VISIBLE_DEVICES); None means `all` (uncounted)."""
+    raw = env.get("NVIDIA_VISIBLE_DEVICES", "").strip()
+    if raw in ("", "void", "none"):
+        return 0
+    if raw == "all":
+        return None
+    return len([d for d in raw.split(",") if d.strip()])
+
+
+def _gpu_refusal(engine: str, tp: int, visible: int | None) -> EngineExit | None:
+    # Wording modelled on each engine's failure on such a host; persona-written, not copied from the engine.
+    if visible == 0:
+        message = {
+            "vllm": "RuntimeError: Failed to infer device type (no GPU visible: NVIDIA_VISIBLE_DEVICES is unset)",
+            "sglang": "RuntimeError: No accelerator (CUDA) is available (NVIDIA_VISIBLE_DEVICES is unset)",
+            "trtllm": "RuntimeError: No CUDA GPUs are available (NVIDIA_VISIBLE_DEVICES is unset)",
+            "atlas": "Error: no CUDA device found (NVIDIA_VISIBLE_DEVICES is unset)",
+        }[engine]
+        return EngineExit(message + "\n", 1)
+    if visible is not None and tp > visible:
+        message = {
+            "vllm": f"ValueError: World size ({tp}) is larger than the number of available GPUs ({visible}) in this node.",
+            "sglang": f"RuntimeError: CUDA error: invalid device ordinal (--tp-size {tp}, {visible} GPU(s) visible)",
+            "trtllm": f"RuntimeError: tp_size {tp} needs {tp} GPUs, only {visible} visible",
+            "atlas": f"Error: --tp-size {tp} needs {tp} CUDA devices, found {visible}",
+        }[engine]
+        return EngineExit(message + "\n", 1)
+    return None
+
+
+def _int(value: str | None, default: int) -> int:
+    try:
+        return int(value) if value is not None else default
+    except ValueError:
+        return default
+
+
+def _thinking_off(kwargs_json: str | None) -> bool:
+    if not kwargs_json:
+        return False
+    try:
+        kwargs = json.loads(kwargs_json)
+    except ValueError:
+        return False
+    return isinstance(kwargs, dict) and kwargs.get("enable_thinking") is False
+
+
+def find_contract_path(engine: str, version: str, explicit: str | None, env: Mapping[str, str]) -> Path:
+    if explicit or env.get("LABCTL_PERSONA_CONTRACT"):
+        return Path(explicit or env["LABCTL_PERSONA_CONTRACT"])
+    root = env.get("LABCTL_PERSONA_ENGINES") or str(Path(__file__).resolve().parents[2] / "engines")
+    from labctl.catalog.contracts import contract_path
+
+    return contract_path(Path(root), engine, version)
+
+
+@functools.lru_cache(maxsize=16)
+def load_contract_once(path: Path) -> Contract:
+    """A contract file parsed once per process (they are large, and a persona reads one)."""
+    from labctl.catalog.contracts import load_contract
+
+    return load_contract(path)
+
+
+def build_persona(
+    engine: str, version: str | None, argv: list[str], env: Mapping[str, str], contract: str | None = None
+) -> tuple[Persona, Settings]:
+    """The persona and harness settings for this engine command line, or EngineExit as the engine would exit."""
+    from labctl.errors import LabctlError
+
+    if engine not in ENGINES:
+        raise EngineExit(f"labctl persona: unknown engine {engine!r}: one of {', '.join(ENGINES)}\n", 2)
+    version = version or env.get("LABCTL_PERSONA_VERSION")
+    if not version and not (contract or env.get("LABCTL_PERSONA_CONTRACT")):
+        raise EngineExit("labctl persona: which engine version? set LABCTL_PERSONA_VERSION or --persona-version\n", 2)
+    try:
+        loaded = load_contract_once(find_contract_path(engine, version or "", contract, env))
+    except LabctlError as exc:
+        raise EngineExit(f"labctl persona: {exc}\n", 2) from None
+    version = loaded.version
+    cmd = loaded.commands[CONTRACT_COMMAND[engine]]
+    words = list(argv)
+    sub = SUBCOMMAND.get(engine)
+    if sub is not None:
+        if not words or words[0] != sub:
+            raise _no_subcommand(engine, words[0] if words else None)
+        words = words[1:]
+    parsed = parse_engine_argv(cmd, words, VOICES[engine])
+    persona = _PERSONAS[engine](parsed, env)
+    persona.version = version
+    persona.warnings = parsed.warnings + persona.warnings
+    return persona, _settings(engine, persona, parsed, env)
+
+
+def _no_subcommand(engine: str, word: str | None) -> EngineExit:
+    if engine == "atlas":
+        shown = (
+            f"unrecognized subcommand '{word}'" if word else "'spark' requires a subcommand but one was not provided"
+        )
+        return EngineExit(f"error: {shown}\n\nUsage: spark <COMMAND>\n\nFor more information, try '--help'.\n", 2)
+    choice = (
+        f"argument subparser: invalid choice: '{word}'" if word else "the following arguments are required: subparser"
+    )
+    return EngineExit(
+        f"usage: vllm [-h] [-v] {{chat,complete,serve,bench,collect-env,run-batch}} ...\nvllm: error: {choice}\n", 2
+    )
+
+
+def _vllm(p: ParsedArgv, env: Mapping[str, str]) -> Persona:
+    model = p.positionals[0] if p.positionals else p.get("--model")
+    if model is None:
+        model = "Qwen/Qwen3-0.6B"  # vLLM's own default model when none is given
+    keys = p.all("--api-key") or ([env["VLLM_API_KEY"]] if env.get("VLLM_API_KEY") else [])
+    return Persona(
+        "vllm",
+        "",
+        model,
+        p.all("--served-model-name") or [model],
+        api_keys=keys,
+        reasoning=p.has("--reasoning-parser"),
+        thinking_default=not _thinking_off(p.get("--default-chat-template-kwargs")),
+    )
+
+
+def _sglang(p: ParsedArgv, env: Mapping[str, str]) -> Persona:
+    model = p.get("--model-path")
+    if model is None:
+        raise EngineExit(
+            f"usage: {VOICES['sglang'].usage}\nlaunch_server.py: error: the following arguments are required: "
+            "--model-path/--model\n",
+            2,
+        )
+    key = p.get("--api-key")
+    server_args: dict[str, Any] = {
+        name.lstrip("-").replace("-", "_"): (values[-1] if values != ["true"] else True)
+        for name, values in p.by_option.items()
+        if values
+    }
+    return Persona(
+        "sglang",
+        "",
+        model,
+        [p.get("--served-model-name") or model],
+        api_keys=[key] if key else [],
+        reasoning=p.has("--reasoning-parser"),
+        thinking_default=not _thinking_off(p.get("--default-chat-template-kwargs")),
+        server_args={k: v for k, v in server_args.items() if k not in ("api_key", "admin_api_key")},
+    )
+
+
+def _trtllm(p: ParsedArgv, env: Mapping[str, str]) -> Persona:
+    model = p.positionals[0]
+    # /v1/models lists MODEL as given, or a local folder's (a built engine's) basename.
+    served = Path(model).name if Path(model).is_dir() else model
+    return Persona("trtllm", "", model, [served], reasoning=p.has("--reasoning_parser"))
+
+
+def _atlas(p: ParsedArgv, env: Mapping[str, str]) -> Persona:
+    model = p.positionals[0] if p.positionals else p.get("--model-from-path")
+    if model is None:
+        raise EngineExit("Error: no model given: pass MODEL or --model-from-path\n", 1)
+    keys: list[str] = []
+    if p.has("--require-auth"):
+        if p.get("--auth-token"):
+            keys.append(p.get("--auth-token") or "")
+        token_file = p.get("--auth-tokens-file")
+        if token_file:
+            try:
+                text = Path(token_file).read_text(encoding="utf-8")
+            except OSError as exc:
+                raise EngineExit(f"Error: cannot read auth tokens file {token_file}: {exc.strerror}\n", 1) from None
+            keys += [line.strip() for line in text.splitlines() if line.strip() and not line.startswith("#")]
+        if not keys:
+            raise EngineExit("Error: --require-auth needs --auth-token or --auth-tokens-file with a token\n", 1)
+    # Atlas separates Qwen3 thinking on its own (no parser option): persona assumption, see the module doc.
+    return Persona(
+        "atlas",
+        "",
+        model,
+        [p.get("--model-name") or model],
+        api_keys=keys,
+        reasoning=True,
+        thinking_default=not (p.has("--disable-thinking") or _thinking_off(p.get("--default-chat-template-kwargs"))),
+    )
+
+
+_PERSONAS = {"vllm": _vllm, "sglang": _sglang, "trtllm": _trtllm, "atlas": _atlas}
+
+
+def _trtllm_engine_limits(persona: Persona, p: ParsedArgv) -> tuple[int | None, int | None, int | None]:
+    """(tp, max_seq_len, max_batch_size) of a built engine, refusing runtime limits above the build's as
+    `validate_build_config_with_runtime_params` does; (None, None, None) when MODEL is not a built engine."""
+    config_file = Path(persona.model_arg) / "config.json"
+    if not config_file.is_file():
+        return None, None, None
+    try:
+        config = json.loads(config_file.read_text(encoding="utf-8"))
+        build = config["build_config"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return None, None, None
+    runtime = {
+        "max_batch_size": _int(p.get("--max_batch_size"), TRTLLM_DEFAULTS["max_batch_size"]),
+        "max_num_tokens": _int(p.get("--max_num_tokens"), TRTLLM_DEFAULTS["max_num_tokens"]),
+    }
+    for name, value in runtime.items():
+        built = build.get(name)
+        if isinstance(built, int) and value > built:
+            raise EngineExit(
+                "[TRT-LLM] [E] Failed to parse the arguments for the LLM constructor: 1 validation error for "
+                f"TrtLlmArgs\n  Value error, {name} [{value}] is greater than build_config.{name} [{built}] "
+                "in build_config\n",
+                1,
+            )
+    seq = p.get("--max_seq_len")
+    if seq is not None and _int(seq, 0) != build.get("max_seq_len"):
+        persona.warnings.append(
+            f"[TRT-LLM] [W] max_seq_len [{seq}] is overridden by build_config.max_seq_len "
+            f"[{build.get('max_seq_len')}] in build_config"
+        )
+    tp = config.get("mapping", {}).get("tp_size") if isinstance(config.get("mapping"), dict) else None
+    return (tp if isinstance(tp, int) else 1), build.get("max_seq_len"), runtime["max_batch_size"]
+
+
+def _settings(engine: str, persona: Persona, p: ParsedArgv, env: Mapping[str, str]) -> Settings:
+    host, port = DEFAULT_BIND[engine]
+    base = parse_settings([])
+    if engine == "vllm":
+        tp = _int(p.get("--tensor-parallel-size"), 1)
+        host, port = p.get("--host") or host, _int(p.get("--port"), port)
+        max_len, seqs = _int(p.get("--max-model-len"), 32768), _int(p.get("--max-num-seqs"), 256)
+    elif engine == "sglang":
+        tp = _int(p.get("--tp-size"), 1)
+        host, port = p.get("--host") or host, _int(p.get("--port"), port)
+        max_len, seqs = _int(p.get("--context-length"), 32768), _int(p.get("--max-running-requests"), 256)
+    elif engine == "trtllm":
+        tp = _int(p.get("--tp_size"), 1)
+        host, port = p.get("--host") or host, _int(p.get("--port"), port)
+        max_len = _int(p.get("--max_seq_len"), 32768)
+        seqs = _int(p.get("--max_batch_size"), TRTLLM_DEFAULTS["max_batch_size"])
+        built_tp, built_len, built_batch = _trtllm_engine_limits(persona, p)
+        if built_tp is not None:
+            tp, max_len, seqs = built_tp, built_len or max_len, built_batch or seqs
+    else:
+        tp = _int(p.get("--tp-size"), 1)
+        host, port = p.get("--bind") or host, _int(p.get("--port"), port)
+        max_len, seqs = _int(p.get("--max-seq-len"), 32768), _int(p.get("--max-num-seqs"), 128)
+    refused = _gpu_refusal(engine, tp, visible_gpu_count(env))
+    if refused is not None:
+        raise refused
+    if engine == "sglang":
+        persona.server_args["host"], persona.server_args["port"] = host, port
+        persona.server_args.setdefault("model_path", persona.model_arg)
+        persona.server_args["served_model_name"] = persona.served_names[0]
+        persona.server_args["tp_size"] = tp
+    return dataclasses.replace(
+        base,
+        model=persona.served_names[0],
+        served_names=list(persona.served_names),
+        revision=p.get("--revision") or "main",
+        host="127.0.0.1" if host == "localhost" else host,
+        port=port,
+        max_model_len=max_len,
+        max_num_seqs=seqs,
+        cold_start=float(env.get("LABCTL_PERSONA_LOAD_S", "1")),
+        warmup=float(env.get("LABCTL_PERSONA_WARMUP_S", "1")) if engine == "sglang" else 0.0,
+        api_keys=[],
+        reasoning=persona.reasoning,
+        thinking_default=persona.thinking_default,
+    )
+
+
+def split_persona_args(argv: list[str]) -> tuple[dict[str, str], list[str]]:
+    """`--persona E [--persona-version V] [--persona-contract F] -- ENGINE ARGV…` → (options, engine argv)."""
+    options: dict[str, str] = {}
+    i = 0
+    while i < len(argv) and argv[i] != "--":
+        word = argv[i]
+        name, eq, inline = word.partition("=")
+        if name not in ("--persona", "--persona-version", "--persona-contract"):
+            raise EngineExit(f"labctl persona: unexpected {word!r} before `--` (persona options only)\n", 2)
+        if eq:
+            options[name[2:]] = inline
+            i += 1
+        elif i + 1 < len(argv):
+            options[name[2:]] = argv[i + 1]
+            i += 2
+        else:
+            raise EngineExit(f"labctl persona: {name} needs a value\n", 2)
+    return options, argv[i + 1 :]
+
+
+def persona_from_command_line(argv: list[str], env: Mapping[str, str] | None = None) -> tuple[Persona, Settings]:
+    env = os.environ if env is None else env
+    options, engine_argv = split_persona_args(argv)
+    return build_persona(
+        options.get("persona", ""), options.get("persona-version"), engine_argv, env, options.get("persona-contract")
+    )
