@@ -182,3 +182,87 @@ def test_a_driver_too_old_for_the_image_is_refused(sim: Path) -> None:
     result = labctl(sim, "up", "vllm", "--profile", "qwen3-32b", "--port", str(free_port()))
     assert result.code == 2 and "needs CUDA 13, but this host's driver supports CUDA 12.8" in result.stderr
     assert "Traceback" not in result.stderr
+
+
+def seeded_cache(root: Path, model: str = "Qwen/Qwen3-32B") -> Path:
+    """A tiny stand-in of the model's Hub repository in the HF cache layout: its real config.json numbers,
+    no weights (the persona's build stand-ins read the config; nothing is downloaded)."""
+    commit = "a" * 40
+    repo = root / "hub" / f"models--{model.replace('/', '--')}"
+    (repo / "refs").mkdir(parents=True)
+    (repo / "refs" / "main").write_text(commit)
+    snapshot = repo / "snapshots" / commit
+    snapshot.mkdir(parents=True)
+    config = {
+        "architectures": ["Qwen3ForCausalLM"],
+        "num_hidden_layers": 64,
+        "num_key_value_heads": 8,
+        "num_attention_heads": 64,
+        "head_dim": 128,
+        "hidden_size": 5120,
+        "torch_dtype": "bfloat16",
+    }
+    (snapshot / "config.json").write_text(json.dumps(config))
+    return root
+
+
+def test_tensorrt_build_then_serve_then_reuse(sim: Path, tmp_path: Path) -> None:
+    cache = seeded_cache(tmp_path / "hf")
+    store = tmp_path / "engines"
+    env = {"LABCTL_HOME": str(sim), "LABCTL_ENGINE_STORE": str(store)}
+
+    def up_engine(*args: str) -> Result:
+        return run_labctl(
+            "--host",
+            "sim-h100",
+            "up",
+            "trtllm",
+            "--profile",
+            "qwen3-32b-engine",
+            "--port",
+            str(free_port()),
+            "--cache-dir",
+            str(cache),
+            "--json",
+            *args,
+            lab=sim,
+            env=env,
+            timeout=300,
+        )
+
+    first = up_engine()
+    assert first.code == 0, first.stderr
+    info = json.loads(first.stdout.strip().splitlines()[-1])
+    record = json.loads(Path(info["record"]).read_text())
+    build = record["timings"]["engine_build_s"]
+    assert build["skipped"] is False and (Path(build["engine_dir"]) / "config.json").is_file()
+    assert not list(store.glob("*/*.ckpt")), "the converted checkpoint is deleted after a build"
+    assert info["model"] == "qwen3-32b" and chat(info)
+    bench = run_labctl(
+        "bench",
+        "run",
+        info["run_id"],
+        "--workload",
+        "latency-probe",
+        "--concurrency",
+        "128",
+        "--requests",
+        "2",
+        lab=sim,
+        env=env,
+    )
+    assert bench.code == 2 and "built with max_batch_size 64" in bench.stderr
+    assert run_labctl("--host", "sim-h100", "down", info["run_id"], lab=sim, env=env).code == 0
+    second = up_engine()
+    assert second.code == 0, second.stderr
+    again = json.loads(Path(json.loads(second.stdout.strip().splitlines()[-1])["record"]).read_text())
+    assert again["timings"]["engine_build_s"]["skipped"] is True
+    assert run_labctl("--host", "sim-h100", "down", again["run_id"], lab=sim, env=env).code == 0
+    profile = sim / "engines" / "trtllm" / "profiles" / "qwen3-32b-engine.yaml"
+    profile.write_text(profile.read_text().replace("max_batch_size: 64", "max_batch_size: 32"))
+    third = up_engine()
+    assert third.code == 0, third.stderr
+    rebuilt = json.loads(Path(json.loads(third.stdout.strip().splitlines()[-1])["record"]).read_text())
+    assert rebuilt["timings"]["engine_build_s"]["skipped"] is False
+    assert rebuilt["timings"]["engine_build_s"]["engine_dir"] != build["engine_dir"]
+    assert run_labctl("--host", "sim-h100", "down", rebuilt["run_id"], lab=sim, env=env).code == 0
