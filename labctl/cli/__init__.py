@@ -4,6 +4,7 @@ inside the function, so `labctl --help` stays fast."""
 from __future__ import annotations
 
 import os
+import signal
 import sys
 from typing import Annotated
 
@@ -49,7 +50,15 @@ quality.register(app)
 hosts.register(app)
 
 
+def _interrupt(signum: int, _frame: object) -> None:
+    """SIGTERM (what `timeout`, CI and service managers send) and SIGHUP (a closed terminal) take the same
+    path as Ctrl-C: whatever was started is stopped and its record says so."""
+    raise KeyboardInterrupt(signal.Signals(signum).name)
+
+
 def main() -> None:
+    for signum in (signal.SIGTERM, signal.SIGHUP):
+        signal.signal(signum, _interrupt)
     from typer.exceptions import TyperException
 
     from labctl.errors import LabctlError

@@ -150,9 +150,11 @@ def status(as_json: Annotated[bool, typer.Option("--json", help="Print a JSON li
     Example: labctl status --json
     """
     from labctl.run.deployments import observe
-    from labctl.run.status import live_runs
+    from labctl.run.status import live_runs, reconcile
 
     store = state.runs()
+    for note in reconcile(store):
+        warn(note)
     live = live_runs(store)
     for run in live:
         observe(store, run)
@@ -237,7 +239,10 @@ def runs(
     store = state.runs()
     rows = []
     for run_id in store.all_ids():
-        r = store.load(run_id)
+        r = store.try_load(run_id)
+        if r is None:
+            warn(f"skipped run {run_id}: its record {store.record_path(run_id)} cannot be read")
+            continue
         rows.append([run_id, f"{r.engine}/{r.profile}", r.status, r.environment_label, r.owner, r.image.digest or "-"])
     header = ["RUN", "ENGINE/PROFILE", "STATUS", "ENVIRONMENT", "OWNER", "DIGEST"]
     shown = rows if as_json else [[*row[:5], row[5][:19]] for row in rows]
@@ -311,6 +316,8 @@ def rotate_key(
     run_id: Annotated[str, typer.Argument(help="The resident run.")],
     key_file: Annotated[str | None, typer.Option(help="Take the new keys from this file (mode 600).")] = None,
     keys: Annotated[int | None, typer.Option(help="Generate N new keys (default: as many as before).")] = None,
+    force: Annotated[bool, typer.Option(help="Rotate another owner's deployment (needs --reason).")] = False,
+    reason: Annotated[str | None, typer.Option(help="Why (recorded).")] = None,
 ) -> None:
     """Replace a resident deployment's API keys and restart its engine with them; old keys stop working.
 
@@ -319,7 +326,7 @@ def rotate_key(
     from labctl.host.identity import current_user
     from labctl.run.deployments import rotate_key as rotate
 
-    resident = rotate(state.runs(), run_id, current_user(), key_file, keys)
+    resident = rotate(state.runs(), run_id, current_user(), key_file, keys, force, reason)
     out(
         f"rotated {resident.keys} key(s) of run {run_id} ({', '.join(resident.key_fingerprints)}); "
         f"hand them out with: labctl share {run_id}"

@@ -178,6 +178,16 @@ def build_key(profile: Profile) -> str:
     return f"{digest}/{spec['served_model_name']}"
 
 
+# Keys fail closed: an engine never starts without its key. A missing, unreadable or empty key file stops
+# the container (exit 78, EX_CONFIG) with one line saying so, instead of serving everyone.
+_REFUSE = (
+    'echo "labctl: the API key file {file} is missing, unreadable or empty: refusing to serve without keys" >&2; '
+    "exit 78"
+)
+_READ_KEY = 'key="$({reader} {file} 2>/dev/null)" && [ -n "$key" ] || {{ ' + _REFUSE + "; }}"
+_CHECK_KEY_FILE = "[ -r {file} ] && [ -s {file} ] || {{ " + _REFUSE + "; }}"
+
+
 def compose_context(profile: Profile, options: RenderOptions) -> dict[str, Any]:
     engine = profile.engine
     spec = profile.spec
@@ -191,15 +201,29 @@ def compose_context(profile: Profile, options: RenderOptions) -> dict[str, Any]:
     environment = list(spec["env"])
     if key_file and auth["kind"] == "file":
         command += [w.text for w in serve.auth_argv]
+        # The engine reads the file itself; the wrapper only refuses to start it without a usable one.
+        inner = (entrypoint or []) + command
+        entrypoint = ["sh", "-c", f'{_CHECK_KEY_FILE.format(file=key_file)}; exec "$@"', "labctl-serve"]
+        command = inner
     elif key_file and auth["kind"] == "flag":
         # The engine reads its key only from argv: a shell reads the file at start, so the key is
         # in no compose file or record (it is visible in the container's process list only).
         inner = (entrypoint or []) + command
-        entrypoint = ["sh", "-c", f'exec "$@" {" ".join(auth["args"])} "$(cat {key_file})"', "labctl-serve"]
+        entrypoint = [
+            "sh",
+            "-c",
+            f'{_READ_KEY.format(reader="head -n 1", file=key_file)}; exec "$@" {" ".join(auth["args"])} "$key"',
+            "labctl-serve",
+        ]
         command = inner
     elif key_file and auth["kind"] == "env":
         inner = (entrypoint or []) + command
-        entrypoint = ["sh", "-c", f'export {auth["env"]}="$(cat {key_file})"; exec "$@"', "labctl-serve"]
+        entrypoint = [
+            "sh",
+            "-c",
+            f'{_READ_KEY.format(reader="cat", file=key_file)}; export {auth["env"]}="$key"; exec "$@"',
+            "labctl-serve",
+        ]
         command = inner
     labels = RunLabels(
         engine=engine.name,

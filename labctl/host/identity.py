@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import pwd
 import socket
+from pathlib import Path
 
 
 def current_user() -> str:
@@ -19,3 +20,24 @@ def current_user() -> str:
 
 def host_name() -> str:
     return socket.gethostname()
+
+
+def process_token(pid: int | None = None) -> str:
+    """`pid:start time` of a process (this one by default): unlike a bare pid, never matches a later process."""
+    pid = pid or os.getpid()
+    return f"{pid}:{_start_time(pid)}"
+
+
+def process_alive(token: str | None) -> bool:
+    if not token or ":" not in token:
+        return False
+    pid_text, _, started = token.partition(":")
+    return pid_text.isdigit() and _start_time(int(pid_text)) == started
+
+
+def _start_time(pid: int) -> str:
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text(encoding="ascii", errors="replace")
+    except OSError:
+        return ""
+    return stat.rsplit(")", 1)[-1].split()[19] if ")" in stat else ""

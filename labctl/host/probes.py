@@ -126,6 +126,14 @@ def check_openai_api(
     return ApiCheck(models=models.json(), version=version, completion_at=done, completion=chat.json())
 
 
+def status_without_key(base: str, timeout: float = 10.0) -> int | None:
+    """The HTTP status of GET /v1/models with no key (None: no answer). A guarded engine says 401."""
+    try:
+        return httpx.get(f"{base}/v1/models", timeout=timeout).status_code
+    except httpx.HTTPError:
+        return None
+
+
 def probe_now(base: str, probe: str, timeout: float = 2.0) -> str:
     """Health right now, as one word for a status table (the engine's own probe timeout: SGLang's /health
     sleeps 1 s before it answers)."""

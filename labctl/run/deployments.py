@@ -13,8 +13,9 @@ import httpx
 
 from labctl.errors import BadInput, LabctlError
 from labctl.host import docker as dk
-from labctl.host.probes import check_openai_api, wait_until_ready
+from labctl.host.probes import check_openai_api, status_without_key, wait_until_ready
 from labctl.run.keys import KeyStore, fingerprint, generate_keys, read_key_file
+from labctl.run.ownership import check_may_act
 from labctl.run.record import Observed, ResidentInfo
 from labctl.run.resident import image_user_ids
 from labctl.run.store import Runs, now
@@ -56,11 +57,20 @@ def snippets(info: dict[str, Any]) -> str:
     return f"# OpenAI Python SDK\n{python}\n# curl\n{curl}"
 
 
-def rotate_key(runs: Runs, run_id: str, by: str, key_file: str | None, keys: int | None) -> ResidentInfo:
+def rotate_key(
+    runs: Runs,
+    run_id: str,
+    by: str,
+    key_file: str | None,
+    keys: int | None,
+    force: bool = False,
+    reason: str | None = None,
+) -> ResidentInfo:
     record = runs.load(run_id)
     resident = record.resident
     if not resident or not resident.keys:
         raise BadInput(f"run {run_id} is not a resident deployment with API keys.")
+    forced = check_may_act(run_id, record.owner, True, by, "rotating the keys of", force, reason)
     new_keys = read_key_file(key_file) if key_file else generate_keys(keys or resident.keys)
     containers = [c for c in dk.labctl_containers(run_id=run_id, all_states=False) if dk.service_of(c) == "serve"]
     if not containers:
@@ -79,10 +89,12 @@ def rotate_key(runs: Runs, run_id: str, by: str, key_file: str | None, keys: int
 
     wait_until_ready(base, record.probe, 900, watch, probe_timeout=record.probe_timeout_s)
     check_openai_api(base, record.served_model_name, new_keys[0], None)
+    if status_without_key(base) != 401:
+        raise LabctlError(f"run {run_id} answers without a key after the rotation: stop it (labctl down {run_id}).")
     fingerprints = [fingerprint(k) for k in new_keys]
     resident = dataclasses.replace(resident, keys=len(new_keys), key_fingerprints=tuple(fingerprints), rotated_at=now())
     runs.update(run_id, resident=resident)
-    runs.event(run_id, "key rotation", by_user=by, key_fingerprints=fingerprints)
+    runs.event(run_id, "key rotation", by_user=by, key_fingerprints=fingerprints, forced=forced, reason=reason)
     return resident
 
 

@@ -188,6 +188,7 @@ class Record:
     stop_forced: bool = False
     observed: Observed | None = None
     reproduction: Reproduction | None = None
+    up_process: str | None = None  # the `labctl up` that owns a starting record (pid:start time)
     extra: JsonObject = field(default_factory=dict)  # keys a newer labctl wrote; kept, never interpreted
 
     def to_json(self) -> JsonObject:

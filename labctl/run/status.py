@@ -25,7 +25,7 @@ def live_runs(runs: Runs, probe: bool = True) -> list[dict[str, Any]]:
         serve = next((c for c in containers if dk.service_of(c) == "serve"), containers[0])
         labels = RunLabels.from_labels(dk.labels_of(serve))
         state = serve.state
-        record = runs.load(run_id) if runs.exists(run_id) else None
+        record = runs.try_load(run_id)
         url = base_url(labels.host or "127.0.0.1", labels.port)
         health = (
             probe_now(url, record.probe, record.probe_timeout_s)
@@ -76,3 +76,43 @@ def engine_logs(runs: Runs, run_id: str, follow: bool) -> Iterator[str]:
     if not saved.is_file():
         raise BadInput(f"no container and no saved logs for run {run_id}. See `labctl runs`.")
     yield saved.read_text(errors="replace")
+
+
+def reconcile(runs: Runs) -> list[str]:
+    """Records left `starting` by a `labctl up` that is gone (SIGKILL, a crash, a lost machine): a healthy
+    container is adopted, anything else is taken down, and the record says which. Returns what was done."""
+    from labctl.host.identity import process_alive
+    from labctl.run.down import project_name, save_logs
+    from labctl.run.keys import KeyStore
+    from labctl.run.store import now
+
+    done = []
+    for run_id in runs.all_ids():
+        try:
+            record = runs.load(run_id)
+        except BadInput:
+            continue  # a corrupt record is reported by `labctl runs`, never fatal here
+        if record.status != "starting" or process_alive(record.up_process):
+            continue
+        serve = next(
+            (c for c in dk.labctl_containers(run_id=run_id, all_states=False) if dk.service_of(c) == "serve"), None
+        )
+        healthy = (
+            serve is not None
+            and probe_now(record.base_url.removesuffix("/v1"), record.probe, record.probe_timeout_s) == "healthy"
+        )
+        if healthy:
+            runs.update(run_id, status="running", reason="adopted: its labctl up was gone, the engine was healthy")
+            runs.event(run_id, "adopted")
+            done.append(f"adopted {run_id}: its labctl up was gone, the engine answers")
+            continue
+        if dk.labctl_containers(run_id=run_id):
+            save_logs(runs, run_id)
+            dk.compose_down(project_name(run_id))
+        runs.update(
+            run_id, status="aborted", reason="its labctl up was gone before the engine was ready", stopped_at=now()
+        )
+        runs.event(run_id, "aborted", reason="labctl up gone")
+        KeyStore(runs.home).remove(run_id)
+        done.append(f"aborted {run_id}: its labctl up was gone; whatever it started was taken down")
+    return done

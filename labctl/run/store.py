@@ -68,6 +68,14 @@ class Runs:
         except (ValueError, TypeError) as exc:
             raise BadInput(f"{path}: not a readable run record ({exc}).") from None
 
+    def try_load(self, run_id: str) -> Record | None:
+        """The record, or None when there is none or it cannot be read (one corrupt record must never
+        block status, runs or down for every other run)."""
+        try:
+            return self.load(run_id) if self.exists(run_id) else None
+        except BadInput:
+            return None
+
     def save(self, record: Record) -> Path:
         path = self.record_path(record.run_id)
         write_atomically(path, json.dumps(redact(record.to_json()), indent=2, sort_keys=False) + "\n")

@@ -6,7 +6,9 @@ is written at every step, atomically, so that a killed labctl leaves a record th
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import signal
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -27,9 +29,9 @@ from labctl.host import docker as dk
 from labctl.host.files import write_atomically
 from labctl.host.gpu import Gpu
 from labctl.host.hosts import LOCAL_HOST, HostEntry
-from labctl.host.identity import current_user
+from labctl.host.identity import current_user, process_token
 from labctl.host.lock import host_lock
-from labctl.host.probes import check_openai_api, port_in_use, wait_until_ready
+from labctl.host.probes import check_openai_api, port_in_use, status_without_key, wait_until_ready
 from labctl.run.down import project_name, save_logs, stop_run
 from labctl.run.keys import KeyStore, fingerprint
 from labctl.run.preflight import (
@@ -180,12 +182,15 @@ class Starter:
                 ),
             )
             return self.wait_ready(profile, started)
-        except KeyboardInterrupt:
-            self.fail("aborted", "interrupted (Ctrl-C) during up")
+        except KeyboardInterrupt as exc:
+            self.fail("aborted", f"interrupted ({exc.args[0] if exc.args else 'Ctrl-C'}) during up")
             raise
         except LabctlError as exc:
-            if self.record:
+            if self.record or self.started_anything:
                 self.fail("failed", str(exc))
+            raise
+        except Exception as exc:  # a disk error, a bug: nothing may stay up unaccounted
+            self.fail("failed", f"{type(exc).__name__}: {exc}")
             raise
 
     def ensure_image(self, profile: Profile, facts: dk.ImageFacts | None) -> tuple[ImageInfo, float | None]:
@@ -220,7 +225,7 @@ class Starter:
         foreign = foreign_gpu_processes(profile, found_gpus)
         replaced: list[str] = []
         if (conflicts or port_holders) and self.request.replace:
-            me = self.request.owner or current_user()
+            me = current_user()  # who acts, from the OS; --owner only names the new run's owner
             guarded = [h for h in conflicts + port_holders if h.resident and h.owner != me]
             if guarded:
                 raise Conflict(
@@ -300,6 +305,7 @@ class Starter:
             "harness-check" if self.simulated else engine.environment_label,
             created_at=created,
             record_path=str(self.runs.record_path(self.run_id)),
+            up_process=process_token(),
             profile_sha256=profile.sha256,
             resolved_profile=profile.spec,
             allow_unsupported=bool(request.allow_unsupported and profile.support_problem),
@@ -436,6 +442,13 @@ class Starter:
         self.progress("")
         key = self.plan.keys[0] if self.plan and self.plan.keys else None
         api = check_openai_api(base, profile.spec["served_model_name"], key, engine.spec["endpoints"]["version"])
+        if key is not None:
+            refused = status_without_key(base)
+            if refused != 401:
+                raise LabctlError(
+                    f"the engine answered GET /v1/models without a key (HTTP {refused}): its keys did not take, so "
+                    "it would serve everyone. It was taken down; see its logs (labctl logs RUN_ID)."
+                )
         assert readiness.ready is not None
         container_start = started
         timings = dataclasses.replace(
@@ -473,12 +486,20 @@ class Starter:
         self.runs.save(self.record)
 
     def fail(self, status: str, reason: str) -> None:
-        if self.started_anything:
-            save_logs(self.runs, self.run_id)
-            dk.compose_down(self.project)
-        if self.record:
-            self.update(status=status, reason=reason, stopped_at=now())
-            self.runs.event(self.run_id, status, reason=reason.splitlines()[0])
+        """Take down what was started and say why; a second Ctrl-C or SIGTERM cannot cut this short."""
+        blocked = {signal.SIGINT, signal.SIGTERM, signal.SIGHUP}
+        previous = signal.pthread_sigmask(signal.SIG_BLOCK, blocked)
+        try:
+            if self.started_anything:
+                with contextlib.suppress(LabctlError):
+                    save_logs(self.runs, self.run_id)
+                dk.compose_down(self.project)
+            if self.record:
+                self.update(status=status, reason=reason, stopped_at=now())
+                self.runs.event(self.run_id, status, reason=reason.splitlines()[0])
+            KeyStore(self.request.home or self.runs.home).remove(self.run_id)  # a failed run's keys open nothing
+        finally:
+            signal.pthread_sigmask(signal.SIG_SETMASK, previous)
 
 
 def place_on_free_gpus(profile: Profile, found: list[Gpu], holders: list[Holder]) -> Profile:
