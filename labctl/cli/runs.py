@@ -217,6 +217,7 @@ def _uptime(seconds: float | None) -> str:
 def logs(
     run_id: Annotated[str, typer.Argument(help="The run id.")],
     follow: Annotated[bool, typer.Option("--follow", "-f", help="Keep printing new lines.")] = False,
+    service: Annotated[str, typer.Option(help="serve (the engine) or build (TensorRT-LLM's engine build).")] = "serve",
 ) -> None:
     """Print an engine's logs (live from the container, or saved with the record once it stopped).
 
@@ -224,7 +225,7 @@ def logs(
     """
     from labctl.run.status import engine_logs
 
-    for text in engine_logs(state.runs(), run_id, follow):
+    for text in engine_logs(state.runs(), run_id, follow, service):
         sys.stdout.write(text)
         sys.stdout.flush()
 

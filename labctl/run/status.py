@@ -62,19 +62,22 @@ def live_runs(runs: Runs, probe: bool = True) -> list[dict[str, Any]]:
     return out
 
 
-def engine_logs(runs: Runs, run_id: str, follow: bool) -> Iterator[str]:
-    """The engine's logs: live from its container, else the copy saved beside the record when it stopped."""
+def engine_logs(runs: Runs, run_id: str, follow: bool, service: str = "serve") -> Iterator[str]:
+    """A service's logs (the engine, or TensorRT-LLM's build step): live from its container, else the copy
+    saved beside the record when it stopped."""
     runs.dir(run_id)  # a malformed run id is refused before Docker is asked
-    containers = [c for c in dk.labctl_containers(run_id=run_id) if dk.service_of(c) == "serve"]
+    if service not in ("serve", "build"):
+        raise BadInput(f"--service {service!r}: serve or build.")
+    containers = [c for c in dk.labctl_containers(run_id=run_id) if dk.service_of(c) == service]
     if containers:
         if follow:
             yield from (line.decode(errors="replace") for line in dk.follow_logs(containers[0]))
         else:
             yield dk.logs_tail(containers[0], 1_000_000)
         return
-    saved = runs.dir(run_id) / "serve.log"
+    saved = runs.dir(run_id) / f"{service}.log"
     if not saved.is_file():
-        raise BadInput(f"no container and no saved logs for run {run_id}. See `labctl runs`.")
+        raise BadInput(f"no {service} container and no saved {service} logs for run {run_id}. See `labctl runs`.")
     yield saved.read_text(errors="replace")
 
 

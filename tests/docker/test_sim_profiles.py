@@ -135,14 +135,22 @@ def test_gb10_profiles_run_on_the_simulated_spark(sim: Path, engine: str, profil
     assert labctl(sim, "down", info["run_id"], host="sim-gb10").code == 0
 
 
-@pytest.mark.parametrize(("engine", "profile"), [("vllm", "qwen2.5-7b"), ("sglang", "qwen2.5-7b")])
-def test_resident_keys_guard_the_api(sim: Path, engine: str, profile: str) -> None:
-    info = up(sim, engine, profile, "--resident")
-    key = json.loads(labctl(sim, "share", info["run_id"], "--json").stdout)["api_key"]
+@pytest.mark.parametrize(
+    ("engine", "profile", "host"),
+    [
+        ("vllm", "qwen2.5-7b", "sim-h100"),
+        ("sglang", "qwen2.5-7b", "sim-h100"),
+        ("atlas", "qwen3.6-35b-a3b-fp8", "sim-gb10"),
+    ],
+)
+def test_resident_keys_guard_the_api(sim: Path, engine: str, profile: str, host: str) -> None:
+    """Each engine's own key mechanism (VLLM_API_KEY, --api-key, --auth-tokens-file) through the persona."""
+    info = up(sim, engine, profile, "--resident", host=host)
+    key = json.loads(labctl(sim, "share", info["run_id"], "--json", host=host).stdout)["api_key"]
     with pytest.raises(openai.AuthenticationError):
         chat(info, key="wrong-key")
     assert chat(info, key=key)
-    assert labctl(sim, "down", info["run_id"]).code == 0
+    assert labctl(sim, "down", info["run_id"], host=host).code == 0
 
 
 def test_two_count_profiles_never_share_a_gpu(sim: Path) -> None:

@@ -135,3 +135,12 @@ def test_trtllm_build_then_serve() -> None:
     spec = dict(profile.spec, build=dict(profile.spec["build"], max_batch_size=128))
     other = type(profile)(engine=profile.engine, name=profile.name, spec=spec, source=None)
     assert yaml.safe_load(render_compose(LAB, other, OPTIONS))["services"]["build"]["command"][3] != engine_dir
+
+
+def test_resident_deployments_rotate_their_logs() -> None:
+    profile = load_profile(LAB, "harness", "smoke")
+    resident = yaml.safe_load(render_compose(LAB, profile, RenderOptions(cache_dir="/c", restart="unless-stopped")))
+    logging = resident["services"]["serve"]["logging"]
+    assert logging == {"driver": "json-file", "options": {"max-size": "50m", "max-file": "5"}}
+    plain = yaml.safe_load(render_compose(LAB, profile, RenderOptions(cache_dir="/c")))
+    assert "logging" not in plain["services"]["serve"]
