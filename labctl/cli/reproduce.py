@@ -115,7 +115,7 @@ def diff(
     views = []
     for source in (a, b):
         exported = load_source(runs, source)
-        views.append(setup_view(source, exported.record, _canonical(exported)))
+        views.append(setup_view(source, exported.typed_record(), _canonical(exported)))
     rows = compare(views[0], views[1])
     marks = {True: "=", False: "≠"}
     out(

@@ -133,6 +133,7 @@ def down(
     ] = None,
     reason: Annotated[str | None, typer.Option(help="Why (recorded).")] = None,
     force: Annotated[bool, typer.Option(help="Stop another owner's resident deployment (needs --reason).")] = False,
+    all_runs: Annotated[bool, typer.Option("--all", help="With an engine name: stop all your runs of it.")] = False,
 ) -> None:
     """Stop and remove a run's containers; the record gets stopped_at and who.
 
@@ -140,7 +141,12 @@ def down(
     """
     from labctl.run.down import stop
 
-    for run in stop(state.runs(), target, reason, force):
+    def confirm(chosen: list[dict[str, object]]) -> bool:
+        if not sys.stdin.isatty():
+            return False
+        return typer.confirm(f"stop {len(chosen)} runs ({', '.join(str(r['run_id']) for r in chosen)})?")
+
+    for run in stop(state.runs(), target, reason, force, all_runs, confirm):
         out(f"stopped {run.run_id} ({run.engine}/{run.profile})")
 
 

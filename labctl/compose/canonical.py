@@ -15,6 +15,7 @@ from labctl.catalog.image import ImageRef
 from labctl.catalog.lab import Lab
 from labctl.catalog.profiles import Profile
 from labctl.compose.render import RenderOptions, render_compose
+from labctl.run.record import Record
 
 # Host-specific values are replaced by these before hashing: two runs of one setup on different
 # hosts, GPUs, ports or cache folders hash the same.
@@ -66,34 +67,38 @@ class SetupView:
     info_rows: dict[str, str]
 
 
-def setup_view(source: str, record: dict[str, Any], canonical: str | None) -> SetupView:
-    spec = record["resolved_profile"]
+def setup_view(source: str, record: Record, canonical: str | None) -> SetupView:
+    spec = record.resolved_profile or {}
     serve: dict[str, Any] = {}
     if canonical:
         serve = yaml.safe_load(canonical)["services"]["serve"]
     argv = [*(serve.get("entrypoint") or []), *(serve.get("command") or [])]
-    version = record.get("engine_version")
+    resident = record.resident
+    setup = record.engine_setup
     rows = {
-        "engine": record["engine"],
-        "image digest": str((record.get("image") or {}).get("digest")),
-        "engine version": _flat(version),
+        "engine": record.engine,
+        "image digest": str(record.image.digest),
+        "engine version": _flat(record.engine_version),
         "engine args": " ".join(w.replace("$$", "$") for w in argv) if argv else "?",
-        "environment variable names": ", ".join(record.get("env_names") or []) or "-",
-        "model": spec["model"]["id"],
-        "model revision": spec["model"]["revision"],
-        "served model name": record.get("served_model_name", ""),
-        "GPU count": str(record["gpus"]["count"]),
-        "labctl version": record.get("labctl_version", "?"),
-        "environment label": record.get("environment_label", "?"),
-        "compose hash": (record.get("setup") or {}).get("compose_sha256", "?"),
+        "environment variable names": ", ".join(record.env_names) or "-",
+        "model": str((spec.get("model") or {}).get("id", "?")),
+        "model revision": str((spec.get("model") or {}).get("revision", "?")),
+        "thinking mode": setup.thinking if setup else "?",
+        "served model name": record.served_model_name,
+        "GPU count": str(record.gpus.count),
+        # A deployment kept up for days with keys is another setup than a one-off run of the same engine.
+        "resident": f"{resident.restart_policy}, auth {resident.auth}" if resident else "no",
+        "labctl version": record.labctl_version or "?",
+        "environment label": record.environment_label or "?",
+        "compose hash": record.setup.get("compose_sha256", "?"),
     }
     # Pinning a profile changes its hash but not what runs (the digest and compose hash say that).
-    info_rows = {"profile hash": record.get("profile_sha256", "?"), "profile": record["profile"]}
+    info_rows = {"profile hash": record.profile_sha256 or "?", "profile": record.profile}
     host_rows = {
-        "GPU ids": ",".join(record["gpus"]["ids"]) or "-",
-        "port": str(record["endpoint"]["port"]),
-        "host": record.get("host", "?"),
-        "run id": record["run_id"],
+        "GPU ids": ",".join(record.gpus.ids) or "-",
+        "port": str(record.endpoint.port),
+        "host": record.host or "?",
+        "run id": record.run_id,
     }
     return SetupView(source=source, rows=rows, host_rows=host_rows, info_rows=info_rows)
 

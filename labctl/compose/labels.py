@@ -53,6 +53,8 @@ class RunLabels:
     port: str = ""
     host: str = ""
     resident: bool = False
+    home: str = ""  # the labctl home whose runs/ holds the record: a command from another home finds it here
+    controller: str = ""  # the machine that ran `labctl up`
 
     @classmethod
     def from_labels(cls, labels: dict[str, str]) -> RunLabels:
@@ -78,6 +80,8 @@ class RunLabels:
             port=text("port"),
             host=text("host"),
             resident=text("resident") == "true",
+            home=text("home"),
+            controller=text("controller"),
         )
 
     def to_labels(self) -> dict[str, str]:
@@ -103,7 +107,7 @@ class RunLabels:
         return {k: v for k, v in self.to_labels().items() if _field_of(k) in _RUN_ONLY}
 
 
-_RUN_FIELDS = {"run_id", "owner", "created_at", "port", "host"}
+_RUN_FIELDS = {"run_id", "owner", "created_at", "port", "host", "home", "controller"}
 _RUN_ONLY = _RUN_FIELDS | {"resident"}
 
 

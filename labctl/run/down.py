@@ -3,9 +3,12 @@ and events told who stopped it and why, its keys deleted."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
+from labctl.compose.labels import RunLabels
 from labctl.errors import BadInput
 from labctl.host import docker as dk
 from labctl.host.files import write_atomically
@@ -28,15 +31,29 @@ def save_logs(runs: Runs, run_id: str) -> None:
             write_atomically(runs.dir(run_id) / f"{service}.log", text)
 
 
+def owning_runs(runs: Runs, run_id: str) -> Runs:
+    """The store that holds a run's record: this home, or the home its containers' labels name (a `down`
+    from another home updates the owner's record, not nobody's)."""
+    if runs.exists(run_id):
+        return runs
+    for container in dk.labctl_containers(run_id=run_id):
+        home = RunLabels.from_labels(dk.labels_of(container)).home
+        if home and Runs(Path(home)).exists(run_id):
+            return Runs(Path(home))
+    return runs
+
+
 def stop_run(
     runs: Runs, run_id: str, by: str, reason: str | None = None, replaced_by: str | None = None, forced: bool = False
 ) -> None:
+    owner_runs = owning_runs(runs, run_id)
     containers = dk.labctl_containers(run_id=run_id)
     if containers:
-        save_logs(runs, run_id)
+        if owner_runs.exists(run_id):
+            save_logs(owner_runs, run_id)
         project = dk.labels_of(containers[0]).get("com.docker.compose.project", project_name(run_id))
         dk.compose_down(project)
-    if runs.exists(run_id):
+    if owner_runs.exists(run_id):
         changes: dict[str, Any] = {"status": "stopped", "stopped_at": now(), "stopped_by": by}
         if reason:
             changes["stop_reason"] = reason
@@ -44,9 +61,10 @@ def stop_run(
             changes["replaced_by"] = replaced_by
         if forced:
             changes["stop_forced"] = True
-        runs.update(run_id, **changes)
-        runs.event(run_id, "down", reason=reason, forced=forced)
-    KeyStore(runs.home).remove(run_id)  # a stopped deployment's keys open nothing any more
+        owner_runs.update(run_id, **changes)
+        elsewhere = {"from_home": str(runs.home)} if owner_runs.home != runs.home else {}
+        owner_runs.event(run_id, "down", reason=reason, forced=forced, **elsewhere)
+    KeyStore(owner_runs.home).remove(run_id)  # a stopped deployment's keys open nothing any more
 
 
 @dataclass(frozen=True)
@@ -56,7 +74,14 @@ class Stopped:
     profile: str
 
 
-def stop(runs: Runs, target: str | None, reason: str | None, force: bool) -> list[Stopped]:
+def stop(
+    runs: Runs,
+    target: str | None,
+    reason: str | None,
+    force: bool,
+    all_: bool = False,
+    confirm: Callable[[list[dict[str, Any]]], bool] | None = None,
+) -> list[Stopped]:
     """`labctl down [RUN_ID|ENGINE]`: which runs, whether you may, then stop each."""
     from labctl.run.status import live_runs
 
@@ -68,10 +93,16 @@ def stop(runs: Runs, target: str | None, reason: str | None, force: bool) -> lis
                 "several runs are up: name one (labctl down RUN_ID). Up now: "
                 + ", ".join(f"{r['run_id']} ({r['engine']}/{r['profile']})" for r in chosen)
             )
-    else:
-        chosen = [r for r in live if target in (r["run_id"], r["engine"])]
-        if not chosen and is_run_id(target) and runs.exists(target):
+    elif is_run_id(target):
+        chosen = [r for r in live if r["run_id"] == target]
+        if not chosen and runs.exists(target):
             raise BadInput(f"run {target} is not up (its record says {runs.load(target).status}).")
+    else:  # an engine name: only your own runs of this home, and more than one only when asked
+        me_ = current_user()
+        chosen = [r for r in live if r["engine"] == target and r["owner"] == me_ and r["home"] == str(runs.home)]
+        if len(chosen) > 1 and not (all_ or (confirm is not None and confirm(chosen))):
+            listed = ", ".join(r["run_id"] for r in chosen)
+            raise BadInput(f"{target} matches {len(chosen)} of your runs ({listed}): name one, or pass --all.")
     if not chosen:
         raise BadInput(f"nothing to stop{' matching ' + repr(target) if target else ''}: see `labctl status`.")
     me = current_user()

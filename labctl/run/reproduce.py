@@ -57,6 +57,12 @@ class Export:
     def run_id(self) -> str:
         return str(self.host["run_id"])
 
+    def typed_record(self) -> Record:
+        try:
+            return Record.from_json(self.record)
+        except (ValueError, TypeError) as exc:
+            raise BadInput(f"{self.source}: its record section is not a labctl run record ({exc}).") from None
+
     def resolved_profile(self) -> dict[str, Any]:
         spec: dict[str, Any] = copy.deepcopy(self.setup["resolved_profile"])
         spec["port"] = self.host["port"]

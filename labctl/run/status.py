@@ -55,6 +55,7 @@ def live_runs(runs: Runs, probe: bool = True) -> list[dict[str, Any]]:
                 "restarts": int(serve.restart_count or 0),
                 "resident": labels.resident,
                 "environment_label": labels.environment_label,
+                "home": labels.home,
                 "requests_served": counters.get("requests"),
                 "tokens_served": counters.get("tokens"),
             }

@@ -12,14 +12,26 @@ from pathlib import Path
 from typing import Any
 
 from labctl.catalog.lab import Lab
-from labctl.errors import BadInput
+from labctl.errors import BadInput, LabctlError
 from labctl.host.files import write_atomically
 from labctl.host.identity import current_user
+from labctl.host.lock import file_lock
 from labctl.run.record import Record
 
 _RUN_ID = re.compile(r"^[0-9]{8}-[0-9]{6}-[0-9a-f]{6}$")
 # Secret-looking values never reach a record, whatever field they hide in.
 _SECRET_NAMES = re.compile(r"(TOKEN|KEY|SECRET|PASSWORD|PASSWD|CREDENTIAL)", re.I)
+
+
+ENDED = ("stopped", "failed", "aborted")
+
+
+class RunEnded(LabctlError):
+    def __init__(self, record: Record) -> None:
+        who = f" by {record.stopped_by}" if record.stopped_by else ""
+        why = f" ({record.stop_reason or record.reason})" if (record.stop_reason or record.reason) else ""
+        super().__init__(f"run {record.run_id} was {record.status}{who} while it was starting{why}.")
+        self.record = record
 
 
 def now() -> str:
@@ -82,8 +94,21 @@ class Runs:
         return path
 
     def update(self, run_id: str, **changes: Any) -> Record:
-        record = self.load(run_id).changed(**changes)
-        self.save(record)
+        """Read, change and write the record under the run's lock: a concurrent `down` or `--replace` is
+        never overwritten by a stale copy."""
+        with file_lock(self.dir(run_id) / ".lock"):
+            record = self.load(run_id).changed(**changes)
+            self.save(record)
+        return record
+
+    def advance(self, run_id: str, **changes: Any) -> Record:
+        """`up`'s own progress (starting → running): refused once someone else ended the run meanwhile."""
+        with file_lock(self.dir(run_id) / ".lock"):
+            current = self.load(run_id)
+            if current.status in ENDED and changes.get("status") in ("starting", "running"):
+                raise RunEnded(current)
+            record = current.changed(**changes)
+            self.save(record)
         return record
 
     def event(self, run_id: str, kind: str, **fields: Any) -> None:

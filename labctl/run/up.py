@@ -29,7 +29,7 @@ from labctl.host import docker as dk
 from labctl.host.files import write_atomically
 from labctl.host.gpu import Gpu
 from labctl.host.hosts import LOCAL_HOST, HostEntry
-from labctl.host.identity import current_user, process_token
+from labctl.host.identity import current_user, host_name, process_token
 from labctl.host.lock import host_lock
 from labctl.host.probes import check_openai_api, port_in_use, status_without_key, wait_until_ready
 from labctl.run.down import project_name, save_logs, stop_run
@@ -66,7 +66,7 @@ from labctl.run.resident import (
     image_user_ids,
     plan_resident,
 )
-from labctl.run.store import Runs, new_run_id, now
+from labctl.run.store import ENDED, Runs, new_run_id, now
 
 Say = Callable[[str], None]
 
@@ -266,6 +266,8 @@ class Starter:
         owner = request.owner or current_user()
         created = now()
         labels = RunLabels(
+            home=str(self.runs.home),
+            controller=host_name(),
             run_id=self.run_id,
             owner=owner,
             created_at=created,
@@ -482,8 +484,7 @@ class Starter:
         return self.record
 
     def update(self, **changes: Any) -> None:
-        self.record = self.current.changed(**changes)
-        self.runs.save(self.record)
+        self.record = self.runs.advance(self.run_id, **changes)
 
     def fail(self, status: str, reason: str) -> None:
         """Take down what was started and say why; a second Ctrl-C or SIGTERM cannot cut this short."""
@@ -494,7 +495,8 @@ class Starter:
                 with contextlib.suppress(LabctlError):
                     save_logs(self.runs, self.run_id)
                 dk.compose_down(self.project)
-            if self.record:
+            on_disk = self.runs.try_load(self.run_id) if self.record else None
+            if on_disk is not None and on_disk.status not in ENDED:  # never overwrite who stopped it, and why
                 self.update(status=status, reason=reason, stopped_at=now())
                 self.runs.event(self.run_id, status, reason=reason.splitlines()[0])
             KeyStore(self.request.home or self.runs.home).remove(self.run_id)  # a failed run's keys open nothing
