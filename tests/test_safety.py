@@ -117,8 +117,10 @@ def start_up(lab: Path, home: Path, profile: str) -> subprocess.Popen[str]:
 
 
 def run_ids(home: Path) -> list[str]:
+    """Runs with a record (a folder killed before its record was written holds only a compose file:
+    nothing was started from it)."""
     runs = home / "runs"
-    return sorted(p.name for p in runs.iterdir()) if runs.is_dir() else []
+    return sorted(p.parent.name for p in runs.glob("*/record.json")) if runs.is_dir() else []
 
 
 @pytest.mark.docker

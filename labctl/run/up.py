@@ -66,7 +66,7 @@ from labctl.run.resident import (
     image_user_ids,
     plan_resident,
 )
-from labctl.run.store import ENDED, Runs, new_run_id, now
+from labctl.run.store import ENDED, RunEnded, Runs, new_run_id, now
 
 Say = Callable[[str], None]
 
@@ -411,6 +411,9 @@ class Starter:
         def watch() -> None:
             state = dk.container_state(serve)
             if not state["running"] or state["restarts"]:
+                ended = self.runs.try_load(self.run_id)
+                if ended is not None and ended.status in ENDED:  # someone took it down: say who, not "it died"
+                    raise RunEnded(ended)
                 raise LabctlError(
                     f"the engine container {state['status']} (exit code {state['exit_code']}, restarts {state['restarts']}) "
                     f"before it was ready. Last log lines:\n{dk.logs_tail(serve, 20).rstrip()}"
