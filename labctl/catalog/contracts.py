@@ -6,7 +6,7 @@ argparse parser of the exact PyPI wheel for vLLM and SGLang, the public source f
 parser would, and says what the engine would do with each: refuse it (error), accept it with a
 warning (deprecated option, abbreviation), or take it.
 
-Pure: stdlib, `yaml` and `labctl.errors` only; no engine is imported or run here.
+Pure: stdlib, labctl's hardened YAML reader and `labctl.errors` only; no engine is imported or run here.
 """
 
 from __future__ import annotations
@@ -17,8 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import yaml
-
+from labctl.catalog.sourcefile import load_yaml_data
 from labctl.errors import BadInput
 
 SCHEMA = 1
@@ -200,10 +199,7 @@ def load_contract(path: Path) -> Contract:
         raise BadInput(f"{path}: cannot read the engine contract ({e.strerror})") from None
     if size > MAX_BYTES:
         raise BadInput(f"{path}: engine contract is {size} bytes, more than {MAX_BYTES}")
-    try:
-        doc = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except (yaml.YAMLError, UnicodeDecodeError) as e:
-        raise BadInput(f"{path}: not valid YAML: {e}") from None
+    doc = load_yaml_data(path, max_bytes=MAX_BYTES)
     try:
         doc = _keys(doc, "contract", {"schema", "engine", "version", "provenance", "commands"})
         if doc["schema"] != SCHEMA:

@@ -8,12 +8,11 @@ import hashlib
 from dataclasses import dataclass
 from typing import Any
 
-import yaml
-
 from labctl.catalog.engines import Engine
 from labctl.catalog.image import ImageRef
 from labctl.catalog.lab import Lab
 from labctl.catalog.profiles import Profile
+from labctl.catalog.sourcefile import parse_yaml
 from labctl.compose.render import RenderOptions, render_compose
 
 # Host-specific values are replaced by these before hashing: two runs of one setup on different
@@ -70,7 +69,7 @@ def setup_view(source: str, record: dict[str, Any], canonical: str | None) -> Se
     spec = record["resolved_profile"]
     serve: dict[str, Any] = {}
     if canonical:
-        serve = yaml.safe_load(canonical)["services"]["serve"]
+        serve = parse_yaml(canonical, "canonical compose", {})["services"]["serve"]
     argv = [*(serve.get("entrypoint") or []), *(serve.get("command") or [])]
     version = record.get("engine_version")
     rows = {

@@ -25,6 +25,10 @@ from labctl.run.record import SCHEMA_VERSION, Record, Reproduction
 from labctl.run.store import Runs, is_run_id
 
 EXPORT_SCHEMA = 1
+# An export embeds a whole run record and the compose file beside the setup: ~10 KiB today, and it
+# grows with the host (GPU devices, run labels, timings). 4 MiB leaves room for any real run while
+# an export still parses in well under a second.
+EXPORT_MAX_BYTES = 4 * 1024 * 1024
 HOST_KEYS = ("port", "host")  # resolved-profile values that belong to the host, not the setup
 
 
@@ -152,7 +156,7 @@ _REQUIRED = {
 
 
 def load_export(path: Path) -> Export:
-    src = load_yaml_mapping(path)
+    src = load_yaml_mapping(path, max_bytes=EXPORT_MAX_BYTES)
     doc = src.data
     version = doc.get("labctl_export")
     if not isinstance(version, int):

@@ -1,0 +1,52 @@
+"""Files and flags from a hostile colleague, through the real CLI: each is one `Error:` line, exit 2,
+no traceback, nothing written, and it comes back in seconds."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from support import Result, run_labctl
+
+# Small enough that the old loader finished (and failed the assertion) instead of eating the host.
+BOMB = "a0: &a0 [lol, lol, lol, lol, lol, lol, lol, lol]\n" + "".join(
+    f"a{i}: &a{i} [{', '.join([f'*a{i - 1}'] * 8)}]\n" for i in range(1, 7)
+)
+
+
+def refused(result: Result, start: str, *words: str) -> None:
+    assert result.code == 2, result
+    assert "Traceback" not in result.stderr, result.stderr
+    assert result.stderr.startswith(f"Error: {start}"), result.stderr
+    assert result.stderr.count("\n") == 1, result.stderr
+    for word in words:
+        assert word in result.stderr, result.stderr
+
+
+def _plant(lab: Path, rel: str, text: str) -> None:
+    path = lab / rel
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
+
+
+@pytest.mark.parametrize(
+    "rel, args",
+    [
+        ("engines/vllm/profiles/bomb.yaml", ("render", "vllm", "--profile", "bomb")),
+        ("engines/vllm/engine.yaml", ("render", "vllm", "--profile", "qwen3-32b")),
+        ("workloads/bomb.yaml", ("workloads",)),
+        ("suites/bomb/suite.yaml", ("suites",)),
+    ],
+)
+@pytest.mark.parametrize("text", [BOMB, "a: &x [*x]\n"], ids=["laughs", "self-alias"])
+def test_alias_bombs_are_refused_in_every_lab_file(lab: Path, rel: str, args: tuple[str, ...], text: str) -> None:
+    _plant(lab, rel, text)
+    refused(run_labctl(*args, lab=lab, timeout=30), f"{rel}:1: ", "anchor or alias")
+    assert list((lab / "compose").iterdir()) == []
+
+
+@pytest.mark.parametrize("text", [BOMB, "a: &x [*x]\n"], ids=["laughs", "self-alias"])
+def test_alias_bombs_are_refused_in_exports(lab: Path, tmp_path: Path, text: str) -> None:
+    export = tmp_path / "alice-run.yaml"
+    export.write_text(text)
+    refused(run_labctl("diff", str(export), str(export), lab=lab, timeout=30), f"{export}:1: ", "anchor or alias")
