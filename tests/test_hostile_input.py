@@ -50,3 +50,36 @@ def test_alias_bombs_are_refused_in_exports(lab: Path, tmp_path: Path, text: str
     export = tmp_path / "alice-run.yaml"
     export.write_text(text)
     refused(run_labctl("diff", str(export), str(export), lab=lab, timeout=30), f"{export}:1: ", "anchor or alias")
+
+
+NOWHERE = ("--base-url", "http://127.0.0.1:9/v1", "--model", "m")
+
+
+@pytest.mark.parametrize(
+    "args, option",
+    [
+        (("up", "harness", "--profile", "smoke", "--timeout", "nan"), "--timeout nan"),
+        (("up", "harness", "--profile", "smoke", "--timeout", "-1"), "--timeout -1"),
+        (("up", "harness", "--profile", "smoke", "--timeout", "inf"), "--timeout inf"),
+        (("reproduce", "alice.yaml", "--timeout", "-1"), "--timeout -1"),
+        (
+            ("bench", "run", *NOWHERE, "--workload", "latency-probe", "--request-timeout", "nan"),
+            "--request-timeout nan",
+        ),
+        (("bench", "run", *NOWHERE, "--workload", "latency-probe", "--request-timeout", "0"), "--request-timeout 0"),
+        (
+            ("bench", "run", *NOWHERE, "--workload", "latency-probe", "--requests", "1000000000"),
+            "--requests 1000000000",
+        ),
+        (("bench", "run", *NOWHERE, "--workload", "latency-probe", "--concurrency", "1,100000"), "--concurrency"),
+        (("eval", "run", *NOWHERE, "--suite", "short-answer", "--timeout", "inf"), "--timeout inf"),
+        (("eval", "run", *NOWHERE, "--suite", "short-answer", "--concurrency", "100000"), "--concurrency 100000"),
+    ],
+)
+def test_numeric_flags_are_refused_before_anything_starts(
+    lab: Path, tmp_path: Path, args: tuple[str, ...], option: str
+) -> None:
+    home = tmp_path / "home"
+    result = run_labctl(*args, lab=lab, env={"LABCTL_HOME": str(home)}, timeout=30)
+    refused(result, option)
+    assert not home.exists()

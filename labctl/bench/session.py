@@ -20,6 +20,7 @@ from labctl.bench.client import Target
 from labctl.bench.metrics import clean
 from labctl.bench.runner import LevelProgress, Progress, outcome_of, run_level
 from labctl.bench.workloads import Workload
+from labctl.catalog.limits import check_seconds
 from labctl.errors import BadInput
 from labctl.host.files import write_atomically
 from labctl.host.identity import host_name
@@ -38,7 +39,7 @@ class BenchRequest:
     model: str | None = None
     api_key_env: str | None = None
     force: bool = False
-    request_timeout: float | None = 600.0
+    request_timeout: float = 600.0
     environment_label: str = "external"
 
 
@@ -155,6 +156,7 @@ def client_environment() -> dict[str, Any]:
 def run_bench(
     runs: Runs, request: BenchRequest, progress: Progress, say: Callable[[str], None]
 ) -> tuple[dict[str, Any], Path]:
+    check_seconds("--request-timeout", request.request_timeout)
     target, record = resolve_target(runs, request)
     assert request.workload is not None
     limit = check_batch_limits(record, request.workload, request.force)

@@ -15,6 +15,7 @@ import httpx
 from labctl import __version__
 from labctl.bench.client import Target
 from labctl.bench.session import BenchRequest, preflight, resolve_target
+from labctl.catalog.limits import MAX_CONCURRENCY, check_count, check_seconds
 from labctl.errors import BadInput
 from labctl.host.files import write_atomically
 from labctl.host.sandbox import check_sandbox, run_code
@@ -75,8 +76,8 @@ def run_eval(
     timeout: float,
     progress: Callable[[int, int], None],
 ) -> tuple[dict[str, Any], Path]:
-    if concurrency < 1:
-        raise BadInput(f"--concurrency {concurrency}: give a number > 0.")
+    check_count("--concurrency", concurrency, MAX_CONCURRENCY, "cases asked at once, one connection each")
+    check_seconds("--timeout", timeout)
     target, record = resolve_target(runs, request)
     preflight(target)
     if any(c.check["kind"] == "python" for c in suite.cases):

@@ -16,6 +16,7 @@ import yaml
 from labctl.catalog.engines import load_engine
 from labctl.catalog.image import ImageRef
 from labctl.catalog.lab import Lab
+from labctl.catalog.limits import check_seconds
 from labctl.catalog.profiles import Profile, check_profile_spec, with_overrides
 from labctl.catalog.sourcefile import SourceFile, load_yaml_mapping
 from labctl.compose.canonical import canonical_compose, sha256_text
@@ -284,6 +285,7 @@ def reproduce(lab: Lab, runs: Runs, request: ReproduceRequest, say: Any, progres
     from labctl.host import docker as dk
     from labctl.run.up import UpRequest, up
 
+    check_seconds("--timeout", request.timeout)
     export = load_source(runs, request.source)
     profile = recorded_profile(lab, export)
     check = verify(lab, export, profile)
