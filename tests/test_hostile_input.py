@@ -83,3 +83,18 @@ def test_numeric_flags_are_refused_before_anything_starts(
     result = run_labctl(*args, lab=lab, env={"LABCTL_HOME": str(home)}, timeout=30)
     refused(result, option)
     assert not home.exists()
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="needs labctl/catalog/engines.py (not edited on this branch) to call check_placeholder_words; "
+    "when it does, this passes and strict xfail turns the XPASS into a failure: remove this marker",
+)
+def test_format_spec_in_engine_args_is_refused_before_render(lab: Path) -> None:
+    engine = lab / "engines/vllm/engine.yaml"
+    text = engine.read_text()
+    assert '["--port", "{port}"]' in text
+    engine.write_text(text.replace('["--port", "{port}"]', '["--port", "{port:>1000000}"]'))
+    result = run_labctl("render", "vllm", "--profile", "qwen3-32b", lab=lab, timeout=60)
+    refused(result, "engines/vllm/engine.yaml:16: server.args[4][1]: ", "not a plain placeholder")
+    assert list((lab / "compose").iterdir()) == []
