@@ -98,3 +98,48 @@ def test_format_spec_in_engine_args_is_refused_before_render(lab: Path) -> None:
     result = run_labctl("render", "vllm", "--profile", "qwen3-32b", lab=lab, timeout=60)
     refused(result, "engines/vllm/engine.yaml:16: server.args[4][1]: ", "not a plain placeholder")
     assert list((lab / "compose").iterdir()) == []
+
+
+CATASTROPHIC = """\
+version: '1'
+description: a pattern that backtracks for hours on the wrong answer
+cases:
+- id: ok
+  prompt: Say b.
+  check: {kind: regex, pattern: 'b'}
+  reference: b
+- id: slow
+  prompt: Say a b.
+  check: {kind: regex, pattern: '(a|a)*b'}
+  reference: b
+"""
+
+
+def test_catastrophic_suite_regex_does_not_hang_suites(lab: Path) -> None:
+    slow = CATASTROPHIC.replace("'(a|a)*b'}\n  reference: b", "'(a|a)*b'}\n  reference: " + "a" * 40)
+    assert slow != CATASTROPHIC
+    _plant(lab, "suites/slow/suite.yaml", slow)
+    result = run_labctl("suites", lab=lab, timeout=60)
+    refused(result, "suites/slow/suite.yaml:", "time limit", "reference answer fails its own check")
+
+
+def test_catastrophic_suite_regex_on_a_hostile_answer_fails_that_case(lab: Path, tmp_path: Path) -> None:
+    import json
+
+    from harness_proc import harness
+
+    _plant(lab, "suites/slow/suite.yaml", CATASTROPHIC)
+    answers = tmp_path / "answers.json"
+    answers.write_text(json.dumps({"Say b.": "b", "Say a b.": "a" * 40}))
+    with harness("--ttft-ms", "1", "--tpot-ms", "0", "--answers", str(answers), model="q") as (base, _):
+        result = run_labctl(
+            "eval",
+            *("run", "--base-url", f"{base}/v1", "--model", "q", "--suite", "slow", "--json"),
+            lab=lab,
+            env={"LABCTL_HOME": str(tmp_path / "home")},
+            timeout=60,
+        )
+    assert result.code == 0, result.stderr
+    cases = {c["id"]: c for c in json.loads(result.stdout)["cases"]}
+    assert cases["ok"]["passed"] and not cases["slow"]["passed"]
+    assert "time limit" in cases["slow"]["reason"]

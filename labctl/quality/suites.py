@@ -16,6 +16,7 @@ from labctl.catalog.lab import Lab, check_name
 from labctl.catalog.limits import EXACT, MAX_CODE_SECONDS, MAX_TOKENS, finite
 from labctl.catalog.sourcefile import SourceFile, load_yaml_mapping
 from labctl.errors import BadInput
+from labctl.quality.patterns import MATCH_SECONDS, MAX_ANSWER_CHARS, MAX_PATTERN_CHARS, timed_fullmatch
 
 CHECK_KINDS = ("exact", "regex", "number", "json_schema", "python")
 _MAX_TOKENS_WHY = f"a whole number > 0, at most {MAX_TOKENS}: no served model has a longer context"
@@ -162,6 +163,11 @@ def check_problem(check: dict[str, Any]) -> str | None:
     if kind == "regex":
         if not check["pattern"]:
             return "a regex check needs pattern: REGEX."
+        if len(check["pattern"]) > MAX_PATTERN_CHARS:
+            return (
+                f"pattern is {len(check['pattern'])} characters; at most {MAX_PATTERN_CHARS} characters "
+                "(long patterns hide catastrophic backtracking): simplify it."
+            )
         try:
             re.compile(check["pattern"])
         except re.error as exc:
@@ -181,14 +187,22 @@ class Verdict:
 
 def judge(check: dict[str, Any], answer: str) -> Verdict:
     """Every check but python (which needs the sandbox)."""
+    if len(answer) > MAX_ANSWER_CHARS:
+        return Verdict(False, f"the answer is {len(answer)} characters, more than the {MAX_ANSWER_CHARS} a check reads")
     text = answer.strip()
     kind = check["kind"]
     if kind == "exact":
         ok = text == check["expected"].strip()
         return Verdict(ok, "exact match" if ok else f"expected {check['expected']!r}, got {text[:80]!r}")
     if kind == "regex":
-        ok = re.fullmatch(check["pattern"], text, re.S) is not None
-        return Verdict(ok, "matches" if ok else f"{text[:80]!r} does not match {check['pattern']!r}")
+        matched = timed_fullmatch(check["pattern"], text)
+        if matched is None:
+            return Verdict(
+                False,
+                f"the pattern {check['pattern'][:80]!r} ran past its {MATCH_SECONDS:g} s time limit on "
+                f"{text[:40]!r} (catastrophic backtracking): simplify the pattern",
+            )
+        return Verdict(matched, "matches" if matched else f"{text[:80]!r} does not match {check['pattern']!r}")
     if kind == "number":
         try:
             value = float(text.replace(",", ""))
