@@ -143,3 +143,17 @@ def test_catastrophic_suite_regex_on_a_hostile_answer_fails_that_case(lab: Path,
     cases = {c["id"]: c for c in json.loads(result.stdout)["cases"]}
     assert cases["ok"]["passed"] and not cases["slow"]["passed"]
     assert "time limit" in cases["slow"]["reason"]
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="ENV_NAME lives in labctl/catalog/engines.py (not edited on this branch): it must become "
+    "re.compile(r'[A-Za-z_][A-Za-z0-9_]*') used with .fullmatch; remove this marker then",
+)
+def test_env_names_with_a_trailing_newline_are_refused(lab: Path) -> None:
+    profile = lab / "engines/vllm/profiles/qwen3-32b.yaml"
+    text = profile.read_text()
+    assert "env: [HF_TOKEN]" in text
+    profile.write_text(text.replace("env: [HF_TOKEN]", 'env: ["HF_TOKEN\\n"]'))
+    result = run_labctl("render", "vllm", "--profile", "qwen3-32b", lab=lab, timeout=30)
+    refused(result, "engines/vllm/profiles/qwen3-32b.yaml:16: env[0]: ", "variable name")

@@ -118,7 +118,7 @@ class _Response:
             if name == "transfer-encoding" and "chunked" in value:
                 self.chunked = True
             elif name == "content-length":
-                if not value.isdigit() or len(value) > 15:
+                if not re.fullmatch(r"[0-9]{1,15}", value):
                     raise _Malformed(f"a Content-Length that is not a number: {value[:30]!r}")
                 self.remaining = int(value)
             elif name == "content-encoding" and value not in ("", "identity"):

@@ -25,8 +25,8 @@ MAX_BYTES = 2 * 1024 * 1024
 ENGINES = {"vllm": "vLLM", "sglang": "SGLang", "trtllm": "TensorRT-LLM", "atlas": "Atlas"}
 PARSERS = ("argparse", "click", "clap")
 TYPES = ("str", "int", "float", "bool", "json")
-_SAFE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._+-]{0,63}$")
-_NEGATIVE = re.compile(r"^-\d+$|^-\d*\.\d+$")
+_SAFE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+-]{0,63}")  # fullmatch: `$` accepts a trailing newline
+_NEGATIVE = re.compile(r"-[0-9]+|-[0-9]*\.[0-9]+")
 
 
 @dataclass(frozen=True)
@@ -81,7 +81,7 @@ class Finding:
 def contract_path(engines_dir: Path, engine: str, version: str) -> Path:
     if engine not in ENGINES:
         raise BadInput(f"unknown engine {engine!r}: one of {', '.join(ENGINES)}")
-    if not _SAFE.match(version):
+    if not _SAFE.fullmatch(version):
         raise BadInput(f"engine version {version!r} is not a plain version string")
     return Path(engines_dir) / engine / "cli" / f"{version}.yaml"
 
@@ -207,7 +207,7 @@ def load_contract(path: Path) -> Contract:
         engine, version = doc["engine"], doc["version"]
         if engine not in ENGINES:
             raise _Bad(f"engine: one of {', '.join(ENGINES)}")
-        if not isinstance(version, str) or not _SAFE.match(version):
+        if not isinstance(version, str) or not _SAFE.fullmatch(version):
             raise _Bad("version: a quoted version string")
         prov = doc["provenance"]
         if not isinstance(prov, dict) or prov.get("kind") not in ("pypi-wheel", "source"):
@@ -276,7 +276,7 @@ class _Checker:
             return False
         if self.cmd.parser == "click":
             return False  # click takes the next word as the value, whatever it is
-        if _NEGATIVE.match(word) and not any(_NEGATIVE.match(n) for n in self.long):
+        if _NEGATIVE.fullmatch(word) and not any(_NEGATIVE.fullmatch(n) for n in self.long):
             return False
         # argparse reads a word with a space and no known option before '=' as a value, not an option
         return not (self.cmd.parser == "argparse" and " " in word and self.cmd.option(word.split("=", 1)[0]) is None)

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from labctl.errors import BadInput
 
-_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")  # always fullmatch: `$` accepts a trailing newline
 
 
 @dataclass(frozen=True)
@@ -41,7 +41,7 @@ class Lab:
 
 def check_name(name: str, what: str) -> str:
     """Engine and profile names become path parts: refuse anything that could escape the lab."""
-    if not _NAME.match(name) or ".." in name:
+    if not _NAME.fullmatch(name) or ".." in name:
         raise BadInput(
             f"{what} name {name!r} is not allowed: use letters, digits, '.', '_' and '-' "
             f"(no path separators, no '..', not starting with '.' or '-')."

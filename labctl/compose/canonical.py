@@ -14,6 +14,7 @@ from labctl.catalog.lab import Lab
 from labctl.catalog.profiles import Profile
 from labctl.catalog.sourcefile import parse_yaml
 from labctl.compose.render import RenderOptions, render_compose
+from labctl.errors import BadInput
 
 # Host-specific values are replaced by these before hashing: two runs of one setup on different
 # hosts, GPUs, ports or cache folders hash the same.
@@ -24,7 +25,10 @@ CANONICAL_ENGINES = "/host/engine-store"
 def digest_reference(spec: dict[str, Any], digest: str | None) -> str:
     """`repository@sha256:…`: the image as a digest names it, whatever tag the profile used."""
     ref = ImageRef.parse(spec["image"])
-    return ref.with_digest(digest).by_digest if digest else ref.tagged
+    try:
+        return ref.with_digest(digest).by_digest if digest else ref.tagged
+    except ValueError as exc:
+        raise BadInput(f"the recorded image digest: {exc}. The record or export was edited by hand.") from None
 
 
 def canonical_profile(engine: Engine, name: str, spec: dict[str, Any], digest: str | None) -> Profile:

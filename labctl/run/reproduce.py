@@ -14,7 +14,7 @@ from typing import Any
 import yaml
 
 from labctl.catalog.engines import load_engine
-from labctl.catalog.image import ImageRef
+from labctl.catalog.image import DIGEST, ImageRef
 from labctl.catalog.lab import Lab
 from labctl.catalog.limits import check_seconds
 from labctl.catalog.profiles import Profile, check_profile_spec, with_overrides
@@ -179,6 +179,19 @@ def load_export(path: Path) -> Export:
         if key not in doc:
             raise BadInput(f"{path}: missing '{key}': the export is truncated or invalid.")
     check_record_schema(doc["record"], str(path))
+    image = doc["setup"]["image"]
+    digest = image.get("digest") if isinstance(image, dict) else None
+    if not isinstance(image, dict) or not (digest is None or (isinstance(digest, str) and DIGEST.match(digest))):
+        raise BadInput(
+            f"{src.where(('setup', 'image', 'digest'))}: not a sha256 digest (sha256: and 64 lower-case hex "
+            "digits): the export is invalid or was edited by hand."
+        )
+    run_id = doc["host"]["run_id"]
+    if not isinstance(run_id, str) or not is_run_id(run_id):
+        raise BadInput(
+            f"{src.where(('host', 'run_id'))}: {str(run_id)[:40]!r} is not a run id (like 20261203-015815-a1b2c3): "
+            "the export is invalid or was edited by hand."
+        )
     return Export(doc, source=str(path))
 
 
