@@ -157,3 +157,72 @@ def test_env_names_with_a_trailing_newline_are_refused(lab: Path) -> None:
     profile.write_text(text.replace("env: [HF_TOKEN]", 'env: ["HF_TOKEN\\n"]'))
     result = run_labctl("render", "vllm", "--profile", "qwen3-32b", lab=lab, timeout=30)
     refused(result, "engines/vllm/profiles/qwen3-32b.yaml:16: env[0]: ", "variable name")
+
+
+RUN = "20261203-015815-a1b2c3"
+
+
+def _home_with_a_secret(tmp_path: Path) -> Path:
+    home = tmp_path / "home"
+    for folder in ("bench", "eval"):
+        (home / "runs" / RUN / folder).mkdir(parents=True)
+    (home / "runs" / RUN / "record.json").write_text("{}")
+    (home / "secret.json").write_text('{"secret": "outside runs"}')
+    return home
+
+
+@pytest.mark.parametrize(
+    "args, what",
+    [
+        (("bench", "show", "../../../secret"), "is not a bench id"),
+        (("bench", "show", "b../../../secret"), "is not a bench id"),
+        (("eval", "diff", "../../../secret", "../../../secret"), "is not an evaluation id"),
+        (("compare", "b../../../secret", "b../../../other"), "neither a run id nor a bench id"),
+    ],
+)
+def test_ids_cannot_reach_outside_runs(lab: Path, tmp_path: Path, args: tuple[str, ...], what: str) -> None:
+    home = _home_with_a_secret(tmp_path)
+    result = run_labctl(*args, lab=lab, env={"LABCTL_HOME": str(home)}, timeout=30)
+    refused(result, "", what)
+    assert "outside runs" not in result.stdout + result.stderr
+
+
+@pytest.mark.parametrize(
+    "rel, args",
+    [
+        ("engines/vllm/profiles/evil.yaml", ("render", "vllm", "--profile", "evil")),
+        ("workloads/evil.yaml", ("bench", "run", *NOWHERE, "--workload", "evil")),
+        ("suites/evil/suite.yaml", ("suites", "evil")),
+    ],
+)
+def test_lab_files_symlinked_from_outside_are_refused(
+    lab: Path, tmp_path: Path, rel: str, args: tuple[str, ...]
+) -> None:
+    source = {"engines": "engines/vllm/profiles/qwen3-32b.yaml", "workloads": "workloads/latency-probe.yaml"}
+    outside = tmp_path / "outside.yaml"
+    outside.write_text((lab / source.get(rel.split("/")[0], "suites/short-answer/suite.yaml")).read_text())
+    (lab / rel).parent.mkdir(parents=True, exist_ok=True)
+    (lab / rel).symlink_to(outside)
+    result = run_labctl(*args, lab=lab, env={"LABCTL_HOME": str(tmp_path / "home")}, timeout=30)
+    refused(result, rel, "leads outside the lab folder")
+    assert list((lab / "compose").iterdir()) == []
+
+
+def test_a_dataset_path_cannot_send_host_files_as_prompts(lab: Path, tmp_path: Path) -> None:
+    from harness_proc import harness
+
+    secret = tmp_path / "secret.jsonl"
+    secret.write_text('{"prompt": "the host secret"}\n')
+    _plant(
+        lab,
+        "workloads/evil.yaml",
+        f"description: d\ndataset: {{kind: jsonl, path: '../../{secret.name}'}}\nrequests: 1\nconcurrency: [1]\n",
+    )
+    with harness("--ttft-ms", "1", "--tpot-ms", "0", model="m") as (base, _):
+        result = run_labctl(
+            *("bench", "run", "--base-url", f"{base}/v1", "--model", "m", "--workload", "evil"),
+            lab=lab,
+            env={"LABCTL_HOME": str(tmp_path / "home")},
+            timeout=60,
+        )
+    refused(result, "workloads/evil.yaml:2: dataset.path: ", "no '..'")

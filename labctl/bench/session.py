@@ -26,7 +26,7 @@ from labctl.host.files import write_atomically
 from labctl.host.identity import host_name
 from labctl.run.keys import KeyStore
 from labctl.run.record import Endpoint, Record, new_record
-from labctl.run.store import Runs, new_run_id, now
+from labctl.run.store import Runs, is_result_id, new_run_id, now
 
 RESULT_SCHEMA = 1
 
@@ -234,6 +234,11 @@ def list_results(runs: Runs, run_id: str) -> list[dict[str, Any]]:
 
 
 def find_result(runs: Runs, bench_id: str) -> tuple[dict[str, Any], Path]:
+    if not is_result_id(bench_id, "b"):
+        raise BadInput(
+            f"{bench_id[:80]!r} is not a bench id (like b20261203-015815-a1b2c3). "
+            "List a run's results with `labctl bench list RUN_ID`."
+        )
     for run_id in runs.all_ids():
         path = runs.dir(run_id) / "bench" / f"{bench_id}.json"
         if path.is_file():

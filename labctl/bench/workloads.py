@@ -6,6 +6,7 @@ import hashlib
 import json
 import math
 import random
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -23,7 +24,7 @@ from labctl.catalog.limits import (
     MIN_RATE,
     check_count,
 )
-from labctl.catalog.sourcefile import SourceFile, load_yaml_mapping
+from labctl.catalog.sourcefile import SourceFile, load_yaml_mapping, read_bounded
 from labctl.errors import BadInput
 
 DATASET_KINDS = ("random", "jsonl", "sharegpt")
@@ -104,6 +105,12 @@ WORDS = [
 ]
 
 
+# Path parts never start with '.', so neither '..' nor a hidden file; no leading '/', no backslash.
+_DATASET_PATH = re.compile(r"[A-Za-z0-9_-][A-Za-z0-9._-]*(?:/[A-Za-z0-9_-][A-Za-z0-9._-]*)*")
+# ShareGPT_V3's unfiltered file, the largest public dataset vLLM's benchmarks read, is ~640 MB.
+MAX_DATASET_BYTES = 1024 * 1024 * 1024
+
+
 def _positive(v: Any) -> bool:
     return bool(v > 0)
 
@@ -128,7 +135,12 @@ WORKLOAD_FIELDS: dict[str, Field] = {
                 default=0.0,
                 check=lambda v: 0 <= v < 1,
             ),
-            "path": Field("str", "a dataset file, relative to the workloads folder"),
+            "path": Field(
+                "str",
+                "a dataset file inside the workloads folder, as a relative path such as data/prompts.jsonl "
+                "(letters, digits, '.', '_', '-' and '/'; no '..', no absolute path)",
+                check=lambda v: len(v) <= 255 and _DATASET_PATH.fullmatch(v) is not None,
+            ),
         },
     ),
     "requests_per_concurrency": Field(
@@ -262,7 +274,7 @@ def budget_problem(spec: dict[str, Any]) -> str | None:
 
 def load_workload(lab: Lab, name: str) -> Workload:
     check_name(name, "workload")
-    path = lab.workloads_dir / f"{name}.yaml"
+    path = lab.inside(lab.workloads_dir / f"{name}.yaml")
     if not path.is_file():
         known = ", ".join(list_workloads(lab)) or "none"
         raise BadInput(f"unknown workload {name!r}. Workloads in {lab.workloads_dir}: {known}.")
@@ -351,17 +363,27 @@ def make_prompts(workload: Workload, count: int, salt: int) -> list[Prompt]:
 
 def read_dataset(workload: Workload) -> list[str]:
     dataset = workload.spec["dataset"]
+    folder = workload.folder.resolve()
     path = (workload.folder / dataset["path"]).resolve()
+    if folder not in path.parents:
+        raise BadInput(
+            f"workload {workload.name}: dataset {dataset['path']} leads outside {folder} (to {path}): labctl "
+            "sends only files inside the workloads folder as prompts. Copy the dataset in instead of linking it."
+        )
     if not path.is_file():
         raise BadInput(f"workload {workload.name}: dataset file {path} not found.")
+    try:
+        content = read_bounded(path, str(path), MAX_DATASET_BYTES).decode("utf-8")
+    except UnicodeDecodeError:
+        raise BadInput(f"{path}: not UTF-8 text.") from None
     texts: list[str] = []
     if dataset["kind"] == "jsonl":
-        for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+        for number, line in enumerate(content.splitlines(), 1):
             if not line.strip():
                 continue
             try:
                 item = json.loads(line)
-            except ValueError:
+            except (ValueError, RecursionError):
                 raise BadInput(
                     f"{path}:{number}: not JSON: a jsonl dataset has one JSON object per line "
                     '(e.g. {"prompt": "..."}).'
@@ -372,8 +394,8 @@ def read_dataset(workload: Workload) -> list[str]:
             texts.append(text)
     else:
         try:
-            items = json.loads(path.read_text(encoding="utf-8"))
-        except ValueError as exc:
+            items = json.loads(content)
+        except (ValueError, RecursionError) as exc:
             raise BadInput(f"{path}: not JSON ({exc}): a ShareGPT file is a JSON list of conversations.") from None
         for item in items if isinstance(items, list) else []:
             turns = item.get("conversations") if isinstance(item, dict) else None

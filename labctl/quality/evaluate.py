@@ -20,7 +20,7 @@ from labctl.errors import BadInput
 from labctl.host.files import write_atomically
 from labctl.host.sandbox import check_sandbox, run_code
 from labctl.quality.suites import Case, Suite, judge, strip_fence
-from labctl.run.store import Runs, new_run_id, now
+from labctl.run.store import Runs, is_result_id, new_run_id, now
 
 RESULT_SCHEMA = 1
 SANDBOX_PARALLEL = 2  # code cases at once: each is a container on a 2-core machine
@@ -144,6 +144,11 @@ def run_eval(
 
 
 def find_eval(runs: Runs, eval_id: str) -> dict[str, Any]:
+    if not is_result_id(eval_id, "e"):
+        raise BadInput(
+            f"{eval_id[:80]!r} is not an evaluation id (like e20261203-015815-a1b2c3). "
+            "List a run's evaluations with `labctl eval list RUN_ID`."
+        )
     for run_id in runs.all_ids():
         path = runs.dir(run_id) / "eval" / f"{eval_id}.json"
         if path.is_file():

@@ -107,7 +107,7 @@ class Suite:
 
 def load_suite(lab: Lab, name: str) -> Suite:
     check_name(name, "suite")
-    path = lab.root / "suites" / name / "suite.yaml"
+    path = lab.inside(lab.root / "suites" / name / "suite.yaml")
     if not path.is_file():
         known = ", ".join(list_suites(lab)) or "none"
         raise BadInput(f"unknown suite {name!r}. Suites in {lab.root / 'suites'}: {known}.")

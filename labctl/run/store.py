@@ -40,6 +40,11 @@ def is_run_id(text: str) -> bool:
     return _RUN_ID.fullmatch(text) is not None
 
 
+def is_result_id(text: str, prefix: str) -> bool:
+    """A bench (`b…`) or evaluation (`e…`) id: the prefix and a run id, nothing else."""
+    return text.startswith(prefix) and is_run_id(text[len(prefix) :])
+
+
 class Runs:
     def __init__(self, home: Path) -> None:
         self.home = home
