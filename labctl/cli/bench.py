@@ -66,7 +66,10 @@ def run(
     output_len: Annotated[int | None, typer.Option(help="Override the output length (random datasets).")] = None,
     api_key_env: Annotated[str | None, typer.Option(help="Name of the variable holding the API key.")] = None,
     environment_label: Annotated[str, typer.Option(help="Label for an endpoint labctl did not start.")] = "external",
-    request_timeout: Annotated[float, typer.Option(help="Seconds one request may take in all.")] = 600.0,
+    request_timeout: Annotated[float, typer.Option(help="Seconds one request may take in all.")] = 120.0,
+    deadline: Annotated[
+        float, typer.Option(help="Seconds the whole bench may take (default 6 h); the partial result is kept.")
+    ] = 6 * 3600.0,
     allow_over_batch_limit: Annotated[
         bool, typer.Option(help="Run levels above a TensorRT engine's built max batch size (marked).")
     ] = False,
@@ -93,6 +96,7 @@ def run(
         api_key_env=api_key_env,
         force=allow_over_batch_limit or force,
         request_timeout=request_timeout,
+        deadline=deadline,
         environment_label=environment_label,
     )
     with _progress(quiet=as_json) as progress:
