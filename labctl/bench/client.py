@@ -54,6 +54,7 @@ class RequestResult:
 
 MAX_HEAD = 64 * 1024
 MAX_EVENT = 1024 * 1024
+MAX_BODY = 8 * 1024 * 1024  # a whole (non-streamed or error) body: an answer or an error is never this long
 _STATUS_LINE = re.compile(r"HTTP/1\.[01] ([1-5][0-9][0-9])(?: .*)?\Z")
 _HEX = re.compile(rb"[0-9a-fA-F]{1,15}")
 
@@ -123,7 +124,7 @@ class _Response:
             if name == "transfer-encoding" and "chunked" in value:
                 self.chunked = True
             elif name == "content-length":
-                if not value.isdigit() or len(value) > 15:
+                if not re.fullmatch(r"[0-9]{1,15}", value):
                     raise _Malformed(f"a Content-Length that is not a number: {value[:30]!r}")
                 self.remaining = int(value)
             elif name == "content-encoding" and value not in ("", "identity"):
@@ -169,6 +170,8 @@ class _Response:
 
     def _consume(self, now: float) -> None:
         if self.status != 200 or not self.stream:
+            if len(self.body) > MAX_BODY:
+                raise _Malformed(f"a response body beyond the {MAX_BODY // (1024 * 1024)} MiB bound")
             if self.done:
                 self._finish_plain()
             return

@@ -8,6 +8,7 @@ import json
 import os
 import platform
 import sys
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,14 +21,22 @@ from labctl.bench.client import Target
 from labctl.bench.metrics import clean
 from labctl.bench.runner import LevelProgress, Progress, outcome_of, run_level
 from labctl.bench.workloads import Workload
-from labctl.errors import BadInput
+from labctl.catalog.limits import check_seconds
+from labctl.errors import BadInput, LabctlError
 from labctl.host.files import write_atomically
 from labctl.host.identity import host_name
 from labctl.run.keys import KeyStore
 from labctl.run.record import Endpoint, Record, new_record
-from labctl.run.store import Runs, new_run_id, now
+from labctl.run.store import Runs, is_result_id, new_run_id, now
 
 RESULT_SCHEMA = 1
+# One request: a long answer from a busy engine finishes in a minute or two; ten minutes hid hangs.
+REQUEST_TIMEOUT = 120.0
+# The whole command: a long sweep takes hours; after this a hostile or stuck endpoint has had enough.
+BENCH_DEADLINE = 6 * 3600.0
+# GET /models: an honest list is a few KiB even with hundreds of models (a 240 MB answer took 4.4 GB).
+MAX_MODELS_BYTES = 8 * 1024 * 1024
+PREFLIGHT_SECONDS = 30.0
 
 
 @dataclass
@@ -38,7 +47,8 @@ class BenchRequest:
     model: str | None = None
     api_key_env: str | None = None
     force: bool = False
-    request_timeout: float | None = 600.0
+    request_timeout: float = REQUEST_TIMEOUT
+    deadline: float = BENCH_DEADLINE
     environment_label: str = "external"
     thinking: str | None = None  # an external endpoint: "off" asks every chat request not to think
 
@@ -94,7 +104,7 @@ def preflight(target: Target) -> dict[str, Any]:
     """The endpoint must answer, know the model and accept the key, before any load is sent."""
     headers = {"Authorization": f"Bearer {target.api_key}"} if target.api_key else {}
     try:
-        response = httpx.get(f"{target.base_url}/models", headers=headers, timeout=10)
+        response, body = _get_bounded(f"{target.base_url}/models", headers)
     except httpx.HTTPError as exc:
         raise BadInput(
             f"{target.base_url} does not answer ({type(exc).__name__}: {exc}). Check the URL and that "
@@ -106,10 +116,11 @@ def preflight(target: Target) -> dict[str, Any]:
             "--api-key-env NAME (the key never goes on the command line)."
         )
     if response.status_code != 200:
-        raise BadInput(f"GET {target.base_url}/models answered {response.status_code}: {response.text[:200]}")
+        text = body[:200].decode("utf-8", "replace")
+        raise BadInput(f"GET {target.base_url}/models answered {response.status_code}: {text}")
     try:
-        listed = [m.get("id") for m in response.json().get("data", [])]
-    except (ValueError, AttributeError):
+        listed = [m.get("id") for m in json.loads(body).get("data", [])]
+    except (ValueError, AttributeError, RecursionError):
         raise BadInput(
             f"GET {target.base_url}/models did not answer OpenAI's JSON: is this an OpenAI-compatible API?"
         ) from None
@@ -118,6 +129,23 @@ def preflight(target: Target) -> dict[str, Any]:
             f"model {target.model!r} is not served at {target.base_url} (it serves: {', '.join(map(str, listed))})."
         )
     return {"models": listed}
+
+
+def _get_bounded(url: str, headers: dict[str, str]) -> tuple[httpx.Response, bytes]:
+    """GET with the body read as a stream: at most MAX_MODELS_BYTES, within PREFLIGHT_SECONDS in all."""
+    started = time.monotonic()
+    body = bytearray()
+    with httpx.stream("GET", url, headers=headers, timeout=10) as response:
+        for chunk in response.iter_bytes():
+            body += chunk
+            if len(body) > MAX_MODELS_BYTES:
+                raise BadInput(
+                    f"GET {url} answered more than {MAX_MODELS_BYTES // (1024 * 1024)} MiB; an OpenAI model list "
+                    "is a few KiB: is this the right endpoint?"
+                )
+            if time.monotonic() - started > PREFLIGHT_SECONDS:
+                raise BadInput(f"GET {url} was still answering after {PREFLIGHT_SECONDS:g} s; is the endpoint stuck?")
+    return response, bytes(body)
 
 
 def check_batch_limits(record: Record, workload: Workload, force: bool) -> int | None:
@@ -165,6 +193,9 @@ def client_environment() -> dict[str, Any]:
 def run_bench(
     runs: Runs, request: BenchRequest, progress: Progress, say: Callable[[str], None]
 ) -> tuple[dict[str, Any], Path]:
+    check_seconds("--request-timeout", request.request_timeout)
+    check_seconds("--deadline", request.deadline)
+    end = time.monotonic() + request.deadline
     target, record = resolve_target(runs, request)
     assert request.workload is not None
     limit = check_batch_limits(record, request.workload, request.force)
@@ -202,10 +233,18 @@ def run_bench(
     }
     for index, concurrency in enumerate(workload.spec["concurrency"]):
         partial = LevelProgress()
+        level_run = run_level(target, workload, concurrency, index, request.request_timeout, progress, partial)
         try:
-            outcome = asyncio.run(
-                run_level(target, workload, concurrency, index, request.request_timeout, progress, partial)
-            )
+            outcome = asyncio.run(asyncio.wait_for(level_run, max(0.0, end - time.monotonic())))
+        except TimeoutError:
+            outcome = outcome_of(concurrency, partial, workload.spec["request_rate"], interrupted=True)
+            result["levels"].append(_level(outcome, workload, limit))
+            result.update(status="timed_out", finished_at=now())
+            save_result(path, result)
+            raise LabctlError(
+                f"the bench passed its deadline of {request.deadline:g} s (--deadline) at concurrency "
+                f"{concurrency}; the partial result is saved, marked timed_out: {path}"
+            ) from None
         except KeyboardInterrupt:
             outcome = outcome_of(concurrency, partial, workload.spec["request_rate"], interrupted=True)
             result["levels"].append(_level(outcome, workload, limit))
@@ -215,6 +254,10 @@ def run_bench(
             raise
         level = _level(outcome, workload, limit)
         result["levels"].append(level)
+        if level["requests"] and not level["completed"]:
+            result.update(status="failed", finished_at=now())
+            save_result(path, result)
+            raise LabctlError(every_request_failed(level["failures"], f"requests at concurrency {concurrency}", path))
         for warning in level["warnings"]:
             say(f"warning (c={concurrency}): {warning}")
         save_result(path, result | {"status": "running"})
@@ -222,6 +265,15 @@ def run_bench(
     result["warnings"] = sorted({w for level in result["levels"] for w in level["warnings"]})
     save_result(path, result)
     return result, path
+
+
+def every_request_failed(failures: dict[str, int], where: str, path: Path) -> str:
+    """The one line for an endpoint that answered nothing: its commonest reason, and where the result is."""
+    reason = max(failures, key=lambda r: failures[r]) if failures else "no reason given"
+    return (
+        f"every request failed: {reason[:200]} ({sum(failures.values())} {where}). The result is saved with "
+        f"status failed, not a score: {path}"
+    )
 
 
 def _level(outcome: Any, workload: Workload, limit: int | None) -> dict[str, Any]:
@@ -244,6 +296,11 @@ def list_results(runs: Runs, run_id: str) -> list[dict[str, Any]]:
 
 
 def find_result(runs: Runs, bench_id: str) -> tuple[dict[str, Any], Path]:
+    if not is_result_id(bench_id, "b"):
+        raise BadInput(
+            f"{bench_id[:80]!r} is not a bench id (like b20261203-015815-a1b2c3). "
+            "List a run's results with `labctl bench list RUN_ID`."
+        )
     for run_id in runs.all_ids():
         path = runs.dir(run_id) / "bench" / f"{bench_id}.json"
         if path.is_file():

@@ -6,13 +6,25 @@ import hashlib
 import json
 import math
 import random
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from labctl.catalog.fields import Field, check_mapping
 from labctl.catalog.lab import Lab, check_name
-from labctl.catalog.sourcefile import SourceFile, load_yaml_mapping
+from labctl.catalog.limits import (
+    MAX_CONCURRENCY,
+    MAX_LEVELS,
+    MAX_PROMPT_WORDS,
+    MAX_RATE,
+    MAX_REQUESTS,
+    MAX_SLO_MS,
+    MAX_TOKENS,
+    MIN_RATE,
+    check_count,
+)
+from labctl.catalog.sourcefile import SourceFile, load_yaml_mapping, read_bounded
 from labctl.errors import BadInput
 
 DATASET_KINDS = ("random", "jsonl", "sharegpt")
@@ -93,9 +105,18 @@ WORDS = [
 ]
 
 
+# Path parts never start with '.', so neither '..' nor a hidden file; no leading '/', no backslash.
+_DATASET_PATH = re.compile(r"[A-Za-z0-9_-][A-Za-z0-9._-]*(?:/[A-Za-z0-9_-][A-Za-z0-9._-]*)*")
+# ShareGPT_V3's unfiltered file, the largest public dataset vLLM's benchmarks read, is ~640 MB.
+MAX_DATASET_BYTES = 1024 * 1024 * 1024
+
+
 def _positive(v: Any) -> bool:
     return bool(v > 0)
 
+
+_LEN_WHY = f"at most {MAX_TOKENS}: no served model has a longer context"
+_MS_WHY = f"a number of ms > 0, at most {MAX_SLO_MS:.0f} (a day)"
 
 WORKLOAD_FIELDS: dict[str, Field] = {
     "description": Field("str", "one line saying what this workload measures", required=True),
@@ -106,36 +127,72 @@ WORKLOAD_FIELDS: dict[str, Field] = {
             "kind": Field(
                 "str", "one of " + ", ".join(DATASET_KINDS), required=True, check=lambda v: v in DATASET_KINDS
             ),
-            "input_len": Field("int", "prompt length in tokens (> 0)", check=_positive),
-            "output_len": Field("int", "output length in tokens (> 0)", check=_positive),
+            "input_len": Field("int", f"prompt length in tokens (> 0, {_LEN_WHY})", check=_positive, high=MAX_TOKENS),
+            "output_len": Field("int", f"output length in tokens (> 0, {_LEN_WHY})", check=_positive, high=MAX_TOKENS),
             "range_ratio": Field(
                 "float",
                 "a fraction in [0, 1): lengths drawn uniformly from [L(1-r), L(1+r)] (vLLM's rule)",
                 default=0.0,
                 check=lambda v: 0 <= v < 1,
             ),
-            "path": Field("str", "a dataset file, relative to the workloads folder"),
+            "path": Field(
+                "str",
+                "a dataset file inside the workloads folder, as a relative path such as data/prompts.jsonl "
+                "(letters, digits, '.', '_', '-' and '/'; no '..', no absolute path)",
+                check=lambda v: len(v) <= 255 and _DATASET_PATH.fullmatch(v) is not None,
+            ),
         },
     ),
-    "requests_per_concurrency": Field("int", "measured requests per level = this × concurrency (> 0)", check=_positive),
-    "requests": Field("int", "measured requests per level (> 0)", check=_positive),
+    "requests_per_concurrency": Field(
+        "int",
+        f"measured requests per level = this × concurrency (> 0; at most {MAX_REQUESTS} requests per level, "
+        "about three hours at 10 req/s)",
+        check=_positive,
+        high=MAX_REQUESTS,
+    ),
+    "requests": Field(
+        "int",
+        f"measured requests per level (> 0, at most {MAX_REQUESTS}: about three hours at 10 req/s)",
+        check=_positive,
+        high=MAX_REQUESTS,
+    ),
     "concurrency": Field(
         "list",
-        "a list of concurrency levels, e.g. [1, 8, 64]",
+        f"a list of 1 to {MAX_LEVELS} concurrency levels, e.g. [1, 8, 64]",
         required=True,
-        check=lambda v: len(v) > 0,
-        item=Field("int", "a whole number > 0", check=_positive),
+        check=lambda v: 0 < len(v) <= MAX_LEVELS,
+        item=Field(
+            "int",
+            f"a whole number > 0, at most {MAX_CONCURRENCY} (one connection each)",
+            check=_positive,
+            high=MAX_CONCURRENCY,
+        ),
     ),
     "request_rate": Field(
-        "float", "requests per second (> 0), or omit for as fast as the concurrency allows", check=_positive
+        "float",
+        f"requests per second, {MIN_RATE:g} to {MAX_RATE:.0f}, or omit for as fast as the concurrency allows",
+        check=lambda v: v >= MIN_RATE,
+        high=MAX_RATE,
     ),
-    "burstiness": Field("float", "gamma shape of the arrival gaps (1 = Poisson) > 0", default=1.0, check=_positive),
-    "max_tokens": Field("int", "max_tokens sent (> 0; default: the output length)", check=_positive),
+    "burstiness": Field(
+        "float",
+        "gamma shape of the arrival gaps (1 = Poisson), 0.01 to 100 (outside that the gaps are all or nothing)",
+        default=1.0,
+        check=lambda v: v >= 0.01,
+        high=100.0,
+    ),
+    "max_tokens": Field(
+        "int", f"max_tokens sent (> 0, {_LEN_WHY}; default: the output length)", check=_positive, high=MAX_TOKENS
+    ),
     "ignore_eos": Field("bool", default=True),
     "temperature": Field("float", "a number in [0, 2]", default=0.0, check=lambda v: 0 <= v <= 2),
     "seed": Field("int", "a whole number", default=0),
     "warmup_per_concurrency": Field(
-        "int", "warm-up requests per level = this × concurrency (>= 0), excluded", default=1, check=lambda v: v >= 0
+        "int",
+        f"warm-up requests per level = this × concurrency (>= 0, at most {MAX_REQUESTS} per level), excluded",
+        default=1,
+        check=lambda v: v >= 0,
+        high=MAX_REQUESTS,
     ),
     "endpoint": Field("str", "chat or completions", default="chat", check=lambda v: v in ("chat", "completions")),
     "stream": Field("bool", default=True),
@@ -143,9 +200,9 @@ WORKLOAD_FIELDS: dict[str, Field] = {
         "map",
         "SLOs for goodput, in ms",
         fields={
-            "ttft_ms": Field("float", "a number of ms > 0", check=_positive),
-            "tpot_ms": Field("float", "a number of ms > 0", check=_positive),
-            "e2e_ms": Field("float", "a number of ms > 0", check=_positive),
+            "ttft_ms": Field("float", _MS_WHY, check=_positive, high=MAX_SLO_MS),
+            "tpot_ms": Field("float", _MS_WHY, check=_positive, high=MAX_SLO_MS),
+            "e2e_ms": Field("float", _MS_WHY, check=_positive, high=MAX_SLO_MS),
         },
     ),
 }
@@ -187,12 +244,37 @@ def check_workload(src: SourceFile, data: dict[str, Any]) -> dict[str, Any]:
         spec["max_tokens"] = dataset["output_len"] or 256
     if spec["slo"] is not None:
         spec["slo"] = {k: v for k, v in spec["slo"].items() if v is not None}
+    problem = budget_problem(spec)
+    if problem:
+        raise src.problem(("requests",) if spec["requests"] is not None else ("requests_per_concurrency",), problem)
     return spec
+
+
+def budget_problem(spec: dict[str, Any]) -> str | None:
+    """What one level would hold in memory and send, within the bounds each number has alone."""
+    top = max(spec["concurrency"])
+    requests = spec["requests"] or spec["requests_per_concurrency"] * top
+    warmup = spec["warmup_per_concurrency"] * top
+    for what, count in (("measured requests", requests), ("warm-up requests", warmup)):
+        if count > MAX_REQUESTS:
+            return (
+                f"{count} {what} at concurrency {top}: at most {MAX_REQUESTS} per level "
+                "(about three hours at 10 req/s); lower the count or the concurrency."
+            )
+    dataset = spec["dataset"]
+    if dataset["kind"] == "random":
+        words = max(requests, warmup) * math.ceil(dataset["input_len"] * (1 + dataset["range_ratio"]))
+        if words > MAX_PROMPT_WORDS:
+            return (
+                f"{words} prompt words per level ({max(requests, warmup)} requests × input_len): at most "
+                f"{MAX_PROMPT_WORDS} (~400 MB of text held in memory); lower requests or input_len."
+            )
+    return None
 
 
 def load_workload(lab: Lab, name: str) -> Workload:
     check_name(name, "workload")
-    path = lab.workloads_dir / f"{name}.yaml"
+    path = lab.inside(lab.workloads_dir / f"{name}.yaml")
     if not path.is_file():
         known = ", ".join(list_workloads(lab)) or "none"
         raise BadInput(f"unknown workload {name!r}. Workloads in {lab.workloads_dir}: {known}.")
@@ -213,12 +295,16 @@ def with_overrides(
 ) -> Workload:
     spec = json.loads(json.dumps(workload.spec))
     if concurrency:
-        if any(c <= 0 for c in concurrency):
-            raise BadInput("--concurrency: every level must be a whole number > 0, e.g. --concurrency 1,8,64.")
+        if any(not 0 < c <= MAX_CONCURRENCY for c in concurrency) or len(concurrency) > MAX_LEVELS:
+            raise BadInput(
+                f"--concurrency: every level must be a whole number from 1 to {MAX_CONCURRENCY} (one connection "
+                f"each), at most {MAX_LEVELS} levels, e.g. --concurrency 1,8,64."
+            )
         spec["concurrency"] = concurrency
     if requests is not None:
         if requests <= 0:
             raise BadInput(f"--requests {requests}: give a number of requests > 0.")
+        check_count("--requests", requests, MAX_REQUESTS, "measured requests per level; about three hours at 10 req/s")
         spec["requests"], spec["requests_per_concurrency"] = requests, None
     if input_len is not None or output_len is not None:
         if spec["dataset"]["kind"] != "random":
@@ -227,9 +313,13 @@ def with_overrides(
             if value is not None:
                 if value <= 0:
                     raise BadInput(f"--{key.replace('_', '-')} {value}: give a length > 0.")
+                check_count(f"--{key.replace('_', '-')}", value, MAX_TOKENS, "no served model has a longer context")
                 spec["dataset"][key] = value
         if output_len is not None:
             spec["max_tokens"] = output_len
+    problem = budget_problem(spec)
+    if problem:
+        raise BadInput(f"with --concurrency/--requests/--input-len as given: {problem}")
     return Workload(name=workload.name, spec=spec, folder=workload.folder)
 
 
@@ -273,17 +363,27 @@ def make_prompts(workload: Workload, count: int, salt: int) -> list[Prompt]:
 
 def read_dataset(workload: Workload) -> list[str]:
     dataset = workload.spec["dataset"]
+    folder = workload.folder.resolve()
     path = (workload.folder / dataset["path"]).resolve()
+    if folder not in path.parents:
+        raise BadInput(
+            f"workload {workload.name}: dataset {dataset['path']} leads outside {folder} (to {path}): labctl "
+            "sends only files inside the workloads folder as prompts. Copy the dataset in instead of linking it."
+        )
     if not path.is_file():
         raise BadInput(f"workload {workload.name}: dataset file {path} not found.")
+    try:
+        content = read_bounded(path, str(path), MAX_DATASET_BYTES).decode("utf-8")
+    except UnicodeDecodeError:
+        raise BadInput(f"{path}: not UTF-8 text.") from None
     texts: list[str] = []
     if dataset["kind"] == "jsonl":
-        for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+        for number, line in enumerate(content.splitlines(), 1):
             if not line.strip():
                 continue
             try:
                 item = json.loads(line)
-            except ValueError:
+            except (ValueError, RecursionError):
                 raise BadInput(
                     f"{path}:{number}: not JSON: a jsonl dataset has one JSON object per line "
                     '(e.g. {"prompt": "..."}).'
@@ -294,8 +394,8 @@ def read_dataset(workload: Workload) -> list[str]:
             texts.append(text)
     else:
         try:
-            items = json.loads(path.read_text(encoding="utf-8"))
-        except ValueError as exc:
+            items = json.loads(content)
+        except (ValueError, RecursionError) as exc:
             raise BadInput(f"{path}: not JSON ({exc}): a ShareGPT file is a JSON list of conversations.") from None
         for item in items if isinstance(items, list) else []:
             turns = item.get("conversations") if isinstance(item, dict) else None

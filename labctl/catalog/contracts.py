@@ -6,7 +6,7 @@ argparse parser of the exact PyPI wheel for vLLM and SGLang, the public source f
 parser would, and says what the engine would do with each: refuse it (error), accept it with a
 warning (deprecated option, abbreviation), or take it.
 
-Pure: stdlib, `yaml` and `labctl.errors` only; no engine is imported or run here.
+Pure: stdlib, labctl's hardened YAML reader and `labctl.errors` only; no engine is imported or run here.
 """
 
 from __future__ import annotations
@@ -17,8 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import yaml
-
+from labctl.catalog.sourcefile import load_yaml_data
 from labctl.errors import BadInput
 
 SCHEMA = 1
@@ -26,8 +25,8 @@ MAX_BYTES = 2 * 1024 * 1024
 ENGINES = {"vllm": "vLLM", "sglang": "SGLang", "trtllm": "TensorRT-LLM", "atlas": "Atlas"}
 PARSERS = ("argparse", "click", "clap")
 TYPES = ("str", "int", "float", "bool", "json")
-_SAFE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+-]{0,63}\Z")
-_NEGATIVE = re.compile(r"^-\d+$|^-\d*\.\d+$")
+_SAFE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+-]{0,63}")  # fullmatch: `$` accepts a trailing newline
+_NEGATIVE = re.compile(r"-[0-9]+|-[0-9]*\.[0-9]+")
 
 
 @dataclass(frozen=True)
@@ -80,9 +79,9 @@ class Finding:
 
 
 def contract_path(engines_dir: Path, engine: str, version: str) -> Path:
-    if not _SAFE.match(engine):
+    if not _SAFE.fullmatch(engine):
         raise BadInput(f"engine name {engine!r} is not a plain name")
-    if not _SAFE.match(version):
+    if not _SAFE.fullmatch(version):
         raise BadInput(f"engine version {version!r} is not a plain version string")
     return Path(engines_dir) / engine / "cli" / f"{version}.yaml"
 
@@ -200,18 +199,15 @@ def load_contract(path: Path) -> Contract:
         raise BadInput(f"{path}: cannot read the engine contract ({e.strerror})") from None
     if size > MAX_BYTES:
         raise BadInput(f"{path}: engine contract is {size} bytes, more than {MAX_BYTES}")
-    try:
-        doc = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except (yaml.YAMLError, UnicodeDecodeError) as e:
-        raise BadInput(f"{path}: not valid YAML: {e}") from None
+    doc = load_yaml_data(path, max_bytes=MAX_BYTES)
     try:
         doc = _keys(doc, "contract", {"schema", "engine", "version", "provenance", "commands"})
         if doc["schema"] != SCHEMA:
             raise _Bad(f"schema: expected {SCHEMA}, found {doc['schema']!r}")
         engine, version = doc["engine"], doc["version"]
-        if not isinstance(engine, str) or not _SAFE.match(engine):
+        if not isinstance(engine, str) or not _SAFE.fullmatch(engine):
             raise _Bad("engine: the engine folder's name")
-        if not isinstance(version, str) or not _SAFE.match(version):
+        if not isinstance(version, str) or not _SAFE.fullmatch(version):
             raise _Bad("version: a quoted version string")
         prov = doc["provenance"]
         if not isinstance(prov, dict) or prov.get("kind") not in ("pypi-wheel", "source"):
@@ -280,7 +276,7 @@ class _Checker:
             return False
         if self.cmd.parser == "click":
             return False  # click takes the next word as the value, whatever it is
-        if _NEGATIVE.match(word) and not any(_NEGATIVE.match(n) for n in self.long):
+        if _NEGATIVE.fullmatch(word) and not any(_NEGATIVE.fullmatch(n) for n in self.long):
             return False
         # argparse reads a word with a space and no known option before '=' as a value, not an option
         return not (self.cmd.parser == "argparse" and " " in word and self.cmd.option(word.split("=", 1)[0]) is None)

@@ -1,6 +1,8 @@
 """A small declarative checker for YAML mappings: types, ranges, choices, unknown keys, defaults.
 
 Each problem becomes one BadInput naming file, line, field, what is allowed and what to do.
+Every number is finite and bounded: by the field's own `high` (its `allowed` text says why), else
+by 2**53.
 """
 
 from __future__ import annotations
@@ -10,6 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from labctl.catalog.limits import EXACT, finite
 from labctl.catalog.sourcefile import KeyPath, SourceFile
 
 MISSING: Any = object()
@@ -24,6 +27,7 @@ class Field:
     check: Callable[[Any], bool] | None = None
     fields: dict[str, Field] | None = None  # for kind == "map" with fixed keys
     item: Field | None = None  # for kind == "list", or "map" with free keys (values)
+    high: float | None = None  # for numbers: the largest allowed; `allowed` says why
 
 
 def _type_ok(kind: str, value: Any) -> bool:
@@ -62,12 +66,28 @@ def _describe(value: Any) -> str:
     return repr(value)
 
 
+def _number(value: float) -> str:
+    return str(int(value)) if float(value).is_integer() else repr(value)
+
+
+def _check_number(src: SourceFile, key: KeyPath, value: float, spec: Field) -> None:
+    want = spec.allowed or _KIND_WORDS.get(spec.kind, spec.kind)
+    if not finite(value):
+        raise src.problem(key, f"{_describe(value)} is not allowed: expected a finite number ({want}).")
+    if spec.high is not None and value > spec.high:
+        raise src.problem(key, f"{_number(value)} is above the most allowed, {_number(spec.high)}: {want}.")
+    if abs(value) > EXACT:
+        raise src.problem(key, f"{_number(value)} is too large: numbers here stay within ±2**53 ({want}).")
+
+
 def check_value(src: SourceFile, key: KeyPath, value: Any, spec: Field) -> Any:
     if not _type_ok(spec.kind, value):
         want = spec.allowed or _KIND_WORDS.get(spec.kind, spec.kind)
         raise src.problem(key, f"expected {want}, found {_describe(value)}.")
     if spec.kind == "float":
         value = float(value)
+    if spec.kind in ("int", "float"):
+        _check_number(src, key, value, spec)
     if spec.check is not None and not spec.check(value):
         raise src.problem(key, f"{_describe(value)} is not allowed: expected {spec.allowed}.")
     if spec.kind == "map" and spec.fields is not None:

@@ -66,6 +66,9 @@ class ImageRef:
         return f"{self.repository}@{self.digest}"
 
     def with_digest(self, digest: str) -> ImageRef:
+        """Raises ValueError for a malformed digest: digests arrive from exports and records too."""
+        if not DIGEST.match(digest):
+            raise ValueError(f"malformed digest {digest[:80]!r}: expected sha256: followed by 64 lower-case hex digits")
         return ImageRef(self.repository, self.tag, digest)
 
     def __str__(self) -> str:

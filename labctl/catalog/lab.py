@@ -9,7 +9,7 @@ from pathlib import Path
 
 from labctl.errors import BadInput
 
-_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")  # always fullmatch: `$` accepts a trailing newline
 
 
 @dataclass(frozen=True)
@@ -33,15 +33,29 @@ class Lab:
         return self.root / "workloads"
 
     def engine_dir(self, engine: str) -> Path:
-        return self.engines_dir / check_name(engine, "engine")
+        folder = self.inside(self.engines_dir / check_name(engine, "engine"))
+        self.inside(folder / "engine.yaml")
+        return folder
 
     def profile_path(self, engine: str, profile: str) -> Path:
-        return self.engine_dir(engine) / "profiles" / f"{check_name(profile, 'profile')}.yaml"
+        return self.inside(self.engine_dir(engine) / "profiles" / f"{check_name(profile, 'profile')}.yaml")
+
+    def inside(self, path: Path) -> Path:
+        """`path` as given, refused when it resolves outside the lab folder: a symlink a colleague
+        planted must not make labctl read (and send, or show) a file from elsewhere on the host."""
+        root, target = self.root.resolve(), path.resolve()
+        if target != root and root not in target.parents:
+            shown = path.relative_to(self.root) if path.is_relative_to(self.root) else path
+            raise BadInput(
+                f"{shown} leads outside the lab folder (to {target}): labctl reads only files inside {root}. "
+                "Copy the file into the lab instead of linking it."
+            )
+        return path
 
 
 def check_name(name: str, what: str) -> str:
     """Engine and profile names become path parts: refuse anything that could escape the lab."""
-    if not _NAME.match(name) or ".." in name:
+    if not _NAME.fullmatch(name) or ".." in name:
         raise BadInput(
             f"{what} name {name!r} is not allowed: use letters, digits, '.', '_' and '-' "
             f"(no path separators, no '..', not starting with '.' or '-')."

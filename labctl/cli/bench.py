@@ -70,7 +70,10 @@ def run(
         Thinking | None,
         typer.Option(help="An endpoint labctl did not start: off asks every chat request not to think."),
     ] = None,
-    request_timeout: Annotated[float, typer.Option(help="Seconds one request may take in all.")] = 600.0,
+    request_timeout: Annotated[float, typer.Option(help="Seconds one request may take in all.")] = 120.0,
+    deadline: Annotated[
+        float, typer.Option(help="Seconds the whole bench may take (default 6 h); the partial result is kept.")
+    ] = 6 * 3600.0,
     allow_over_batch_limit: Annotated[
         bool, typer.Option(help="Run levels above a TensorRT engine's built max batch size (marked).")
     ] = False,
@@ -97,6 +100,7 @@ def run(
         api_key_env=api_key_env,
         force=allow_over_batch_limit or force,
         request_timeout=request_timeout,
+        deadline=deadline,
         environment_label=environment_label,
         thinking=thinking.value if thinking else None,
     )

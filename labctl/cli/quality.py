@@ -208,7 +208,13 @@ def list_evaluations(
         )
         return
     rows = [
-        [e["eval_id"], e["suite"]["name"], e["suite"]["full_version"], f"{e['score']:.1%}", e["created_at"][:19]]
+        [
+            e["eval_id"],
+            e["suite"]["name"],
+            e["suite"]["full_version"],
+            "failed" if e["score"] is None else f"{e['score']:.1%}",
+            e["created_at"][:19],
+        ]
         for e in evals
     ]
     out(table(rows, ["EVAL", "SUITE", "VERSION", "SCORE", "CREATED"]) if rows else f"no evaluations for run {run_id}")

@@ -88,6 +88,11 @@ def load_entry(runs: Runs, given: str) -> Entry:
         result, _ = find_result(runs, given)
     else:
         raise BadInput(f"{given!r} is neither a run id nor a bench id (like b20261203-015815-a1b2c3).")
+    if result.get("status") in ("failed", "timed_out"):
+        raise BadInput(
+            f"bench result {given} {result['status'].replace('_', ' ')}: it holds no valid numbers to compare. "
+            "Re-run the benchmark once the endpoint answers."
+        )
     missing = [k for k in REQUIRED_RESULT_KEYS if k not in result]
     if missing or result.get("schema_version", 0) < 1:
         raise BadInput(
@@ -115,6 +120,8 @@ def load_entry(runs: Runs, given: str) -> Entry:
     )
     evals: dict[str, dict[str, Any]] = {}
     for evaluation in list_evals(runs, result["run_id"]):
+        if evaluation.get("status", "complete") != "complete":
+            continue  # a failed evaluation has no score
         evals[evaluation["suite"]["name"]] = evaluation  # the latest per suite wins (sorted by id = time)
     return Entry(given=given, result=result, record=record, evals=evals)
 

@@ -8,13 +8,13 @@ import hashlib
 from dataclasses import dataclass
 from typing import Any
 
-import yaml
-
 from labctl.catalog.engines import Engine
 from labctl.catalog.image import ImageRef
 from labctl.catalog.lab import Lab
 from labctl.catalog.profiles import Profile
+from labctl.catalog.sourcefile import parse_yaml
 from labctl.compose.render import RenderOptions, render_compose
+from labctl.errors import BadInput
 from labctl.run.record import Record
 
 # Host-specific values are replaced by these before hashing: two runs of one setup on different
@@ -26,7 +26,10 @@ CANONICAL_ENGINES = "/host/engine-store"
 def digest_reference(spec: dict[str, Any], digest: str | None) -> str:
     """`repository@sha256:…`: the image as a digest names it, whatever tag the profile used."""
     ref = ImageRef.parse(spec["image"])
-    return ref.with_digest(digest).by_digest if digest else ref.tagged
+    try:
+        return ref.with_digest(digest).by_digest if digest else ref.tagged
+    except ValueError as exc:
+        raise BadInput(f"the recorded image digest: {exc}. The record or export was edited by hand.") from None
 
 
 def canonical_profile(engine: Engine, name: str, spec: dict[str, Any], digest: str | None) -> Profile:
@@ -71,7 +74,7 @@ def setup_view(source: str, record: Record, canonical: str | None) -> SetupView:
     spec = record.resolved_profile or {}
     serve: dict[str, Any] = {}
     if canonical:
-        serve = yaml.safe_load(canonical)["services"]["serve"]
+        serve = parse_yaml(canonical, "canonical compose", {})["services"]["serve"]
     argv = [*(serve.get("entrypoint") or []), *(serve.get("command") or [])]
     resident = record.resident
     setup = record.engine_setup

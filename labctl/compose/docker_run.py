@@ -5,7 +5,7 @@ from __future__ import annotations
 import shlex
 from typing import Any
 
-import yaml
+from labctl.catalog.sourcefile import parse_yaml
 
 # Labels that name one labctl run: a container started by hand is not that run.
 RUN_SPECIFIC = {"labctl.run_id", "labctl.owner", "labctl.created_at"}
@@ -56,7 +56,7 @@ def docker_run_argv(service: dict[str, Any], image: str, name: str) -> list[str]
 
 
 def docker_run_commands(compose_text: str, image: str, name: str) -> list[str]:
-    services = yaml.safe_load(compose_text)["services"]
+    services = parse_yaml(compose_text, "compose.yaml", {})["services"]
     lines = []
     if "build" in services:
         build = docker_run_argv(services["build"], image, f"{name}-build")

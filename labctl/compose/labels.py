@@ -4,6 +4,7 @@ only through `RunLabels`, so every reader agrees on what a label means."""
 from __future__ import annotations
 
 import dataclasses
+import re
 from dataclasses import dataclass, field
 
 PREFIX = "labctl."
@@ -23,7 +24,7 @@ class GpuClaim:
             return cls()
         if text.startswith("count:"):
             number = text.removeprefix("count:")
-            return cls(count=int(number) if number.isdigit() else 0)
+            return cls(count=int(number) if re.fullmatch(r"[0-9]{1,4}", number) else 0)
         ids = tuple(part for part in text.split(",") if part)
         return cls(ids=ids, count=len(ids))
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+from collections import Counter
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -14,14 +15,17 @@ import httpx
 
 from labctl import __version__
 from labctl.bench.client import Target
-from labctl.bench.session import BenchRequest, preflight, resolve_target
-from labctl.errors import BadInput
+from labctl.bench.session import BenchRequest, every_request_failed, preflight, resolve_target
+from labctl.catalog.limits import MAX_CONCURRENCY, check_count, check_seconds
+from labctl.errors import BadInput, LabctlError
 from labctl.host.files import write_atomically
 from labctl.host.sandbox import check_sandbox, run_code
 from labctl.quality.suites import Case, Suite, judge, strip_fence
-from labctl.run.store import Runs, new_run_id, now
+from labctl.run.store import Runs, is_result_id, new_run_id, now
 
 RESULT_SCHEMA = 1
+# One answer's whole body: a suite answer is a few KiB; an endpoint sending more is not answering.
+MAX_ANSWER_BYTES = 8 * 1024 * 1024
 SANDBOX_PARALLEL = 2  # code cases at once: each is a container on a 2-core machine
 
 
@@ -39,11 +43,11 @@ async def _ask_all(
             body = {"model": target.model, "messages": case.messages, **case.settings, **target.chat_extras()}
             async with limit:
                 try:
-                    response = await client.post(f"{target.base_url}/chat/completions", json=body)
-                    if response.status_code != 200:
-                        answers[case.id] = {"error": f"HTTP {response.status_code}: {response.text[:200]}"}
+                    status, raw = await asyncio.wait_for(_post(client, target, body), timeout)
+                    if status != 200:
+                        answers[case.id] = {"error": f"HTTP {status}: {raw[:200].decode('utf-8', 'replace')}"}
                     else:
-                        data = response.json()
+                        data = json.loads(raw)
                         message = data["choices"][0]["message"]
                         answer, inline_reasoning = split_reasoning(message.get("content") or "")
                         reasoning = message.get("reasoning_content") or message.get("reasoning") or inline_reasoning
@@ -55,12 +59,25 @@ async def _ask_all(
                             "reasoning_chars": len(reasoning),
                             "reasoning_tokens": (usage.get("completion_tokens_details") or {}).get("reasoning_tokens"),
                         }
-                except (httpx.HTTPError, ValueError, KeyError, IndexError) as exc:
+                except TimeoutError:
+                    answers[case.id] = {"error": f"no complete answer within {timeout:g} s"}
+                except (httpx.HTTPError, ValueError, KeyError, IndexError, TypeError, AttributeError) as exc:
                     answers[case.id] = {"error": f"{type(exc).__name__}: {str(exc)[:200]}"}
             tick()
 
         await asyncio.gather(*(ask(c) for c in cases))
     return answers
+
+
+async def _post(client: httpx.AsyncClient, target: Target, body: dict[str, Any]) -> tuple[int, bytes]:
+    """The status and at most MAX_ANSWER_BYTES of the body, read as it streams in."""
+    raw = bytearray()
+    async with client.stream("POST", f"{target.base_url}/chat/completions", json=body) as response:
+        async for chunk in response.aiter_bytes():
+            raw += chunk
+            if len(raw) > MAX_ANSWER_BYTES:
+                raise ValueError(f"an answer beyond the {MAX_ANSWER_BYTES // (1024 * 1024)} MiB bound")
+    return response.status_code, bytes(raw)
 
 
 def split_reasoning(content: str) -> tuple[str, str]:
@@ -90,8 +107,8 @@ def run_eval(
     timeout: float,
     progress: Callable[[int, int], None],
 ) -> tuple[dict[str, Any], Path]:
-    if concurrency < 1:
-        raise BadInput(f"--concurrency {concurrency}: give a number > 0.")
+    check_count("--concurrency", concurrency, MAX_CONCURRENCY, "cases asked at once, one connection each")
+    check_seconds("--timeout", timeout)
     target, record = resolve_target(runs, request)
     preflight(target)
     if any(c.check["kind"] == "python" for c in suite.cases):
@@ -103,6 +120,8 @@ def run_eval(
         progress(done["n"], len(suite.cases) * 2)
 
     answers = asyncio.run(_ask_all(target, suite.cases, concurrency, timeout, tick))
+    if all("error" in answer for answer in answers.values()):
+        return _failed(runs, record, target, suite, concurrency, answers)
 
     def graded(case: Case) -> dict[str, Any]:
         verdict = grade(case, answers[case.id])
@@ -148,6 +167,7 @@ def run_eval(
             "full_version": suite.full_version,
         },
         "settings": {"concurrency": concurrency, "labctl_version": __version__},
+        "status": "complete",
         "score": passed / len(cases),
         "passed": passed,
         "total": len(cases),
@@ -158,7 +178,44 @@ def run_eval(
     return result, path
 
 
+def _failed(
+    runs: Runs, record: Any, target: Target, suite: Suite, concurrency: int, answers: dict[str, dict[str, Any]]
+) -> tuple[dict[str, Any], Path]:
+    """No case got an answer: kept for the record with status failed and no score, then refused."""
+    if record.status == "external":
+        runs.save(record)
+    eval_id = "e" + new_run_id()
+    result = {
+        "schema_version": RESULT_SCHEMA,
+        "eval_id": eval_id,
+        "run_id": record.run_id,
+        "created_at": now(),
+        "target": {"base_url": target.base_url, "model": target.model, "engine": record.engine},
+        "suite": {
+            "name": suite.name,
+            "version": suite.version,
+            "sha256": suite.sha256,
+            "full_version": suite.full_version,
+        },
+        "settings": {"concurrency": concurrency, "labctl_version": __version__},
+        "status": "failed",
+        "score": None,
+        "passed": 0,
+        "total": len(suite.cases),
+        "cases": [{"id": case.id, "passed": False, **answers[case.id]} for case in suite.cases],
+    }
+    path = runs.dir(record.run_id) / "eval" / f"{eval_id}.json"
+    write_atomically(path, json.dumps(result, indent=1) + "\n")
+    failures = Counter(str(answer["error"])[:120] for answer in answers.values())
+    raise LabctlError(every_request_failed(dict(failures), "cases asked", path))
+
+
 def find_eval(runs: Runs, eval_id: str) -> dict[str, Any]:
+    if not is_result_id(eval_id, "e"):
+        raise BadInput(
+            f"{eval_id[:80]!r} is not an evaluation id (like e20261203-015815-a1b2c3). "
+            "List a run's evaluations with `labctl eval list RUN_ID`."
+        )
     for run_id in runs.all_ids():
         path = runs.dir(run_id) / "eval" / f"{eval_id}.json"
         if path.is_file():
@@ -173,6 +230,9 @@ def list_evals(runs: Runs, run_id: str) -> list[dict[str, Any]]:
 
 
 def diff_evals(a: dict[str, Any], b: dict[str, Any]) -> list[dict[str, Any]]:
+    for side in (a, b):
+        if side.get("status", "complete") != "complete":
+            raise BadInput(f"evaluation {side['eval_id']} {side['status']}: it has no verdicts to compare.")
     if a["suite"]["sha256"] != b["suite"]["sha256"]:
         raise BadInput(
             f"{a['eval_id']} used suite {a['suite']['name']} {a['suite']['full_version']} and {b['eval_id']} "

@@ -13,19 +13,30 @@ from typing import Any
 
 from labctl.catalog.fields import Field, check_mapping
 from labctl.catalog.lab import Lab, check_name
+from labctl.catalog.limits import EXACT, MAX_CODE_SECONDS, MAX_TOKENS, finite
 from labctl.catalog.sourcefile import SourceFile, load_yaml_mapping
 from labctl.errors import BadInput
+from labctl.quality.patterns import MATCH_SECONDS, MAX_ANSWER_CHARS, MAX_PATTERN_CHARS, timed_fullmatch
 
 CHECK_KINDS = ("exact", "regex", "number", "json_schema", "python")
+_MAX_TOKENS_WHY = f"a whole number > 0, at most {MAX_TOKENS}: no served model has a longer context"
+# A suite is asked case by case against a live engine; ten thousand cases is hours of answers.
+MAX_CASES = 10_000
 
 CHECK_FIELDS: dict[str, Field] = {
     "kind": Field("str", "one of " + ", ".join(CHECK_KINDS), required=True, check=lambda v: v in CHECK_KINDS),
     "expected": Field("any", "the expected answer (exact: a string; number: a number)"),
     "pattern": Field("str", "a Python regular expression the whole answer must match"),
-    "tolerance": Field("float", "allowed absolute difference (>= 0)", default=0.0, check=lambda v: v >= 0),
+    "tolerance": Field("float", "allowed absolute difference (>= 0, finite)", default=0.0, check=lambda v: v >= 0),
     "schema": Field("map", "a JSON schema (type, properties, required, items, enum, additionalProperties)"),
     "tests": Field("str", "Python statements (asserts) run after the model's code"),
-    "timeout_s": Field("float", "seconds the code may run (> 0)", default=10.0, check=lambda v: v > 0),
+    "timeout_s": Field(
+        "float",
+        f"seconds the code may run (> 0, at most {MAX_CODE_SECONDS:.0f}: longer is a hang, not a test)",
+        default=10.0,
+        check=lambda v: v > 0,
+        high=MAX_CODE_SECONDS,
+    ),
 }
 
 CASE_FIELDS: dict[str, Field] = {
@@ -34,7 +45,7 @@ CASE_FIELDS: dict[str, Field] = {
     ),
     "prompt": Field("str", "the user message"),
     "messages": Field("list", "chat messages [{role, content}]", item=Field("map")),
-    "max_tokens": Field("int", "a whole number > 0", check=lambda v: v > 0),
+    "max_tokens": Field("int", _MAX_TOKENS_WHY, check=lambda v: v > 0, high=MAX_TOKENS),
     "temperature": Field("float", "a number in [0, 2]", check=lambda v: 0 <= v <= 2),
     "seed": Field("int", "a whole number"),
     "check": Field("map", required=True, fields=CHECK_FIELDS),
@@ -48,13 +59,19 @@ SUITE_FIELDS: dict[str, Field] = {
     "defaults": Field(
         "map",
         fields={
-            "max_tokens": Field("int", "a whole number > 0", default=256, check=lambda v: v > 0),
+            "max_tokens": Field("int", _MAX_TOKENS_WHY, default=256, check=lambda v: v > 0, high=MAX_TOKENS),
             "temperature": Field("float", "a number in [0, 2]", default=0.0, check=lambda v: 0 <= v <= 2),
             "seed": Field("int", "a whole number", default=0),
         },
         default=lambda: {"max_tokens": 256, "temperature": 0.0, "seed": 0},
     ),
-    "cases": Field("list", "a list of cases", required=True, check=lambda v: len(v) > 0, item=Field("map")),
+    "cases": Field(
+        "list",
+        f"a list of 1 to {MAX_CASES} cases",
+        required=True,
+        check=lambda v: 0 < len(v) <= MAX_CASES,
+        item=Field("map"),
+    ),
 }
 
 
@@ -90,7 +107,7 @@ class Suite:
 
 def load_suite(lab: Lab, name: str) -> Suite:
     check_name(name, "suite")
-    path = lab.root / "suites" / name / "suite.yaml"
+    path = lab.inside(lab.root / "suites" / name / "suite.yaml")
     if not path.is_file():
         known = ", ".join(list_suites(lab)) or "none"
         raise BadInput(f"unknown suite {name!r}. Suites in {lab.root / 'suites'}: {known}.")
@@ -141,9 +158,16 @@ def check_problem(check: dict[str, Any]) -> str | None:
         return "an exact check needs expected: a string."
     if kind == "number" and (isinstance(check["expected"], bool) or not isinstance(check["expected"], (int, float))):
         return "a number check needs expected: a number."
+    if kind == "number" and not (finite(check["expected"]) and abs(check["expected"]) <= EXACT):
+        return f"a number check needs expected: a finite number within ±2**53, not {check['expected']!r}."
     if kind == "regex":
         if not check["pattern"]:
             return "a regex check needs pattern: REGEX."
+        if len(check["pattern"]) > MAX_PATTERN_CHARS:
+            return (
+                f"pattern is {len(check['pattern'])} characters; at most {MAX_PATTERN_CHARS} characters "
+                "(long patterns hide catastrophic backtracking): simplify it."
+            )
         try:
             re.compile(check["pattern"])
         except re.error as exc:
@@ -163,14 +187,22 @@ class Verdict:
 
 def judge(check: dict[str, Any], answer: str) -> Verdict:
     """Every check but python (which needs the sandbox)."""
+    if len(answer) > MAX_ANSWER_CHARS:
+        return Verdict(False, f"the answer is {len(answer)} characters, more than the {MAX_ANSWER_CHARS} a check reads")
     text = answer.strip()
     kind = check["kind"]
     if kind == "exact":
         ok = text == check["expected"].strip()
         return Verdict(ok, "exact match" if ok else f"expected {check['expected']!r}, got {text[:80]!r}")
     if kind == "regex":
-        ok = re.fullmatch(check["pattern"], text, re.S) is not None
-        return Verdict(ok, "matches" if ok else f"{text[:80]!r} does not match {check['pattern']!r}")
+        matched = timed_fullmatch(check["pattern"], text)
+        if matched is None:
+            return Verdict(
+                False,
+                f"the pattern {check['pattern'][:80]!r} ran past its {MATCH_SECONDS:g} s time limit on "
+                f"{text[:40]!r} (catastrophic backtracking): simplify the pattern",
+            )
+        return Verdict(matched, "matches" if matched else f"{text[:80]!r} does not match {check['pattern']!r}")
     if kind == "number":
         try:
             value = float(text.replace(",", ""))

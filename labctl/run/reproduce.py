@@ -14,8 +14,9 @@ from typing import Any
 import yaml
 
 from labctl.catalog.engines import load_engine
-from labctl.catalog.image import ImageRef
+from labctl.catalog.image import DIGEST, ImageRef
 from labctl.catalog.lab import Lab, check_name
+from labctl.catalog.limits import check_seconds
 from labctl.catalog.profiles import Profile, check_profile_spec, with_overrides
 from labctl.catalog.sourcefile import SourceFile, load_yaml_mapping
 from labctl.compose.canonical import canonical_compose, sha256_text
@@ -27,6 +28,10 @@ from labctl.run.resident import check_bind
 from labctl.run.store import Runs, is_run_id
 
 EXPORT_SCHEMA = 1
+# An export embeds a whole run record and the compose file beside the setup: ~10 KiB today, and it
+# grows with the host (GPU devices, run labels, timings). 4 MiB leaves room for any real run while
+# an export still parses in well under a second.
+EXPORT_MAX_BYTES = 4 * 1024 * 1024
 HOST_KEYS = ("port", "host")  # resolved-profile values that belong to the host, not the setup
 
 
@@ -160,7 +165,7 @@ _REQUIRED = {
 
 
 def load_export(path: Path) -> Export:
-    src = load_yaml_mapping(path)
+    src = load_yaml_mapping(path, max_bytes=EXPORT_MAX_BYTES)
     doc = src.data
     version = doc.get("labctl_export")
     if not isinstance(version, int):
@@ -182,6 +187,19 @@ def load_export(path: Path) -> Export:
         if key not in doc:
             raise BadInput(f"{path}: missing '{key}': the export is truncated or invalid.")
     check_record_schema(doc["record"], str(path))
+    image = doc["setup"]["image"]
+    digest = image.get("digest") if isinstance(image, dict) else None
+    if not isinstance(image, dict) or not (digest is None or (isinstance(digest, str) and DIGEST.match(digest))):
+        raise BadInput(
+            f"{src.where(('setup', 'image', 'digest'))}: not a sha256 digest (sha256: and 64 lower-case hex "
+            "digits): the export is invalid or was edited by hand."
+        )
+    run_id = doc["host"]["run_id"]
+    if not isinstance(run_id, str) or not is_run_id(run_id):
+        raise BadInput(
+            f"{src.where(('host', 'run_id'))}: {str(run_id)[:40]!r} is not a run id (like 20261203-015815-a1b2c3): "
+            "the export is invalid or was edited by hand."
+        )
     return Export(doc, source=str(path))
 
 
@@ -299,6 +317,7 @@ def reproduce(lab: Lab, runs: Runs, request: ReproduceRequest, say: Any, progres
     from labctl.host import docker as dk
     from labctl.run.up import UpRequest, up
 
+    check_seconds("--timeout", request.timeout)
     export = load_source(runs, request.source)
     profile = recorded_profile(lab, export)
     check = verify(lab, export, profile)

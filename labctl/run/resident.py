@@ -4,6 +4,7 @@ This module decides what a resident `up` needs, before anything starts."""
 from __future__ import annotations
 
 import ipaddress
+import re
 from dataclasses import dataclass, field
 
 from labctl.catalog.profiles import Profile
@@ -71,6 +72,6 @@ def image_user_ids(user: str) -> tuple[int, int] | None:
     if not user:
         return (0, 0)
     uid, _, gid = user.partition(":")
-    if uid.isdigit() and (not gid or gid.isdigit()):
+    if re.fullmatch(r"[0-9]{1,10}", uid) and (not gid or re.fullmatch(r"[0-9]{1,10}", gid)):
         return (int(uid), int(gid or uid))
     return None

@@ -18,7 +18,7 @@ from labctl.host.identity import current_user
 from labctl.host.lock import file_lock
 from labctl.run.record import Record
 
-_RUN_ID = re.compile(r"^[0-9]{8}-[0-9]{6}-[0-9a-f]{6}$")
+_RUN_ID = re.compile(r"[0-9]{8}-[0-9]{6}-[0-9a-f]{6}")  # always fullmatch: `$` accepts a trailing newline
 # Secret-looking values never reach a record, whatever field they hide in.
 _SECRET_NAMES = re.compile(r"(TOKEN|KEY|SECRET|PASSWORD|PASSWD|CREDENTIAL)", re.I)
 
@@ -49,7 +49,12 @@ def home_dir(lab: Lab, explicit: str | None = None) -> Path:
 
 
 def is_run_id(text: str) -> bool:
-    return _RUN_ID.match(text) is not None
+    return _RUN_ID.fullmatch(text) is not None
+
+
+def is_result_id(text: str, prefix: str) -> bool:
+    """A bench (`b…`) or evaluation (`e…`) id: the prefix and a run id, nothing else."""
+    return text.startswith(prefix) and is_run_id(text[len(prefix) :])
 
 
 class Runs:
@@ -58,7 +63,7 @@ class Runs:
         self.root = home / "runs"
 
     def dir(self, run_id: str) -> Path:
-        if not _RUN_ID.match(run_id):
+        if not _RUN_ID.fullmatch(run_id):
             raise BadInput(f"{run_id!r} is not a run id (like 20261203-015815-a1b2c3). List them with `labctl runs`.")
         return self.root / run_id
 
@@ -121,7 +126,7 @@ class Runs:
     def all_ids(self) -> list[str]:
         if not self.root.is_dir():
             return []
-        return sorted(p.parent.name for p in self.root.glob("*/record.json") if _RUN_ID.match(p.parent.name))
+        return sorted(p.parent.name for p in self.root.glob("*/record.json") if _RUN_ID.fullmatch(p.parent.name))
 
 
 def redact(value: Any, key: str = "") -> Any:

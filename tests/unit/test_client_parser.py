@@ -80,6 +80,7 @@ def test_malformed_events_are_failures_with_a_reason(payload: bytes, reason: str
         b"garbage\r\n\r\n",
         b"HTTP/1.1 abc OK\r\n\r\n",
         b"HTTP/1.1 200 OK\r\nContent-Length: lots\r\n\r\n",
+        b"HTTP/1.1 200 OK\r\nContent-Length: \xb2\r\n\r\n",  # latin-1 superscript two: isdigit() but not int()
         b"HTTP/1.1 200 OK\r\nContent-Encoding: gzip\r\nContent-Length: 4\r\n\r\n\x1f\x8b\x08\x00",
     ],
 )

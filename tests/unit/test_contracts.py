@@ -238,7 +238,8 @@ def test_nargs_plus_and_extra_positional() -> None:
         ("schema: 2\nengine: vllm\nversion: '1'\nprovenance: {}\ncommands: {}\n", "schema"),
         ("- just\n- a list\n", "expected a mapping"),
         ("schema: 1\nengine: nope\nversion: '1'\nprovenance: {kind: source}\ncommands: {}\n", "engine"),
-        ("{{{ not yaml", "not valid YAML"),
+        ("{{{ not yaml", "YAML syntax error"),
+        ("a: &x [*x]\n", "anchor or alias"),
     ],
 )
 def test_malformed_contract_is_bad_input(tmp_path: Path, text: str, fragment: str) -> None:

@@ -1,0 +1,42 @@
+"""A suite's regex check, run where a catastrophic pattern cannot hang labctl.
+
+The pattern is a colleague's and the text an engine's: `(a|a)*b` on forty `a`s backtracks for
+hours, and Python's `re` cannot be stopped from another thread. So each match runs in a child
+Python with a time limit (and a memory cap), and both the pattern and the text are bounded."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+# Longer than any answer check a person reviews; long patterns are where backtracking hides.
+MAX_PATTERN_CHARS = 1000
+# A right answer to a suite case is a few lines; 64 Ki characters is far beyond, and bounds the work.
+MAX_ANSWER_CHARS = 65_536
+# A sane pattern matches 64 KiB in milliseconds; a second is backtracking.
+MATCH_SECONDS = 1.0
+
+_CHILD = """
+import json, re, resource, signal, sys
+pattern, text, seconds = json.loads(sys.stdin.read())
+resource.setrlimit(resource.RLIMIT_AS, (1 << 30, 1 << 30))
+signal.signal(signal.SIGALRM, lambda *_: sys.exit(3))
+signal.setitimer(signal.ITIMER_REAL, seconds)
+sys.exit(0 if re.fullmatch(pattern, text, re.S) else 1)
+"""
+
+
+def timed_fullmatch(pattern: str, text: str, seconds: float = MATCH_SECONDS) -> bool | None:
+    """Whether the whole text matches; None when the match ran past the time limit (or its memory)."""
+    try:
+        proc = subprocess.run(
+            [sys.executable, "-I", "-S", "-c", _CHILD],
+            input=json.dumps([pattern, text, seconds]),
+            capture_output=True,
+            text=True,
+            timeout=seconds + 10,
+        )
+    except subprocess.TimeoutExpired:
+        return None
+    return proc.returncode == 0 if proc.returncode in (0, 1) else None
