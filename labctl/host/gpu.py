@@ -56,16 +56,11 @@ def list_gpus(command: list[str] | None = None) -> list[Gpu]:
     exe = command or nvidia_smi()
     if exe is None:
         return []
-    proc = subprocess.run(
-        [
-            *exe,
-            "--query-gpu=index,name,uuid,driver_version,memory.used,memory.total,memory.free",
-            "--format=csv,noheader",
-        ],
-        capture_output=True,
-        text=True,
-        timeout=20,
-    )
+    query = "--query-gpu=index,name,uuid,driver_version,memory.used,memory.total,memory.free"
+    try:
+        proc = subprocess.run([*exe, query, "--format=csv,noheader"], capture_output=True, text=True, timeout=20)
+    except (OSError, subprocess.SubprocessError):  # a dead host, ssh refusing, a hung driver: no GPU seen
+        return []
     if proc.returncode != 0:
         return []
     gpus = []

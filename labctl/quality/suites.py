@@ -16,7 +16,7 @@ from labctl.catalog.lab import Lab, check_name
 from labctl.catalog.limits import EXACT, MAX_CODE_SECONDS, MAX_TOKENS, finite
 from labctl.catalog.sourcefile import SourceFile, load_yaml_mapping
 from labctl.errors import BadInput
-from labctl.quality.patterns import MATCH_SECONDS, MAX_ANSWER_CHARS, MAX_PATTERN_CHARS, timed_fullmatch
+from labctl.host.regex import MATCH_SECONDS, MAX_ANSWER_CHARS, MAX_PATTERN_CHARS, timed_fullmatch
 
 CHECK_KINDS = ("exact", "regex", "number", "json_schema", "python")
 _MAX_TOKENS_WHY = f"a whole number > 0, at most {MAX_TOKENS}: no served model has a longer context"

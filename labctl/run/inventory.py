@@ -3,7 +3,6 @@ holds each. Hosts are asked in parallel, each with its own deadline."""
 
 from __future__ import annotations
 
-import subprocess
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -19,10 +18,7 @@ def describe_host(entry: HostEntry) -> dict[str, Any]:
     version = dk.server_version(entry.docker, HOST_TIMEOUT_S)
     gpus: list[gpus_mod.Gpu] = []
     if version is not None:
-        try:
-            gpus = gpus_mod.list_gpus(entry.nvidia_smi_argv())
-        except (OSError, subprocess.SubprocessError):
-            gpus = []
+        gpus = gpus_mod.list_gpus(entry.nvidia_smi_argv())
     return {
         "name": entry.name,
         "docker": entry.docker,
