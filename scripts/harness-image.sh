@@ -32,7 +32,7 @@ say "digest: $(digest "$IMAGE")"
 # shims and stand-ins, and PyYAML's pure-Python modules (the base image has no pip).
 mkdir -p "$ctx/labctl/catalog" "$ctx/persona/site/yaml"
 cp labctl/errors.py "$ctx/labctl/"
-cp labctl/catalog/__init__.py labctl/catalog/contracts.py "$ctx/labctl/catalog/"
+cp labctl/catalog/__init__.py labctl/catalog/contracts.py labctl/catalog/sourcefile.py "$ctx/labctl/catalog/"
 for f in engines/*/cli/*.yaml; do mkdir -p "$ctx/$(dirname "$f")"; cp "$f" "$ctx/$f"; done
 cp -r engines/harness/persona/bin engines/harness/persona/site engines/harness/persona/app "$ctx/persona/"
 cp engines/harness/persona/Dockerfile "$ctx/Dockerfile"
