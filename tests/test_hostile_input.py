@@ -85,11 +85,6 @@ def test_numeric_flags_are_refused_before_anything_starts(
     assert not home.exists()
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="needs labctl/catalog/engines.py (not edited on this branch) to call check_placeholder_words; "
-    "when it does, this passes and strict xfail turns the XPASS into a failure: remove this marker",
-)
 def test_format_spec_in_engine_args_is_refused_before_render(lab: Path) -> None:
     engine = lab / "engines/vllm/engine.yaml"
     text = engine.read_text()
@@ -145,18 +140,13 @@ def test_catastrophic_suite_regex_on_a_hostile_answer_fails_that_case(lab: Path,
     assert "time limit" in cases["slow"]["reason"]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="ENV_NAME lives in labctl/catalog/engines.py (not edited on this branch): it must become "
-    "re.compile(r'[A-Za-z_][A-Za-z0-9_]*') used with .fullmatch; remove this marker then",
-)
 def test_env_names_with_a_trailing_newline_are_refused(lab: Path) -> None:
     profile = lab / "engines/vllm/profiles/qwen3-32b.yaml"
     text = profile.read_text()
     assert "env: [HF_TOKEN]" in text
     profile.write_text(text.replace("env: [HF_TOKEN]", 'env: ["HF_TOKEN\\n"]'))
     result = run_labctl("render", "vllm", "--profile", "qwen3-32b", lab=lab, timeout=30)
-    refused(result, "engines/vllm/profiles/qwen3-32b.yaml:16: env[0]: ", "variable name")
+    refused(result, "engines/vllm/profiles/qwen3-32b.yaml:20: env[0]: ", "variable name")
 
 
 RUN = "20261203-015815-a1b2c3"

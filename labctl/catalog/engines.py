@@ -9,6 +9,7 @@ from typing import Any
 
 from labctl.catalog.fields import Field, check_mapping
 from labctl.catalog.lab import Lab, check_name
+from labctl.catalog.placeholders import bad_placeholder
 from labctl.catalog.sourcefile import SourceFile, load_yaml_mapping
 from labctl.errors import BadInput
 
@@ -35,7 +36,7 @@ PLACEHOLDERS = frozenset(
 
 ENVIRONMENT_LABELS = ("harness-check", "real-gpu")
 AUTH_KINDS = ("env", "flag", "file", "none")
-ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,127}")  # used with fullmatch: `$` accepts a trailing newline
 
 
 def _str_list(allowed: str) -> Field:
@@ -130,7 +131,7 @@ ENGINE_FIELDS: dict[str, Field] = {
         "map",
         fields={
             "kind": Field("str", "one of " + ", ".join(AUTH_KINDS), required=True, check=lambda v: v in AUTH_KINDS),
-            "env": Field("str", "an environment variable name", check=lambda v: ENV_NAME.match(v) is not None),
+            "env": Field("str", "an environment variable name", check=lambda v: ENV_NAME.fullmatch(v) is not None),
             "args": _str_list("argv words that switch auth on; may name {api_key_file}"),
             "multiple_keys": Field("bool", default=False),
             "note": Field("str", default=""),
@@ -215,6 +216,9 @@ def _check_placeholders(src: SourceFile, key: tuple[str | int, ...], words: list
             raise src.problem(
                 (*key, i), f"unknown placeholder {{{sorted(unknown)[0]}}}; known: {', '.join(sorted(PLACEHOLDERS))}."
             )
+        found = bad_placeholder([word], PLACEHOLDERS)  # a format spec would make render build huge strings
+        if found is not None:
+            raise src.problem((*key, i), found[2])
 
 
 def load_engine(lab: Lab, name: str) -> Engine:

@@ -103,7 +103,7 @@ PROFILE_FIELDS: dict[str, Field] = {
         "list",
         "a list of environment variable names (never values)",
         default=list,
-        item=Field("str", "a variable name such as HF_TOKEN", check=lambda v: ENV_NAME.match(v) is not None),
+        item=Field("str", "a variable name such as HF_TOKEN", check=lambda v: ENV_NAME.fullmatch(v) is not None),
     ),
     "build": Field(
         "map",
