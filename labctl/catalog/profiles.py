@@ -27,6 +27,9 @@ def _is_address(value: str) -> bool:
     return True
 
 
+_GPU_INDEX = re.compile(r"[0-9]{1,3}")  # ASCII digits only: str.isdigit() also takes '²' and '٣'
+
+
 def _on_off(value: str) -> bool:
     return value in ("on", "off")
 
@@ -88,7 +91,9 @@ PROFILE_FIELDS: dict[str, Field] = {
             "device_ids": Field(
                 "list",
                 "a list of GPU indexes such as ['0']",
-                item=Field("str", "a GPU index as a string such as '0'", check=lambda v: v.isdigit()),
+                item=Field(
+                    "str", "a GPU index as a string such as '0'", check=lambda v: _GPU_INDEX.fullmatch(v) is not None
+                ),
             ),
             "count": Field("int", "a whole number of GPUs >= 1", check=lambda v: v >= 1),
         },
@@ -336,7 +341,7 @@ def parse_gpu_ids(text: str | None) -> list[str] | None:
     if text is None:
         return None
     ids = [part.strip() for part in text.split(",")]
-    if not ids or any(not part.isdigit() for part in ids):
+    if not ids or any(_GPU_INDEX.fullmatch(part) is None for part in ids):
         raise BadInput(f"--gpus {text!r}: expected GPU indexes separated by commas, e.g. --gpus 0,1.")
     if len(set(ids)) != len(ids):
         raise BadInput(f"--gpus {text!r}: a GPU is listed twice.")

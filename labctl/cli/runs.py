@@ -78,12 +78,10 @@ def up(
 
     Example: labctl up sglang --profile qwen3-32b --gpus 0
     """
-    from labctl.catalog.limits import check_seconds
     from labctl.catalog.profiles import parse_gpu_ids, parse_port
     from labctl.run.up import UpRequest
     from labctl.run.up import up as start
 
-    check_seconds("--timeout", timeout)  # TODO(up.py owner): belongs in run.up.up(), before anything starts
     request = UpRequest(
         engine=engine,
         profile=profile,

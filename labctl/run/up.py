@@ -18,6 +18,7 @@ from typing import Any
 
 from labctl.catalog.image import digests_of
 from labctl.catalog.lab import Lab
+from labctl.catalog.limits import check_seconds
 from labctl.catalog.profiles import Profile, load_profile, with_overrides
 from labctl.compose.canonical import canonical_compose, sha256_text
 from labctl.compose.contract_check import Verdict, check_profile, refuse_unless_valid
@@ -133,6 +134,7 @@ class Starter:
     # --- the pipeline ------------------------------------------------------------------------------
     def run(self) -> Record:
         request = self.request
+        check_seconds("--timeout", request.timeout)
         if not request.resident and (request.bind or request.key_file or request.keys or request.allow_no_auth):
             raise BadInput(
                 "--bind, --key-file, --keys and --allow-no-auth are for resident deployments: add --resident."
