@@ -274,3 +274,15 @@ def test_tensorrt_build_then_serve_then_reuse(sim: Path, tmp_path: Path) -> None
     assert rebuilt["timings"]["engine_build_s"]["skipped"] is False
     assert rebuilt["timings"]["engine_build_s"]["engine_dir"] != build["engine_dir"]
     assert run_labctl("--host", "sim-h100", "down", rebuilt["run_id"], lab=sim, env=env).code == 0
+
+
+def test_hosts_lists_each_host_with_its_gpus_and_a_dead_one_quickly(sim: Path) -> None:
+    hosts = yaml.safe_load((sim / "hosts.yaml").read_text())
+    hosts["hosts"]["gone"] = {"docker": "unix:///var/run/labctl-gone/docker.sock", "simulated": True}
+    (sim / "hosts.yaml").write_text(yaml.safe_dump(hosts))
+    result = labctl(sim, "hosts", "--json", timeout=60)
+    assert result.code == 0, result.stderr
+    listed = {h["name"]: h for h in json.loads(result.stdout)}
+    assert listed["sim-h100"]["reachable"] == "yes" and len(listed["sim-h100"]["gpus"]) == 2
+    assert listed["sim-h100"]["simulated"] and listed["sim-gb10"]["gpus"][0]["memory_total"] == "[N/A]"
+    assert listed["gone"]["reachable"] == "no" and listed["gone"]["gpus"] == []
