@@ -48,11 +48,10 @@ def stop_run(
 ) -> None:
     owner_runs = owning_runs(runs, run_id)
     containers = dk.labctl_containers(run_id=run_id)
-    if containers:
-        if owner_runs.exists(run_id):
-            save_logs(owner_runs, run_id)
-        project = dk.labels_of(containers[0]).get("com.docker.compose.project", project_name(run_id))
-        dk.compose_down(project)
+    if containers and owner_runs.exists(run_id):
+        save_logs(owner_runs, run_id)
+    # The record says stopped, by whom and why, before the containers go: an `up` still waiting for this
+    # engine then sees who stopped it, not an engine that died.
     if owner_runs.exists(run_id):
         changes: dict[str, Any] = {"status": "stopped", "stopped_at": now(), "stopped_by": by}
         if reason:
@@ -64,6 +63,9 @@ def stop_run(
         owner_runs.update(run_id, **changes)
         elsewhere = {"from_home": str(runs.home)} if owner_runs.home != runs.home else {}
         owner_runs.event(run_id, "down", reason=reason, forced=forced, **elsewhere)
+    if containers:
+        project = dk.labels_of(containers[0]).get("com.docker.compose.project", project_name(run_id))
+        dk.compose_down(project)
     KeyStore(owner_runs.home).remove(run_id)  # a stopped deployment's keys open nothing any more
 
 
