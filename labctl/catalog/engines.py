@@ -11,6 +11,7 @@ from labctl.catalog.fields import Field, check_mapping
 from labctl.catalog.lab import Lab, check_name
 from labctl.catalog.placeholders import bad_placeholder
 from labctl.catalog.sourcefile import SourceFile, load_yaml_mapping
+from labctl.catalog.specs import AuthSpec, ContractRef, EngineBuild, Readiness, ServerSpec, opt_str
 from labctl.errors import BadInput
 
 # Values an argv template may name; each is filled from the resolved profile (or the run).
@@ -169,12 +170,79 @@ class Engine:
     source: SourceFile
 
     @property
+    def title(self) -> str:
+        return str(self.spec["title"])
+
+    @property
+    def image_repository(self) -> str:
+        return str(self.spec["image"])
+
+    @property
     def needs_gpu(self) -> bool:
         return bool(self.spec["gpu"]["required"])
 
     @property
+    def gpu_archs(self) -> tuple[str, ...]:
+        """GPU names the image runs on; empty: any NVIDIA GPU."""
+        return tuple(self.spec["gpu"]["archs"] or ())
+
+    @property
+    def server(self) -> ServerSpec:
+        return ServerSpec.from_spec(self.spec["server"])
+
+    @property
     def default_port(self) -> int:
         return int(self.spec["server"]["port"])
+
+    @property
+    def readiness(self) -> Readiness:
+        ready = self.spec["readiness"]
+        return Readiness(probe=str(ready["probe"]), probe_timeout_s=float(ready["probe_timeout_s"]))
+
+    @property
+    def auth(self) -> AuthSpec:
+        return AuthSpec.from_spec(self.spec["auth"])
+
+    @property
+    def contract(self) -> ContractRef | None:
+        contract = self.spec["contract"]
+        return None if contract is None else ContractRef(serve=str(contract["serve"]), build=opt_str(contract["build"]))
+
+    @property
+    def build(self) -> EngineBuild | None:
+        return None if self.spec["build"] is None else EngineBuild.from_spec(self.spec["build"])
+
+    @property
+    def model_cache(self) -> str | None:
+        """The container path where the model cache mounts."""
+        return opt_str(self.spec["model_cache"])
+
+    @property
+    def docker_options(self) -> dict[str, Any]:
+        """ipc, shm_size and ulimits as the compose template takes them (None: Docker's default)."""
+        return dict(self.spec["docker"])
+
+    @property
+    def metrics_path(self) -> str | None:
+        return opt_str(self.spec["endpoints"]["metrics"])
+
+    @property
+    def version_path(self) -> str | None:
+        return opt_str(self.spec["endpoints"]["version"])
+
+    @property
+    def memory_setting(self) -> tuple[str, str] | None:
+        """The engine's own memory option and what its fraction is a share of."""
+        setting = self.spec["memory_setting"]
+        return None if setting is None else (str(setting["flag"]), str(setting["meaning"]))
+
+    @property
+    def resident_suited(self) -> bool:
+        return bool(self.spec["resident"]["suited"])
+
+    @property
+    def resident_note(self) -> str:
+        return str(self.spec["resident"]["note"] or "")
 
     @property
     def environment_label(self) -> str:
@@ -183,7 +251,8 @@ class Engine:
     @property
     def pins_revision(self) -> bool:
         """Whether the engine's command line can name a model revision at all."""
-        groups = self.spec["server"]["args"] + ((self.spec["build"] or {}).get("serve_args") or [])
+        build = self.build
+        groups = self.server.args + (build.serve_args if build else ())
         return any("{revision}" in word for group in groups for word in group)
 
     @property

@@ -30,33 +30,33 @@ class Target:
 
 
 def default_target(profile: Profile) -> Target:
-    if "GB10" in (profile.engine.spec["gpu"]["archs"] or []):
+    if "GB10" in profile.engine.gpu_archs:
         return Target("NVIDIA GB10 (unified memory)", GB10_GIB, unified_memory=True)
     return Target("NVIDIA H100 80GB", H100_GIB)
 
 
 def architecture_for(profile: Profile, cache_dir: str | None) -> Architecture | None:
-    model = profile.spec["model"]
-    quantization = model["quantization"]
-    given = model["architecture"]
+    model = profile.model
+    quantization = model.quantization
+    given = model.architecture
     if cache_dir:
         try:
-            config = find_model_config(Path(cache_dir), model["id"], model["revision"])
+            config = find_model_config(Path(cache_dir), model.id, model.revision)
             if config is not None:
-                return architecture_from_config(config, quantization, given["parameters_b"] if given else None)
+                return architecture_from_config(config, quantization, given.parameters_b if given else None)
         except ValueError:
             pass  # a damaged or unreadable cache entry: fall back to the profile's numbers
-    if given and given["parameters_b"]:
-        known = KNOWN_MODELS.get(model["id"])
+    if given and given.parameters_b:
+        known = KNOWN_MODELS.get(model.id)
         return Architecture(
-            parameters_b=given["parameters_b"],
-            layers=given["layers"],
-            kv_heads=given["kv_heads"],
-            head_dim=given["head_dim"],
+            parameters_b=given.parameters_b,
+            layers=given.layers,
+            kv_heads=given.kv_heads,
+            head_dim=given.head_dim,
             weight_bytes=known.weight_bytes if known else _weight_bytes(quantization),
             source=f"profile ({profile.source.name if profile.source else profile.name})",
         )
-    return KNOWN_MODELS.get(model["id"])
+    return KNOWN_MODELS.get(model.id)
 
 
 def fit(profile: Profile, target: Target, cache_dir: str | None = None) -> Estimate | None:
@@ -65,9 +65,8 @@ def fit(profile: Profile, target: Target, cache_dir: str | None = None) -> Estim
     arch = architecture_for(profile, cache_dir)
     if engine not in RULES or arch is None:
         return None
-    spec = profile.spec
-    setting = spec["gpu_memory_utilization"] or DEFAULT_SETTINGS.get(engine, 0.9)
-    length = spec["max_model_len"] or 4096
+    setting = profile.gpu_memory_utilization or DEFAULT_SETTINGS.get(engine, 0.9)
+    length = profile.max_model_len or 4096
     return estimate(engine, arch, length, setting, max(profile.gpu_count, 1), target.memory_gib, target.unified_memory)
 
 

@@ -16,6 +16,7 @@ from labctl.catalog.fields import Field, check_mapping
 from labctl.catalog.image import ImageRef
 from labctl.catalog.lab import Lab, check_name
 from labctl.catalog.sourcefile import SourceFile, load_yaml_mapping
+from labctl.catalog.specs import BuildLimits, ModelSpec, opt_float, opt_int, opt_str
 from labctl.errors import BadInput
 
 
@@ -138,6 +139,73 @@ class Profile:
         return ImageRef.parse(self.spec["image"])
 
     @property
+    def image_text(self) -> str:
+        """The image exactly as the profile writes it (repo:tag, or repo:tag@sha256:…)."""
+        return str(self.spec["image"])
+
+    @property
+    def description(self) -> str:
+        return str(self.spec["description"])
+
+    @property
+    def unpinned(self) -> bool:
+        return bool(self.spec["unpinned"])
+
+    @property
+    def model(self) -> ModelSpec:
+        return ModelSpec.from_spec(self.spec["model"])
+
+    @property
+    def engine_version(self) -> str | None:
+        return opt_str(self.spec["engine_version"])
+
+    @property
+    def cuda(self) -> int | None:
+        return opt_int(self.spec["cuda"])
+
+    @property
+    def served_model_name(self) -> str:
+        return str(self.spec["served_model_name"])
+
+    @property
+    def max_model_len(self) -> int | None:
+        return opt_int(self.spec["max_model_len"])
+
+    @property
+    def max_num_seqs(self) -> int | None:
+        return opt_int(self.spec["max_num_seqs"])
+
+    @property
+    def gpu_memory_utilization(self) -> float | None:
+        return opt_float(self.spec["gpu_memory_utilization"])
+
+    @property
+    def port(self) -> int:
+        return int(self.spec["port"])
+
+    @property
+    def bind_address(self) -> str:
+        """The address the engine binds on its host (the profile's `host:` field)."""
+        return str(self.spec["host"])
+
+    @property
+    def network(self) -> str:
+        return str(self.spec["network"])
+
+    @property
+    def extra_args(self) -> tuple[str, ...]:
+        return tuple(self.spec["extra_args"])
+
+    @property
+    def env_names(self) -> tuple[str, ...]:
+        """Environment variable names passed through from labctl's environment (never values)."""
+        return tuple(self.spec["env"])
+
+    @property
+    def build(self) -> BuildLimits | None:
+        return None if self.spec["build"] is None else BuildLimits.from_spec(self.spec["build"])
+
+    @property
     def pinned(self) -> bool:
         return self.image.pinned
 
@@ -226,7 +294,7 @@ def _check_model_facts(engine: Engine, src: SourceFile, spec: dict[str, Any]) ->
             f"{engine.name} cannot pin a model revision (its command line has no revision option): it serves the "
             "hub's main. Use 'revision: main' (the record says the revision was not pinned).",
         )
-    if engine.spec["contract"] is not None and spec["engine_version"] is None:
+    if engine.contract is not None and spec["engine_version"] is None:
         raise src.problem(
             (),
             f"say which {engine.name} release this profile runs ('engine_version: X', one of "
@@ -239,7 +307,7 @@ def _check_model_facts(engine: Engine, src: SourceFile, spec: dict[str, Any]) ->
             ("engine_version",),
             f"engine_version {spec['engine_version']} disagrees with the image tag (version {tag_version}).",
         )
-    listed_as_given = engine.spec["server"]["served_name"] == "model" and spec["build"] is None
+    listed_as_given = engine.server.served_name == "model" and spec["build"] is None
     if listed_as_given and spec["served_model_name"] != model["id"]:
         raise src.problem(
             ("served_model_name",),
@@ -284,13 +352,14 @@ def check_profile_spec(engine: Engine, src: SourceFile, data: dict[str, Any]) ->
     _check_model_facts(engine, src, spec)
     if spec["build"] is not None and not engine.supports_build:
         raise src.problem(("build",), f"{engine.name} has no build step; remove 'build:'.")
-    if spec["build"] is not None:
+    engine_build = engine.build
+    if spec["build"] is not None and engine_build is not None:
         family = spec["model"]["family"]
-        if family not in (engine.spec["build"]["convert"] or {}):
+        if family not in engine_build.convert:
             raise src.problem(
                 ("model", "family"),
                 f"{engine.name} does not know how to convert a {family!r} checkpoint for a build "
-                f"(known: {', '.join(sorted(engine.spec['build']['convert'] or {}))}).",
+                f"(known: {', '.join(sorted(engine_build.convert))}).",
             )
     return spec
 

@@ -29,13 +29,8 @@ def engines(
     rows = []
     for name in list_engine_names(lab):
         engine = load_engine(lab, name)
-        spec = engine.spec
-        gpu = (
-            "none"
-            if not engine.needs_gpu
-            else ("any NVIDIA" if not spec["gpu"]["archs"] else ",".join(spec["gpu"]["archs"]))
-        )
-        rows.append([name, spec["title"], spec["image"], str(engine.default_port), gpu, spec["auth"]["kind"]])
+        gpu = "none" if not engine.needs_gpu else (",".join(engine.gpu_archs) or "any NVIDIA")
+        rows.append([name, engine.title, engine.image_repository, str(engine.default_port), gpu, engine.auth.kind])
     listing(rows, ["ENGINE", "TITLE", "IMAGE", "PORT", "GPU", "AUTH"], as_json)
 
 
@@ -62,10 +57,10 @@ def profiles(
             except LabctlError as exc:
                 rows.append([engine_name, name, "-", "-", f"INVALID: {exc}"])
                 continue
-            model = profile.spec["model"]
+            model = profile.model
             support = "supported" if profile.support_problem is None else "UNSUPPORTED"
             pin = "pinned" if profile.pinned else "UNPINNED"
-            rows.append([engine_name, name, f"{model['id']}@{model['revision']}", pin, support])
+            rows.append([engine_name, name, f"{model.id}@{model.revision}", pin, support])
     listing(rows, ["ENGINE", "PROFILE", "MODEL@REVISION", "IMAGE", "SUPPORT"], as_json)
 
 

@@ -32,9 +32,9 @@ class Verdict:
 def find_contract(profile: Profile) -> Contract | None:
     """The contract of the profile's engine version; None for an engine without contracts (labctl's own)."""
     engine = profile.engine
-    if engine.spec["contract"] is None:
+    version = profile.engine_version
+    if engine.contract is None or version is None:
         return None
-    version = profile.spec["engine_version"]
     path = contract_path(engine.source.path.parent.parent, engine.name, version)
     return _load_cached(path, path.stat().st_mtime_ns) if path.is_file() else None
 
@@ -48,9 +48,9 @@ def _load_cached(path: Path, mtime_ns: int) -> Contract:
 def check_profile(profile: Profile, resident: bool = False, allow_uncontracted: bool = False) -> Verdict:
     engine = profile.engine
     name = profile.source.name if profile.source else f"{engine.name}/{profile.name}"
-    if engine.spec["contract"] is None:
+    if engine.contract is None:
         return Verdict(name, None, (), ())
-    version = profile.spec["engine_version"]
+    version = profile.engine_version
     contract = find_contract(profile)
     if contract is None:
         message = (
@@ -83,11 +83,12 @@ def refuse_unless_valid(verdict: Verdict) -> None:
 
 
 def _commands(profile: Profile, entrypoint: list[str], argv: list[Word]) -> list[tuple[str, list[Word]]]:
-    contract = profile.engine.spec["contract"]
+    contract = profile.engine.contract
+    assert contract is not None  # checked by the caller: an engine without contracts has nothing to check
     head = [Word(word, "server.entrypoint") for word in entrypoint]
-    out = [(str(contract["serve"]), head + argv)]
-    if profile.spec["build"] and contract.get("build"):
-        out.append((str(contract["build"]), _build_argv(profile)))
+    out = [(contract.serve, head + argv)]
+    if profile.build and contract.build:
+        out.append((contract.build, _build_argv(profile)))
     return out
 
 
@@ -97,7 +98,8 @@ def _build_argv(profile: Profile) -> list[Word]:
     engine_dir = f"{ENGINE_STORE_TARGET}/{build_key(profile)}"
     service = build_service(profile, engine_dir)
     values = service["command"]
-    for line in profile.engine.spec["build"]["script"].splitlines():
+    engine_build = profile.engine.build
+    for line in (engine_build.script if engine_build else "").splitlines():
         words = shlex.split(line)
         if words and words[0].startswith("trtllm-build"):
             return [Word(_fill(word, values), "build.script") for word in words]
@@ -111,7 +113,7 @@ def _fill(word: str, values: list[str]) -> str:
 def _check(
     profile: Profile, name: str, contract: Contract, command: CommandContract, words: list[Word]
 ) -> tuple[list[str], list[str]]:
-    label = f"{profile.engine.spec['title']} {contract.version}"
+    label = f"{profile.engine.title} {contract.version}"
     texts = [w.text for w in words]
     start = len(command.argv0)
     if texts[:start] != list(command.argv0):

@@ -27,5 +27,5 @@ def render_options(
     cache = cache_dir or default_cache_dir()
     if not os.path.isabs(cache):
         raise BadInput(f"--cache-dir {cache!r}: give an absolute path.")
-    store = default_engine_store() if profile.spec["build"] else None
+    store = default_engine_store() if profile.build else None
     return RenderOptions(cache_dir=cache, engine_store=store, allow_unsupported=allow_unsupported, **extra)  # type: ignore[arg-type]

@@ -11,7 +11,8 @@ import json
 import math
 import re
 import string
-from dataclasses import dataclass, field
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -80,29 +81,29 @@ def _environment() -> jinja2.Environment:
 
 
 def placeholder_values(profile: Profile, engine_dir: str | None, api_key_file: str | None) -> dict[str, Any]:
-    spec = profile.spec
-    model = spec["model"]
+    model = profile.model
+    build = profile.build
     tp = profile.gpu_count if profile.gpu_count > 1 else None
-    values: dict[str, Any] = {
-        "model": model["id"],
-        "revision": model["revision"],
-        "served_model_name": spec["served_model_name"],
-        "host": spec["host"] if spec["network"] == "host" else "0.0.0.0",
-        "port": spec["port"],
-        "max_model_len": spec["max_model_len"],
-        "max_num_seqs": spec["max_num_seqs"],
-        "gpu_memory_utilization": spec["gpu_memory_utilization"],
+    return {
+        "model": model.id,
+        "revision": model.revision,
+        "served_model_name": profile.served_model_name,
+        "host": profile.bind_address if profile.network == "host" else "0.0.0.0",
+        "port": profile.port,
+        "max_model_len": profile.max_model_len,
+        "max_num_seqs": profile.max_num_seqs,
+        "gpu_memory_utilization": profile.gpu_memory_utilization,
         "tensor_parallel_size": tp,
         "engine_dir": engine_dir,
         "api_key_file": api_key_file,
-        "reasoning_parser": model.get("reasoning_parser"),
+        "reasoning_parser": model.reasoning_parser,
+        "build_max_batch_size": build.max_batch_size if build else None,
+        "build_max_num_tokens": build.max_num_tokens if build else None,
+        "build_max_seq_len": build.max_seq_len if build else None,
     }
-    for limit in ("max_batch_size", "max_num_tokens", "max_seq_len"):
-        values[f"build_{limit}"] = (spec["build"] or {}).get(limit)
-    return values
 
 
-def expand_args(groups: list[list[str]], values: dict[str, Any]) -> list[str]:
+def expand_args(groups: Sequence[Sequence[str]], values: dict[str, Any]) -> list[str]:
     """Each argv group is emitted only when every placeholder in it has a value."""
     return [word.text for word in traced_args(groups, values, "")]
 
@@ -115,7 +116,7 @@ class Word:
     origin: str
 
 
-def traced_args(groups: list[list[str]], values: dict[str, Any], origin: str) -> list[Word]:
+def traced_args(groups: Sequence[Sequence[str]], values: dict[str, Any], origin: str) -> list[Word]:
     argv: list[Word] = []
     for index, group in enumerate(groups):
         names = {n for word in group for _, n, _, _ in string.Formatter().parse(word) if n is not None}
@@ -141,41 +142,40 @@ class ServeCommand:
 
 
 def serve_command(profile: Profile, key_file: str | None) -> ServeCommand:
-    engine = profile.engine
-    spec = profile.spec
-    build = spec["build"]
-    engine_dir = f"{ENGINE_STORE_TARGET}/{build_key(profile)}" if build else None
+    server = profile.engine.server
+    engine_build = profile.engine.build
+    engine_dir = f"{ENGINE_STORE_TARGET}/{build_key(profile)}" if profile.build else None
     values = placeholder_values(profile, engine_dir, key_file)
-    if build:
-        argv = traced_args(engine.spec["build"]["serve_args"] or [], values, "build.serve_args")
+    if profile.build and engine_build:
+        argv = traced_args(engine_build.serve_args, values, "build.serve_args")
     else:
-        argv = traced_args(engine.spec["server"]["args"], values, "server.args")
-    if spec["model"]["thinking"] == "off":
-        argv += traced_args(engine.spec["server"]["thinking_off_args"], values, "server.thinking_off_args")
-    argv += [Word(word, f"extra_args[{i}]") for i, word in enumerate(spec["extra_args"])]
-    auth = engine.spec["auth"]
+        argv = traced_args(server.args, values, "server.args")
+    if profile.model.thinking == "off":
+        argv += traced_args(server.thinking_off_args, values, "server.thinking_off_args")
+    argv += [Word(word, f"extra_args[{i}]") for i, word in enumerate(profile.extra_args)]
+    auth = profile.engine.auth
     auth_argv: list[Word] = []
-    if key_file and auth["kind"] == "file":
-        auth_argv = traced_args([auth["args"]], values, "auth.args")
-    elif key_file and auth["kind"] == "flag":
-        auth_argv = [Word(word, "auth.args") for word in auth["args"]] + [Word("KEY", "the key file")]
-    return ServeCommand(list(engine.spec["server"]["entrypoint"] or []), argv, auth_argv)
+    if key_file and auth.kind == "file":
+        auth_argv = traced_args([auth.args], values, "auth.args")
+    elif key_file and auth.kind == "flag":
+        auth_argv = [Word(word, "auth.args") for word in auth.args] + [Word("KEY", "the key file")]
+    return ServeCommand(list(server.entrypoint), argv, auth_argv)
 
 
 def build_key(profile: Profile) -> str:
     """Engine directory name: what fixes a TensorRT engine (image, model revision, build limits)."""
-    spec = profile.spec
+    build = profile.build
     basis = {
-        "image": profile.image_digest or spec["image"],
-        "model": spec["model"]["id"],
-        "revision": spec["model"]["revision"],
-        "build": spec["build"],
+        "image": profile.image_digest or profile.image_text,
+        "model": profile.model.id,
+        "revision": profile.model.revision,
+        "build": None if build is None else asdict(build),
         "tp": profile.gpu_count,
     }
     digest = hashlib.sha256(json.dumps(basis, sort_keys=True).encode()).hexdigest()[:16]
     # trtllm-serve lists a built engine under its folder's name: the leaf is the served name (a safe word,
     # checked with the profile), the parent the key.
-    return f"{digest}/{spec['served_model_name']}"
+    return f"{digest}/{profile.served_model_name}"
 
 
 # Keys fail closed: an engine never starts without its key. A missing, unreadable or empty key file stops
@@ -190,38 +190,37 @@ _CHECK_KEY_FILE = "[ -r {file} ] && [ -s {file} ] || {{ " + _REFUSE + "; }}"
 
 def compose_context(profile: Profile, options: RenderOptions) -> dict[str, Any]:
     engine = profile.engine
-    spec = profile.spec
-    build = spec["build"]
-    auth = engine.spec["auth"]
+    build = profile.build
+    auth = engine.auth
     key_file = f"{SECRETS_TARGET}/api_key" if options.secrets_dir else None
     engine_dir = f"{ENGINE_STORE_TARGET}/{build_key(profile)}" if build else None
     serve = serve_command(profile, key_file)
     command = serve.words
     entrypoint = serve.entrypoint or None
-    environment = list(spec["env"])
-    if key_file and auth["kind"] == "file":
+    environment = list(profile.env_names)
+    if key_file and auth.kind == "file":
         command += [w.text for w in serve.auth_argv]
         # The engine reads the file itself; the wrapper only refuses to start it without a usable one.
         inner = (entrypoint or []) + command
         entrypoint = ["sh", "-c", f'{_CHECK_KEY_FILE.format(file=key_file)}; exec "$@"', "labctl-serve"]
         command = inner
-    elif key_file and auth["kind"] == "flag":
+    elif key_file and auth.kind == "flag":
         # The engine reads its key only from argv: a shell reads the file at start, so the key is
         # in no compose file or record (it is visible in the container's process list only).
         inner = (entrypoint or []) + command
         entrypoint = [
             "sh",
             "-c",
-            f'{_READ_KEY.format(reader="head -n 1", file=key_file)}; exec "$@" {" ".join(auth["args"])} "$key"',
+            f'{_READ_KEY.format(reader="head -n 1", file=key_file)}; exec "$@" {" ".join(auth.args)} "$key"',
             "labctl-serve",
         ]
         command = inner
-    elif key_file and auth["kind"] == "env":
+    elif key_file and auth.kind == "env":
         inner = (entrypoint or []) + command
         entrypoint = [
             "sh",
             "-c",
-            f'{_READ_KEY.format(reader="cat", file=key_file)}; export {auth["env"]}="$key"; exec "$@"',
+            f'{_READ_KEY.format(reader="cat", file=key_file)}; export {auth.env}="$key"; exec "$@"',
             "labctl-serve",
         ]
         command = inner
@@ -230,17 +229,17 @@ def compose_context(profile: Profile, options: RenderOptions) -> dict[str, Any]:
         profile=profile.name,
         profile_sha256=profile.sha256,
         gpus=GpuClaim(tuple(profile.gpu_ids), profile.gpu_count),
-        model=spec["model"]["id"],
-        model_revision=spec["model"]["revision"],
+        model=profile.model.id,
+        model_revision=profile.model.revision,
         environment_label=options.environment_label or engine.environment_label,
         allow_unsupported=bool(options.allow_unsupported and profile.support_problem),
         version=__version__,
-        build={k: str(v) for k, v in (build or {}).items()},
+        build={k: str(v) for k, v in (asdict(build) if build else {}).items()},
     ).setup_labels()
     labels.update(options.labels)
     volumes = []
-    if engine.spec["model_cache"] and options.cache_dir:
-        volumes.append({"source": options.cache_dir, "target": engine.spec["model_cache"], "read_only": False})
+    if engine.model_cache and options.cache_dir:
+        volumes.append({"source": options.cache_dir, "target": engine.model_cache, "read_only": False})
     if build and options.engine_store:
         volumes.append({"source": options.engine_store, "target": ENGINE_STORE_TARGET, "read_only": False})
     if options.secrets_dir:
@@ -250,16 +249,16 @@ def compose_context(profile: Profile, options: RenderOptions) -> dict[str, Any]:
         "engine": engine.name,
         "profile": profile.name,
         "profile_sha256": profile.sha256,
-        "image": spec["image"],
+        "image": profile.image_text,
         "entrypoint": entrypoint,
         "command": command,
         "environment": environment,
         "labels": dict(sorted(labels.items())),
-        "network": spec["network"],
-        "host": spec["host"],
-        "port": spec["port"],
+        "network": profile.network,
+        "host": profile.bind_address,
+        "port": profile.port,
         "gpus": {"device_ids": profile.gpu_ids, "count": profile.gpu_count} if engine.needs_gpu else None,
-        "docker": engine.spec["docker"],
+        "docker": engine.docker_options,
         "volumes": volumes,
         "restart": options.restart,
         "build": build_service(profile, engine_dir) if build else None,
@@ -267,22 +266,22 @@ def compose_context(profile: Profile, options: RenderOptions) -> dict[str, Any]:
 
 
 def build_service(profile: Profile, engine_dir: str | None) -> dict[str, Any]:
-    engine_build = profile.engine.spec["build"]
-    spec = profile.spec
-    limits = spec["build"]
-    family = spec["model"]["family"]
+    engine_build = profile.engine.build
+    limits = profile.build
+    assert engine_build is not None and limits is not None  # a build profile is checked against its engine at load
     values = {
-        "model": spec["model"]["id"],
-        "revision": spec["model"]["revision"],
+        "model": profile.model.id,
+        "revision": profile.model.revision,
         "ckpt_dir": f"{engine_dir}.ckpt",
         "engine_dir": engine_dir,
-        "dtype": limits["dtype"],
         "tp_size": profile.gpu_count or 1,
-        **limits,
+        **asdict(limits),
     }
-    params = engine_build["params"] or []
-    script = engine_build["convert"][family] + "\n" + engine_build["script"]
-    return {"entrypoint": ["sh", "-c", script, "labctl-build"], "command": [str(values[p]) for p in params]}
+    script = engine_build.convert[profile.model.family] + "\n" + engine_build.script
+    return {
+        "entrypoint": ["sh", "-c", script, "labctl-build"],
+        "command": [str(values[p]) for p in engine_build.params],
+    }
 
 
 def render_compose(lab: Lab, profile: Profile, options: RenderOptions) -> str:

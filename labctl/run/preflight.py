@@ -77,7 +77,7 @@ def check_gpu_host(profile: Profile) -> GpuHost:
             )
         if profile.gpu_count > len(found):
             problems.append(f"the profile needs {profile.gpu_count} GPUs; this host has {len(found)}")
-        archs = engine.spec["gpu"]["archs"] or []
+        archs = engine.gpu_archs
         if archs and not any(a.lower() in g.name.lower() for g in found for a in archs):
             problems.append(
                 f"{engine.name} runs only on {', '.join(archs)}; this host has {', '.join(sorted({g.name for g in found}))}"
@@ -133,7 +133,7 @@ def gpu_conflicts(profile: Profile, holders: list[Holder], exclude: str = "") ->
 
 
 def port_conflicts(profile: Profile, holders: list[Holder], exclude: str = "") -> list[Holder]:
-    return [h for h in holders if h.run_id != exclude and h.port == str(profile.spec["port"])]
+    return [h for h in holders if h.run_id != exclude and h.port == str(profile.port)]
 
 
 def foreign_gpu_processes(profile: Profile, found: list[gpus_mod.Gpu]) -> list[str]:
@@ -151,13 +151,13 @@ def refuse(what: str, holders: list[Holder]) -> Conflict:
 
 def check_cuda(profile: Profile) -> str | None:
     """The image's CUDA major against the driver's; returns the driver's CUDA version when known."""
-    needed = profile.spec["cuda"]
+    needed = profile.cuda
     if not profile.engine.needs_gpu:
         return None
     have = gpus_mod.cuda_version()
     if needed and have and int(have.split(".")[0]) < needed:
         raise BadInput(
-            f"{profile.spec['image']} needs CUDA {needed}, but this host's driver supports CUDA {have} "
+            f"{profile.image_text} needs CUDA {needed}, but this host's driver supports CUDA {have} "
             f"(nvidia-smi). Nothing was started. Upgrade the driver (CUDA 13 needs driver >= 580), or use an image "
             f"built for CUDA {have.split('.')[0]} (for vLLM a -cu129 tag) in another profile."
         )

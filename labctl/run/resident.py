@@ -37,23 +37,21 @@ def is_loopback(host: str) -> bool:
 
 def plan_resident(profile: Profile, key_file: str | None, keys: int | None, allow_no_auth: bool) -> ResidentPlan:
     engine = profile.engine
-    auth = engine.spec["auth"]
+    auth = engine.auth
     warnings = []
-    if not engine.spec["resident"]["suited"]:
+    if not engine.resident_suited:
         warnings.append(
             f"{engine.name} is a poor fit for a resident multi-user deployment: "
-            f"{engine.spec['resident']['note'] or 'see its engine definition'}"
+            f"{engine.resident_note or 'see its engine definition'}"
         )
     if key_file and keys:
         raise BadInput("give either --key-file FILE or --keys N, not both.")
-    if auth["kind"] == "none":
+    if auth.kind == "none":
         if key_file or keys:
+            raise BadInput(f"{engine.name} has no API-key option ({auth.note or 'no auth'}): drop --key-file/--keys.")
+        if not is_loopback(profile.bind_address) and not allow_no_auth:
             raise BadInput(
-                f"{engine.name} has no API-key option ({auth['note'] or 'no auth'}): drop --key-file/--keys."
-            )
-        if not is_loopback(profile.spec["host"]) and not allow_no_auth:
-            raise BadInput(
-                f"{engine.name} cannot check API keys, and --bind {profile.spec['host']} opens it beyond this "
+                f"{engine.name} cannot check API keys, and --bind {profile.bind_address} opens it beyond this "
                 "host: anyone who can reach it can use it. Bind 127.0.0.1, put an authenticating proxy in "
                 "front, or pass --allow-no-auth (recorded)."
             )
@@ -62,7 +60,7 @@ def plan_resident(profile: Profile, key_file: str | None, keys: int | None, allo
         )
         return ResidentPlan(keys=[], warnings=warnings, allow_no_auth=allow_no_auth)
     chosen = read_key_file(key_file) if key_file else generate_keys(keys or 1)
-    if len(chosen) > 1 and not auth["multiple_keys"]:
+    if len(chosen) > 1 and not auth.multiple_keys:
         raise BadInput(f"{engine.name} accepts a single API key; give one (--keys 1, or one line in --key-file).")
     return ResidentPlan(keys=chosen, warnings=warnings, allow_no_auth=allow_no_auth)
 
