@@ -115,6 +115,12 @@ def test_diff_of_different_setups_exits_1(lab: Path, home: Path, exported: tuple
     result = labctl(lab, home, "diff", str(path), info["run_id"])
     assert result.code == 1
     assert "setups differ in: engine args, compose hash" in result.stdout
+    as_json = labctl(lab, home, "diff", str(path), info["run_id"], "--json")
+    assert as_json.code == 1
+    verdict = json.loads(as_json.stdout)
+    assert verdict["identical"] is False and verdict["differing"] == ["engine args", "compose hash"]
+    args_row = next(row for row in verdict["rows"] if row["field"] == "engine args")
+    assert args_row["same"] is False and "--tpot-ms 9" in args_row["b"]
 
 
 def test_show_docker_run_starts_an_answering_engine(lab: Path, home: Path) -> None:

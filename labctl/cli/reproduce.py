@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import sys
 from typing import TYPE_CHECKING, Annotated
 
@@ -10,7 +11,7 @@ import typer
 from labctl.cli.context import out, state, table, warn
 
 if TYPE_CHECKING:
-    from labctl.run.reproduce import Export
+    pass
 
 
 def register(app: typer.Typer) -> None:
@@ -103,51 +104,31 @@ def reproduce(
 def diff(
     a: Annotated[str, typer.Argument(help="A run id or an export file.")],
     b: Annotated[str, typer.Argument(help="Another run id or export file.")],
+    as_json: Annotated[bool, typer.Option("--json", help="Print the rows and the verdict as JSON.")] = False,
 ) -> None:
     """Compare two setups field by field; exit 0 when identical, 1 when they differ.
 
     Example: labctl diff 20261203-015815-a1b2c3 bob-run.yaml
     """
-    from labctl.compose.canonical import compare, setup_view
-    from labctl.run.reproduce import load_source
+    from labctl.run.diff import diff_setups
 
-    runs = state.runs()
-    views = []
-    for source in (a, b):
-        exported = load_source(runs, source)
-        views.append(setup_view(source, exported.typed_record(), _canonical(exported)))
-    rows = compare(views[0], views[1])
+    result = diff_setups(state.lab(), state.runs(), a, b)
+    if as_json:
+        out(json.dumps(result.to_json()))
+        if result.differing:
+            raise typer.Exit(1)
+        return
     marks = {True: "=", False: "≠"}
     out(
         table(
             [
                 [field + ("" if kind == "setup" else f" ({kind})"), marks[same], va, vb]
-                for field, va, vb, same, kind in rows
+                for field, va, vb, same, kind in result.rows
             ],
             ["FIELD", "", a[:40], b[:40]],
         )
     )
-    differing = [field for field, _, _, same, kind in rows if not same and kind == "setup"]
-    if differing:
-        out(f"setups differ in: {', '.join(differing)}")
+    if result.differing:
+        out(f"setups differ in: {', '.join(result.differing)}")
         raise typer.Exit(1)
     out("setups are identical (host-specific and informational rows aside)")
-
-
-def _canonical(exported: Export) -> str | None:
-    from labctl.compose.canonical import canonical_compose
-    from labctl.errors import LabctlError
-    from labctl.run.reproduce import recorded_profile
-
-    try:
-        profile = recorded_profile(state.lab(), exported)
-    except LabctlError:
-        return None  # an engine this lab does not define: compare what the record says
-    return canonical_compose(
-        state.lab(),
-        profile.engine,
-        profile.name,
-        profile.spec,
-        exported.setup["image"].get("digest"),
-        bool(exported.setup.get("allow_unsupported")),
-    )
