@@ -198,32 +198,21 @@ def compose_context(profile: Profile, options: RenderOptions) -> dict[str, Any]:
     command = serve.words
     entrypoint = serve.entrypoint or None
     environment = list(profile.env_names)
+    wrapper = None
     if key_file and auth.kind == "file":
         command += [w.text for w in serve.auth_argv]
         # The engine reads the file itself; the wrapper only refuses to start it without a usable one.
-        inner = (entrypoint or []) + command
-        entrypoint = ["sh", "-c", f'{_CHECK_KEY_FILE.format(file=key_file)}; exec "$@"', "labctl-serve"]
-        command = inner
+        wrapper = f'{_CHECK_KEY_FILE.format(file=key_file)}; exec "$@"'
     elif key_file and auth.kind == "flag":
         # The engine reads its key only from argv: a shell reads the file at start, so the key is
-        # in no compose file or record (it is visible in the container's process list only).
-        inner = (entrypoint or []) + command
-        entrypoint = [
-            "sh",
-            "-c",
-            f'{_READ_KEY.format(reader="head -n 1", file=key_file)}; exec "$@" {" ".join(auth.args)} "$key"',
-            "labctl-serve",
-        ]
-        command = inner
+        # in no compose file or record (it is visible in the container's process list only). The
+        # engine's own words stay positional parameters, never shell text.
+        command += list(auth.args)
+        wrapper = f'{_READ_KEY.format(reader="head -n 1", file=key_file)}; exec "$@" "$key"'
     elif key_file and auth.kind == "env":
-        inner = (entrypoint or []) + command
-        entrypoint = [
-            "sh",
-            "-c",
-            f'{_READ_KEY.format(reader="cat", file=key_file)}; export {auth.env}="$key"; exec "$@"',
-            "labctl-serve",
-        ]
-        command = inner
+        wrapper = f'{_READ_KEY.format(reader="cat", file=key_file)}; export {auth.env}="$key"; exec "$@"'
+    if wrapper:
+        entrypoint, command = ["sh", "-c", wrapper, "labctl-serve"], (entrypoint or []) + command
     labels = RunLabels(
         engine=engine.name,
         profile=profile.name,

@@ -26,50 +26,11 @@ import venvs  # noqa: E402
 
 from labctl.catalog.contracts import check_argv, contract_path, has_errors, load_contract  # noqa: E402
 
-M = "Qwen/Qwen3-32B"
-VLLM_GOOD = [
-    M,
-    "--revision",
-    "main",
-    "--served-model-name",
-    "qwen3-32b",
-    "--host",
-    "0.0.0.0",
-    "--port",
-    "8000",
-    "--max-model-len",
-    "32768",
-    "--max-num-seqs",
-    "64",
-    "--gpu-memory-utilization",
-    "0.9",
-    "--tensor-parallel-size",
-    "2",
-    "--reasoning-parser",
-    "qwen3",
-]
-SGL_GOOD = [
-    "--model-path",
-    M,
-    "--revision",
-    "main",
-    "--served-model-name",
-    "qwen3-32b",
-    "--host",
-    "0.0.0.0",
-    "--port",
-    "30000",
-    "--tp-size",
-    "2",
-    "--mem-fraction-static",
-    "0.85",
-    "--context-length",
-    "32768",
-    "--reasoning-parser",
-    "qwen3",
-    "--api-key",
-    "X",
-]
+# Known-good command lines from engines.md, shared with tests/unit/test_contracts.py.
+KNOWN_GOOD = json.loads((HERE / "known_good.json").read_text())
+M = KNOWN_GOOD["model"]
+VLLM_GOOD = KNOWN_GOOD["vllm"]
+SGL_GOOD = KNOWN_GOOD["sglang"]
 
 
 def builtin_cases() -> list[dict]:
