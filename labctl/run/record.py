@@ -12,6 +12,7 @@ from typing import Any, TypeVar, Union
 
 from labctl.compose.labels import RunLabels
 from labctl.host.gpu import Gpu
+from labctl.run.prep import PrepPart
 
 SCHEMA_VERSION = 1
 READABLE_SCHEMAS = (1,)
@@ -189,11 +190,13 @@ class Record:
     observed: Observed | None = None
     reproduction: Reproduction | None = None
     up_process: str | None = None  # the `labctl up` that owns a starting record (pid:start time)
+    prep: dict[str, PrepPart] = field(default_factory=dict)
     extra: JsonObject = field(default_factory=dict)  # keys a newer labctl wrote; kept, never interpreted
 
     def to_json(self) -> JsonObject:
         data = _to_json(self)
         assert isinstance(data, dict)
+        data["prep"] = {name: part.to_json() for name, part in self.prep.items()}
         return {**data.pop("extra"), **data}
 
     @classmethod
@@ -204,8 +207,12 @@ class Record:
                 f"record schema {version} is newer than this labctl reads ({READABLE_SCHEMAS[-1]}): upgrade labctl"
             )
         known = {f.name for f in dataclasses.fields(cls)} - {"extra"}
-        record: Record = _from_json(cls, {k: v for k, v in data.items() if k in known})
-        return dataclasses.replace(record, extra={k: v for k, v in data.items() if k not in known})
+        record: Record = _from_json(cls, {k: v for k, v in data.items() if k in known - {"prep"}})
+        prep = {
+            str(name): PrepPart.from_json(_expect(dict, part))
+            for name, part in _expect(dict, data.get("prep") or {}).items()
+        }
+        return dataclasses.replace(record, prep=prep, extra={k: v for k, v in data.items() if k not in known})
 
     def changed(self, **changes: Any) -> Record:
         return dataclasses.replace(self, **changes)
