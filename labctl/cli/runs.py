@@ -284,15 +284,23 @@ def show(
 def pin(
     engine: Annotated[str, typer.Argument(help="The engine.")],
     profile: Annotated[str, typer.Option("--profile", "-p", help="The profile to pin.")],
+    as_json: Annotated[bool, typer.Option("--json", help="Print what was pinned as one JSON object.")] = False,
 ) -> None:
-    """Resolve the profile's image tag to its registry digest and write it into the profile.
+    """Ask the registry for the digest of the profile's image tag (this host's platform) and write it into the profile; nothing is pulled.
 
     Example: labctl pin harness --profile smoke
     """
+    import dataclasses
+
     from labctl.run.pin import pin_profile
 
-    old, new = pin_profile(state.lab(), engine, profile)
-    out(f"pinned {engine}/{profile}: {old} -> {new}")
+    pinned = pin_profile(state.lab(), engine, profile)
+    if as_json:
+        print(json.dumps(dataclasses.asdict(pinned)))
+        return
+    out(f"pinned {engine}/{profile}: {pinned.old} -> {pinned.new}")
+    index = f" from index {pinned.index_digest}" if pinned.index_digest else ""
+    out(f"  {pinned.platform} image{index}, {pinned.compressed_bytes / 2**30:.2f} GiB compressed (not pulled)")
 
 
 def share(

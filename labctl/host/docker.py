@@ -73,6 +73,44 @@ def runtimes() -> list[str]:
     return sorted((info.runtimes or {}).keys())
 
 
+_ARCHITECTURES = {
+    "x86_64": ("amd64", None),
+    "aarch64": ("arm64", None),
+    "armv7l": ("arm", "v7"),
+    "ppc64le": ("ppc64le", None),
+}
+
+
+@dataclass(frozen=True)
+class DaemonFacts:
+    """What the daemon says about itself that pulling depends on."""
+
+    os: str
+    architecture: str  # Go's name, as image indexes use it (amd64, arm64)
+    variant: str | None
+    root_dir: str
+    insecure_registries: frozenset[str]
+    insecure_cidrs: tuple[str, ...]
+
+
+def daemon_facts() -> DaemonFacts:
+    with docker_errors("docker info"):
+        info = docker.info()
+    arch, variant = _ARCHITECTURES.get(str(info.architecture), (str(info.architecture), None))
+    config: dict[str, Any] = dict(info.registry_config or {})
+    indexes = config.get("IndexConfigs") or {}
+    return DaemonFacts(
+        os=str(info.os_type or "linux"),
+        architecture=arch,
+        variant=variant,
+        root_dir=str(info.docker_root_dir or "/var/lib/docker"),
+        insecure_registries=frozenset(
+            n for n, c in indexes.items() if isinstance(c, dict) and c.get("Secure") is False
+        ),
+        insecure_cidrs=tuple(str(c) for c in config.get("InsecureRegistryCIDRs") or ()),
+    )
+
+
 def gpu_request_problem(image: str, device_ids: list[str]) -> str | None:
     """Start (and remove) one container of `image` that asks for these GPUs; None when it starts."""
     try:

@@ -1,45 +1,61 @@
-"""labctl pin: resolve a profile's tag to the registry digest and write it into the file, keeping
-the rest of the file (comments, order) as it is."""
+"""labctl pin: ask the image's registry what its tag means now, for the target host's platform, and write
+that digest into the profile, keeping the rest of the file (comments, order) as it is. Nothing is pulled:
+only manifests are read, so pinning a 20 GB engine image takes a second."""
 
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 
-from labctl.catalog.image import digests_of
+from labctl.catalog.image import ImageRef
 from labctl.catalog.lab import Lab
 from labctl.catalog.profiles import load_profile
-from labctl.errors import BadInput, LabctlError
+from labctl.errors import BadInput
 from labctl.host import docker as dk
+from labctl.host import registry
 from labctl.host.files import write_atomically
 
+_INDEX_NOTE = re.compile(r"\s*# \S+ image of index sha256:[0-9a-f]{64}")
 
-def pin_profile(lab: Lab, engine: str, name: str) -> tuple[str, str]:
-    """Returns (old image, new pinned image)."""
+
+@dataclass(frozen=True)
+class Pinned:
+    old: str
+    new: str
+    digest: str
+    index_digest: str | None  # the multi-arch index the platform's manifest was chosen from
+    platform: str  # the target host's platform
+    compressed_bytes: int
+
+
+def pin_profile(lab: Lab, engine: str, name: str) -> Pinned:
     profile = load_profile(lab, engine, name, allow_unsupported=True)
     source = profile.source
     assert source is not None
     image: str = profile.spec["image"]
     ref = profile.image
-    tag_ref = ref.tagged
-    dk.check_docker()
-    facts = dk.pull(tag_ref, quiet=True)  # asks the registry what the tag means now
-    repo = ref.repository
-    digests = digests_of(facts.repo_digests, repo)
-    if not digests:
-        raise LabctlError(
-            f"{tag_ref} has no registry digest for {repo} (RepoDigests: {facts.repo_digests}); "
-            "push it to its registry first."
-        )
-    pinned = str(ref.with_digest(digests[0]))
+    daemon = dk.daemon_facts()  # the target host: its platform, and the registries it treats as insecure
+    platform = registry.Platform(daemon.os, daemon.architecture, daemon.variant)
+    asked = ImageRef(ref.repository, ref.tag, None) if ref.tag else ref  # a tag decides what "now" means
+    found = registry.resolve(asked, platform, daemon.insecure_registries, daemon.insecure_cidrs)
+    pinned = str(ref.with_digest(found.digest))
+    note = f"  # {found.platform} image of index {found.index_digest}" if found.index_digest else ""
     lines = source.path.read_text(encoding="utf-8").splitlines(keepends=True)
     image_line = source.lines.get(("image",))
     if image_line is None:
         raise BadInput(f"{source.name}: no top-level 'image:' line to pin.")
     index = image_line - 1
-    lines[index] = re.sub(r"^(image:\s*)(['\"]?)[^'\"#\s]+\2", lambda m: m.group(1) + pinned, lines[index], count=1)
+    line = _INDEX_NOTE.sub("", lines[index], count=1)
+    line = re.sub(r"^(image:\s*)(['\"]?)[^'\"#\s]+\2", lambda m: m.group(1) + pinned + note, line, count=1)
+    lines[index] = line
     unpinned_line = source.lines.get(("unpinned",))
     if unpinned_line is not None:
         del lines[unpinned_line - 1]
+    before = source.path.read_text(encoding="utf-8")
     write_atomically(source.path, "".join(lines))
-    load_profile(lab, engine, name, allow_unsupported=True)  # the result must still be a valid profile
-    return image, pinned
+    try:
+        load_profile(lab, engine, name, allow_unsupported=True)  # the result must still be a valid profile
+    except BadInput:
+        write_atomically(source.path, before)
+        raise
+    return Pinned(image, pinned, found.digest, found.index_digest, str(platform), found.compressed_bytes)
