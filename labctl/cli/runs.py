@@ -93,7 +93,6 @@ def up(
         allow_unsupported=allow_unsupported,
         owner=owner,
         cache_dir=cache_dir,
-        quiet_pull=as_json or not sys.stderr.isatty(),
         resident=resident,
         bind=bind,
         key_file=key_file,
@@ -114,10 +113,11 @@ def up(
     if record.gpus.devices:
         names = ", ".join(f"{g.index} {g.name} {g.uuid}" for g in record.gpus.devices)
         out(f"  GPUs             {names}" + ("  (simulated GPU: harness-check)" if record.gpus.simulated else ""))
-    out(
-        f"  cold start       {t.cold_start_s} s (port open {t.port_open_s} s, ready {t.ready_s} s)"
-        + (f", image pull {t.image_pull_s} s" if t.image_pull_s else "")
-    )
+    out(f"  cold start       {t.cold_start_s} s (port open {t.port_open_s} s, ready {t.ready_s} s)")
+    pull = record.prep.get("image_pull")
+    if pull is not None:
+        pulled = f"{pull.seconds} s, {(pull.bytes or 0) / 2**30:.2f} GiB downloaded" if not pull.cached else "cached"
+        out(f"  image pull       {pulled} ({pull.detail})")
     out(f"  record           {record.record_path}")
     if record.resident:
         out(

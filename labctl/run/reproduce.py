@@ -361,7 +361,6 @@ def reproduce(lab: Lab, runs: Runs, request: ReproduceRequest, say: Any, progres
             allow_unsupported=bool(export.setup.get("allow_unsupported")),
             reproduced_from=export.run_id,
             profile_override=placed,
-            quiet_pull=True,
             replace=request.replace,
             resident=bool(resident),
             bind=request.bind if resident else None,

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from labctl.catalog.image import digests_of
+from labctl.catalog.image import ImageRef, digests_of
 from labctl.catalog.lab import Lab
 from labctl.catalog.limits import check_seconds
 from labctl.catalog.profiles import Profile, load_profile, with_overrides
@@ -27,12 +27,15 @@ from labctl.compose.options import render_options
 from labctl.compose.render import build_key, render_compose
 from labctl.errors import BadInput, Conflict, LabctlError
 from labctl.host import docker as dk
+from labctl.host import registry
+from labctl.host.disk import GIB, check_room
 from labctl.host.files import write_atomically
 from labctl.host.gpu import Gpu
 from labctl.host.hosts import LOCAL_HOST, HostEntry
 from labctl.host.identity import current_user, host_name, process_token
 from labctl.host.lock import host_lock
 from labctl.host.probes import check_openai_api, port_in_use, status_without_key, wait_until_ready
+from labctl.host.pull import PullProgress, pull_image
 from labctl.run.down import project_name, save_logs, stop_run
 from labctl.run.keys import KeyStore, fingerprint
 from labctl.run.preflight import (
@@ -47,6 +50,7 @@ from labctl.run.preflight import (
     port_conflicts,
     refuse,
 )
+from labctl.run.prep import PrepPart
 from labctl.run.record import (
     ComposeInfo,
     ContainerInfo,
@@ -70,6 +74,7 @@ from labctl.run.resident import (
 from labctl.run.store import ENDED, RunEnded, Runs, new_run_id, now
 
 Say = Callable[[str], None]
+PLAIN_PROGRESS_EVERY_S = 5.0  # progress lines in logs and CI: often enough to see it move, rarely enough to read
 
 
 @dataclass
@@ -84,7 +89,6 @@ class UpRequest:
     allow_unsupported: bool = False
     owner: str | None = None
     cache_dir: str | None = None
-    quiet_pull: bool = False
     reproduced_from: str | None = None
     profile_override: Profile | None = None  # reproduce: the recorded resolved profile, not the lab's file
     resident: bool = False
@@ -163,12 +167,12 @@ class Starter:
         self.memory_fit = check_memory_fit(
             profile, found_gpus, request.cache_dir, request.allow_unfit, request.host.unified_memory_gib
         )
-        image, pull_seconds = self.ensure_image(profile, local_image.result())
+        image, image_pull = self.ensure_image(profile, local_image.result())
         check_device_request(profile, gpu_host, str(image.reference))
         try:
             with host_lock():
                 profile, replaced = self.claim(profile, found_gpus)
-                compose_file = self.prepare(profile, image, pull_seconds, found_gpus, replaced)
+                compose_file = self.prepare(profile, image, image_pull, found_gpus, replaced)
                 build = self.build_if_needed(profile, compose_file)
                 start = time.monotonic()
                 self.started_anything = True
@@ -195,14 +199,15 @@ class Starter:
             self.fail("failed", f"{type(exc).__name__}: {exc}")
             raise
 
-    def ensure_image(self, profile: Profile, facts: dk.ImageFacts | None) -> tuple[ImageInfo, float | None]:
+    def ensure_image(self, profile: Profile, facts: dk.ImageFacts | None) -> tuple[ImageInfo, PrepPart]:
         reference = profile.spec["image"]
-        seconds = None
-        if facts is None:
-            self.say(f"pulling {reference}")
-            start = time.monotonic()
-            facts = dk.pull(reference, quiet=self.request.quiet_pull)
-            seconds = round(time.monotonic() - start, 3)
+        if facts is not None:
+            part = PrepPart(seconds=0.0, bytes=0, cached=True, detail="already present on the Docker host")
+        else:
+            part = self.pull(profile)
+            facts = dk.image_facts(reference)
+            if facts is None:
+                raise LabctlError(f"pulled {reference} but Docker does not list it")
         image = profile.image
         found = digests_of(facts.repo_digests, image.repository)
         if image.pinned and image.digest not in found:
@@ -214,8 +219,38 @@ class Starter:
             repo_digests=tuple(facts.repo_digests),
             image_id=facts.image_id,
             user=facts.user,
-            pulled=seconds is not None,
-        ), seconds
+            pulled=not part.cached,
+        ), part
+
+    def pull(self, profile: Profile) -> PrepPart:
+        """Pull by digest (by tag when unpinned) after checking Docker's disk has room for the layers."""
+        ref = profile.image
+        wanted = ref.by_digest if ref.pinned else ref.tagged
+        daemon = dk.daemon_facts()
+        size, checked = image_size(ref, daemon, self.say), ""
+        if size is not None:
+            free = check_room(size, daemon.root_dir, f"pulling {wanted}") if not self.request.host.is_remote else None
+            checked = f"{free / GIB:.1f} GiB free at {daemon.root_dir}" if free is not None else "disk not checked"
+        self.say(f"pulling {wanted}" + (f" ({size / GIB:.2f} GiB compressed, {checked})" if size is not None else ""))
+        last = [0.0]
+
+        def report(progress: PullProgress) -> None:
+            if self.live:
+                self.progress(pull_line(wanted, progress))
+            elif progress.seconds - last[0] >= PLAIN_PROGRESS_EVERY_S:
+                last[0] = progress.seconds
+                self.say(pull_line(wanted, progress))
+
+        pulled = pull_image(ref.repository, ref.digest or ref.tag or "latest", size, report)
+        self.progress("")
+        done = PullProgress(pulled.bytes or 0, size, pulled.seconds)
+        self.say(pull_line(wanted, done, finished=True))
+        return PrepPart(
+            seconds=pulled.seconds,
+            bytes=pulled.bytes,
+            cached=False,
+            detail=f"pulled {wanted}: {pulled.layers} layers, {pulled.layers_present} already present",
+        )
 
     def claim(self, profile: Profile, found_gpus: list[Any]) -> tuple[Profile, list[str]]:
         """Under the host lock: place a `count:` profile on free GPUs, then refuse (or replace) whoever
@@ -262,7 +297,7 @@ class Starter:
         return profile, replaced
 
     def prepare(
-        self, profile: Profile, image: ImageInfo, pull_seconds: float | None, found_gpus: list[Gpu], replaced: list[str]
+        self, profile: Profile, image: ImageInfo, image_pull: PrepPart, found_gpus: list[Gpu], replaced: list[str]
     ) -> Path:
         request = self.request
         owner = request.owner or current_user()
@@ -336,7 +371,8 @@ class Starter:
             ),
             host_entry=request.host.name,
             docker_endpoint=request.host.docker,
-            timings=Timings(image_pull_s=pull_seconds),
+            timings=Timings(image_pull_s=None if image_pull.cached else image_pull.seconds),
+            prep={"image_pull": image_pull},
             replaced=tuple(replaced),
             reproduced_from=request.reproduced_from,
             run_labels=labels,
@@ -507,6 +543,26 @@ class Starter:
             KeyStore(self.request.home or self.runs.home).remove(self.run_id)  # a failed run's keys open nothing
         finally:
             signal.pthread_sigmask(signal.SIG_SETMASK, previous)
+
+
+def image_size(ref: ImageRef, daemon: dk.DaemonFacts, say: Say) -> int | None:
+    """The compressed size of the image this host would pull, from its registry; None (said) when the registry
+    cannot tell, in which case the pull itself goes ahead and reports what is wrong."""
+    platform = registry.Platform(daemon.os, daemon.architecture, daemon.variant)
+    try:
+        return registry.resolve(ref, platform, daemon.insecure_registries, daemon.insecure_cidrs).compressed_bytes
+    except LabctlError as exc:
+        say(f"warning: the image's size is unknown, so disk space was not checked: {exc}")
+        return None
+
+
+def pull_line(what: str, progress: PullProgress, finished: bool = False) -> str:
+    done = f"{progress.done / GIB:.2f}" + (f"/{progress.total / GIB:.2f}" if progress.total else "")
+    rate = f"{progress.rate / 2**20:.1f} MiB/s"
+    if finished:
+        return f"pulled {what}: {progress.done / GIB:.2f} GiB in {progress.seconds:.1f} s ({rate})"
+    eta = f", ETA {progress.eta:.0f} s" if progress.eta is not None else ""
+    return f"pulling {what}: {done} GiB, {rate}{eta}"
 
 
 def place_on_free_gpus(profile: Profile, found: list[Gpu], holders: list[Holder]) -> Profile:

@@ -1,0 +1,121 @@
+"""Pulling an image with progress: the Docker Engine API's pull stream (`POST /images/create`) over the
+daemon's unix socket, which reports each layer's bytes as they arrive. An ssh:// daemon has no socket here:
+it is pulled through the docker CLI (python-on-whales), timed, without byte counts."""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import httpx
+
+from labctl.errors import LabctlError
+from labctl.host import docker as dk
+
+MAX_LINE = 64 * 1024  # one progress message; anything longer is not Docker talking
+DEFAULT_SOCKET = "/var/run/docker.sock"
+
+
+@dataclass(frozen=True)
+class PullProgress:
+    done: int  # compressed bytes received so far
+    total: int | None  # compressed bytes of the layers, when known
+    seconds: float
+
+    @property
+    def rate(self) -> float:
+        return self.done / self.seconds if self.seconds > 0 else 0.0
+
+    @property
+    def eta(self) -> float | None:
+        if not self.total or self.rate <= 0 or self.done >= self.total:
+            return None
+        return (self.total - self.done) / self.rate
+
+
+@dataclass(frozen=True)
+class Pulled:
+    seconds: float
+    bytes: int | None  # compressed bytes downloaded (layers already present cost nothing); None: not measurable
+    layers: int
+    layers_present: int  # layers the daemon already had
+
+
+def daemon_socket() -> str | None:
+    """The local daemon's socket path, or None when the daemon is reached another way (ssh://, tcp://)."""
+    endpoint = os.environ.get("DOCKER_HOST", "")
+    if not endpoint:
+        return DEFAULT_SOCKET
+    return endpoint.removeprefix("unix://") if endpoint.startswith("unix://") else None
+
+
+def pull_image(repository: str, reference: str, total: int | None, report: Callable[[PullProgress], None]) -> Pulled:
+    """Pull repository@reference (a digest) or repository:reference (a tag), reporting progress."""
+    socket = daemon_socket()
+    start = time.monotonic()
+    if socket is None:
+        joiner = "@" if reference.startswith("sha256:") else ":"
+        dk.pull(f"{repository}{joiner}{reference}", quiet=True)
+        return Pulled(round(time.monotonic() - start, 3), None, 0, 0)
+    layers: dict[str, int] = {}  # layer id -> bytes received
+    totals: dict[str, int] = {}  # layer id -> its size, as the daemon reports it
+    present: set[str] = set()
+    transport = httpx.HTTPTransport(uds=socket)
+    try:
+        with (
+            httpx.Client(transport=transport, base_url="http://docker", timeout=httpx.Timeout(60.0)) as client,
+            client.stream("POST", "/images/create", params={"fromImage": repository, "tag": reference}) as response,
+        ):
+            if response.status_code != 200:
+                raise LabctlError(f"pulling {repository}@{reference} failed: {_message(response.read())}")
+            for line in response.iter_lines():
+                if len(line) > MAX_LINE:
+                    raise LabctlError(f"pulling {repository}: the Docker daemon sent an oversized progress message")
+                event = _event(line)
+                if event.get("error"):
+                    raise LabctlError(f"pulling {repository}@{reference} failed: {str(event['error'])[:300]}")
+                _count(event, layers, totals, present)
+                report(PullProgress(sum(layers.values()), total, time.monotonic() - start))
+    except httpx.HTTPError as exc:
+        raise LabctlError(
+            f"pulling {repository}@{reference}: the Docker daemon at {socket} stopped answering ({exc})"
+        ) from None
+    return Pulled(round(time.monotonic() - start, 3), sum(layers.values()), len(layers) + len(present), len(present))
+
+
+def _event(line: str) -> dict[str, object]:
+    try:
+        event = json.loads(line) if line.strip() else {}
+    except ValueError:
+        return {}
+    return event if isinstance(event, dict) else {}
+
+
+def _count(event: dict[str, object], layers: dict[str, int], totals: dict[str, int], present: set[str]) -> None:
+    layer, status = str(event.get("id") or ""), str(event.get("status") or "")
+    if not layer:
+        return
+    if status == "Already exists":
+        present.add(layer)
+    elif status in ("Pulling fs layer", "Waiting"):
+        layers.setdefault(layer, 0)
+    elif status == "Downloading" and isinstance(event.get("progressDetail"), dict):
+        detail: dict[str, object] = event["progressDetail"]  # type: ignore[assignment]
+        current, size = detail.get("current"), detail.get("total")
+        if isinstance(current, int) and current >= 0:
+            layers[layer] = max(layers.get(layer, 0), current)
+        if isinstance(size, int) and size > 0:
+            totals[layer] = size
+    elif status == "Download complete" and layer in totals:
+        layers[layer] = totals[layer]
+
+
+def _message(body: bytes) -> str:
+    try:
+        answer = json.loads(body[:MAX_LINE])
+    except ValueError:
+        return body[:300].decode("utf-8", "replace")
+    return str(answer.get("message", answer))[:300] if isinstance(answer, dict) else str(answer)[:300]

@@ -1,0 +1,99 @@
+"""up pulls a pinned image by digest with progress and records prep["image_pull"] (seconds, bytes, cached);
+a second up finds it cached; a disk without room for the image's layers is refused before anything is
+pulled. The image is this test's own (the harness image plus a layer of random bytes, pushed to the real
+registry at 127.0.0.1:5000), so nothing another test uses is removed."""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from harness_proc import free_port
+from lifecycle_helpers import IMAGE, labctl, record, write_profile
+from support import run_labctl
+
+pytestmark = pytest.mark.docker
+
+RANDOM_BYTES = 8 * 2**20  # incompressible: the pulled layer is about this size
+
+
+@pytest.fixture
+def own_image(tmp_path: Path, docker_engine: None) -> Iterator[str]:
+    """127.0.0.1:5000/hc/pull-<random>:v1, pushed, then removed from this daemon so `up` must pull it."""
+    reference = f"127.0.0.1:5000/hc/pull-{secrets.token_hex(4)}:v1"
+    context = tmp_path / "image"
+    context.mkdir()
+    (context / "payload.bin").write_bytes(os.urandom(RANDOM_BYTES))
+    (context / "Dockerfile").write_text(f"FROM {IMAGE}\nCOPY payload.bin /opt/hc-payload.bin\n")
+    env = {**os.environ, "DOCKER_BUILDKIT": "0"}
+    subprocess.run(["docker", "build", "-q", "-t", reference, str(context)], check=True, capture_output=True, env=env)
+    subprocess.run(["docker", "push", reference], check=True, capture_output=True)
+    image_id = subprocess.run(
+        ["docker", "image", "inspect", "-f", "{{.Id}}", reference], check=True, capture_output=True, text=True
+    ).stdout.strip()
+    subprocess.run(["docker", "rmi", reference], check=True, capture_output=True)
+    yield reference
+    for leftover in (reference, image_id):
+        subprocess.run(["docker", "rmi", leftover], capture_output=True)
+
+
+def image_present(reference: str) -> bool:
+    return subprocess.run(["docker", "image", "inspect", reference], capture_output=True).returncode == 0
+
+
+def pinned_profile(lab: Path, home: Path, image: str) -> str:
+    write_profile(lab, "pull", free_port(), image=image)
+    pinned = labctl(lab, home, "pin", "harness", "--profile", "pull", "--json")
+    assert pinned.code == 0, pinned.stderr
+    return str(json.loads(pinned.stdout)["digest"])
+
+
+def test_up_pulls_by_digest_with_progress_and_records_it(lab: Path, home: Path, own_image: str) -> None:
+    digest = pinned_profile(lab, home, own_image)
+    repository = own_image.rsplit(":", 1)[0]
+    assert not image_present(f"{repository}@{digest}")  # pin pulled nothing
+    first = run_labctl("up", "harness", "--profile", "pull", "--json", lab=lab, env={"LABCTL_HOME": str(home)})
+    assert first.code == 0, first.stderr
+    assert f"pulling {repository}@{digest} (0.1" in first.stderr and "GiB free at /" in first.stderr
+    assert f"pulled {repository}@{digest}: 0.0" in first.stderr and " MiB/s)" in first.stderr
+    run_id = json.loads(first.stdout)["run_id"]
+    pull = record(home, run_id)["prep"]["image_pull"]
+    assert pull["cached"] is False and pull["seconds"] > 0
+    assert RANDOM_BYTES <= pull["bytes"] < RANDOM_BYTES + 2**20  # the new layer; the harness layers were present
+    assert "already present" in pull["detail"]
+    assert record(home, run_id)["image"]["digest"] == digest and image_present(f"{repository}@{digest}")
+    assert labctl(lab, home, "down", run_id).code == 0
+
+    second = run_labctl("up", "harness", "--profile", "pull", "--json", lab=lab, env={"LABCTL_HOME": str(home)})
+    assert second.code == 0, second.stderr
+    cached = record(home, json.loads(second.stdout)["run_id"])["prep"]["image_pull"]
+    assert cached == {"seconds": 0.0, "bytes": 0, "cached": True, "detail": "already present on the Docker host"}
+    assert "pulling" not in second.stderr
+    assert labctl(lab, home, "down", json.loads(second.stdout)["run_id"]).code == 0
+
+
+def test_a_disk_without_room_is_refused_before_the_pull(lab: Path, home: Path, own_image: str) -> None:
+    digest = pinned_profile(lab, home, own_image)
+    repository = own_image.rsplit(":", 1)[0]
+    root = subprocess.run(["docker", "info", "-f", "{{.DockerRootDir}}"], capture_output=True, text=True).stdout.strip()
+    stats = os.statvfs(root)
+    reserve_gib = stats.f_blocks * stats.f_frsize / 2**30 + 1  # more than the whole disk: never room
+    result = run_labctl(
+        "up",
+        "harness",
+        "--profile",
+        "pull",
+        lab=lab,
+        env={"LABCTL_HOME": str(home), "LABCTL_DISK_RESERVE_GIB": f"{reserve_gib:.0f}"},
+    )
+    assert result.code == 2
+    assert result.stderr.startswith(f"Error: not enough disk space for pulling {repository}@{digest}: need 0.1")
+    assert "GiB kept free (LABCTL_DISK_RESERVE_GIB), " in result.stderr and f" GiB free at {root}." in result.stderr
+    assert result.stderr.splitlines()[-1].endswith("Nothing was started.")
+    assert not image_present(f"{repository}@{digest}")
+    assert not (home / "runs").exists() or not any((home / "runs").iterdir())
