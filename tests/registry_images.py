@@ -6,8 +6,11 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import secrets
+import subprocess
 from dataclasses import dataclass
+from pathlib import Path
 
 import httpx
 
@@ -112,3 +115,19 @@ def delete_pushed(pushed: Pushed) -> None:
         for digest in [pushed.index_digest, *pushed.digests.values()]:
             if digest:
                 client.delete(f"{API}/{repo}/manifests/{digest}")
+
+
+def build_own_image(folder: Path, payload_bytes: int, name: str = "pull") -> tuple[str, str]:
+    """(reference, image id) of a new image: the harness image plus a layer of random bytes, pushed as
+    127.0.0.1:5000/hc/<name>-<random>:v1, so that a test can pull and remove it without touching anyone's."""
+    reference = f"{REGISTRY}/hc/{name}-{secrets.token_hex(4)}:v1"
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "payload.bin").write_bytes(os.urandom(payload_bytes))
+    (folder / "Dockerfile").write_text(f"FROM {REGISTRY}/labctl/harness:dev\nCOPY payload.bin /opt/hc-payload.bin\n")
+    env = {**os.environ, "DOCKER_BUILDKIT": "0"}
+    subprocess.run(["docker", "build", "-q", "-t", reference, str(folder)], check=True, capture_output=True, env=env)
+    subprocess.run(["docker", "push", reference], check=True, capture_output=True)
+    image_id = subprocess.run(
+        ["docker", "image", "inspect", "-f", "{{.Id}}", reference], check=True, capture_output=True, text=True
+    ).stdout.strip()
+    return reference, image_id

@@ -7,14 +7,14 @@ from __future__ import annotations
 
 import json
 import os
-import secrets
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from harness_proc import free_port
-from lifecycle_helpers import IMAGE, labctl, record, write_profile
+from lifecycle_helpers import labctl, record, write_profile
+from registry_images import build_own_image
 from support import run_labctl
 
 pytestmark = pytest.mark.docker
@@ -25,17 +25,7 @@ RANDOM_BYTES = 8 * 2**20  # incompressible: the pulled layer is about this size
 @pytest.fixture
 def own_image(tmp_path: Path, docker_engine: None) -> Iterator[str]:
     """127.0.0.1:5000/hc/pull-<random>:v1, pushed, then removed from this daemon so `up` must pull it."""
-    reference = f"127.0.0.1:5000/hc/pull-{secrets.token_hex(4)}:v1"
-    context = tmp_path / "image"
-    context.mkdir()
-    (context / "payload.bin").write_bytes(os.urandom(RANDOM_BYTES))
-    (context / "Dockerfile").write_text(f"FROM {IMAGE}\nCOPY payload.bin /opt/hc-payload.bin\n")
-    env = {**os.environ, "DOCKER_BUILDKIT": "0"}
-    subprocess.run(["docker", "build", "-q", "-t", reference, str(context)], check=True, capture_output=True, env=env)
-    subprocess.run(["docker", "push", reference], check=True, capture_output=True)
-    image_id = subprocess.run(
-        ["docker", "image", "inspect", "-f", "{{.Id}}", reference], check=True, capture_output=True, text=True
-    ).stdout.strip()
+    reference, image_id = build_own_image(tmp_path / "image", RANDOM_BYTES)
     subprocess.run(["docker", "rmi", reference], check=True, capture_output=True)
     yield reference
     for leftover in (reference, image_id):

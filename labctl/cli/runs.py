@@ -20,6 +20,7 @@ def register(app: typer.Typer) -> None:
         ("runs", runs),
         ("show", show),
         ("pin", pin),
+        ("gc", gc),
         ("share", share),
         ("rotate-key", rotate_key),
     ):
@@ -301,6 +302,57 @@ def pin(
     out(f"pinned {engine}/{profile}: {pinned.old} -> {pinned.new}")
     index = f" from index {pinned.index_digest}" if pinned.index_digest else ""
     out(f"  {pinned.platform} image{index}, {pinned.compressed_bytes / 2**30:.2f} GiB compressed (not pulled)")
+
+
+def gc(
+    yes: Annotated[bool, typer.Option("--yes", help="Remove what is listed (default: only list it).")] = False,
+    as_json: Annotated[
+        bool, typer.Option("--json", help="Print the items (and what happened to each) as JSON.")
+    ] = False,
+) -> None:
+    """List images, model snapshots and TensorRT-LLM engine folders this home's runs used that nothing needs now; --yes removes them.
+
+    Example: labctl gc --yes
+    """
+    from labctl.run.gc import collect, find_garbage
+
+    items = find_garbage(state.lab(), state.runs())
+    outcomes = collect(items) if yes else []
+    freed = sum(o.item.bytes for o in outcomes if o.removed)
+    if as_json:
+        done = {o.item.where: o for o in outcomes}
+        rows = [
+            {
+                "kind": i.kind,
+                "name": i.name,
+                "where": i.where,
+                "bytes": i.bytes,
+                "last_run": i.last_run,
+                "removed": done[i.where].removed if i.where in done else False,
+                "problem": done[i.where].problem if i.where in done else "",
+            }
+            for i in items
+        ]
+        print(json.dumps({"items": rows, "bytes": sum(i.bytes for i in items), "bytes_freed": freed}))
+        return
+    if not items:
+        out("nothing to collect: every image, model snapshot and engine folder this home's runs used is still needed")
+        return
+    out(
+        table(
+            [[i.kind, i.name, f"{i.bytes / 2**30:.2f} GiB", i.last_run, i.where] for i in items],
+            ["KIND", "NAME", "SIZE", "LAST RUN", "WHERE"],
+        )
+    )
+    total = sum(i.bytes for i in items)
+    if not yes:
+        out(f"{len(items)} item(s), {total / 2**30:.2f} GiB: nothing removed; remove them with labctl gc --yes")
+        return
+    for outcome in outcomes:
+        if not outcome.removed:
+            warn(f"kept {outcome.item.kind} {outcome.item.name}: {outcome.problem}")
+    removed = sum(1 for o in outcomes if o.removed)
+    out(f"removed {removed} of {len(items)} item(s): {freed / 2**30:.2f} GiB ({freed} bytes) freed")
 
 
 def share(

@@ -177,6 +177,50 @@ def pull(reference: str, quiet: bool) -> ImageFacts:
     return facts
 
 
+@dataclass(frozen=True)
+class LocalImage:
+    id: str
+    references: tuple[str, ...]  # its tags and repo digests
+    size: int
+
+
+def local_images(ids: set[str]) -> list[LocalImage]:
+    """Those of these image ids the daemon still has."""
+    found = []
+    for image_id in sorted(ids):
+        try:
+            image = docker.image.inspect(image_id)
+        except (NoSuchImage, DockerException):
+            continue
+        refs = tuple(str(r) for r in [*(image.repo_tags or []), *(image.repo_digests or [])])
+        found.append(LocalImage(str(image.id), refs, int(image.size or 0)))
+    return found
+
+
+def containers_and_images() -> list[tuple[str, dict[str, str]]]:
+    """(image id, labels) of every container on the host, in any state."""
+    from labctl.host import engine_api
+
+    try:
+        listed = engine_api.containers()
+    except OSError:
+        listed = None
+    if listed is not None:
+        return listed
+    with docker_errors("listing containers"):
+        return [(str(c.image), labels_of(c)) for c in docker.container.list(all=True)]
+
+
+def remove_image_reference(reference: str) -> str | None:
+    """Untag one reference (no force: Docker refuses while a container uses the image); None when done."""
+    try:
+        docker.image.remove(reference, force=False)
+    except DockerException as exc:
+        lines = (exc.stderr or str(exc)).strip().splitlines()
+        return lines[-1] if lines else "refused"
+    return None
+
+
 def labctl_containers(all_states: bool = True, run_id: str | None = None) -> list[Container]:
     label = f"{RUN_LABEL}={run_id}" if run_id else RUN_LABEL
     with docker_errors("listing labctl containers"):

@@ -20,3 +20,28 @@ def write_atomically(path: Path, text: str, mode: int = 0o644) -> None:
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+
+
+def tree_bytes(path: Path) -> int:
+    """Bytes of the regular files under `path`, each counted once, symlinks not followed."""
+    total, seen = 0, set()
+    for root, _dirs, files in os.walk(path):
+        for name in files:
+            stats = os.lstat(os.path.join(root, name))
+            if (
+                stats.st_nlink
+                and (stats.st_dev, stats.st_ino) not in seen
+                and not os.path.islink(os.path.join(root, name))
+            ):
+                seen.add((stats.st_dev, stats.st_ino))
+                total += stats.st_size
+    return total
+
+
+def remove_tree(path: Path) -> None:
+    import shutil
+
+    if path.is_symlink() or path.is_file():
+        path.unlink()
+    elif path.exists():
+        shutil.rmtree(path)

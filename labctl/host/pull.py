@@ -1,11 +1,10 @@
 """Pulling an image with progress: the Docker Engine API's pull stream (`POST /images/create`) over the
-daemon's unix socket, which reports each layer's bytes as they arrive. An ssh:// daemon has no socket here:
+daemon's unix socket (python-on-whales drives the docker CLI, whose pull output has no byte counts off a terminal), which reports each layer's bytes as they arrive. An ssh:// daemon has no socket here:
 it is pulled through the docker CLI (python-on-whales), timed, without byte counts."""
 
 from __future__ import annotations
 
 import json
-import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -14,9 +13,9 @@ import httpx
 
 from labctl.errors import LabctlError
 from labctl.host import docker as dk
+from labctl.host import engine_api
 
 MAX_LINE = 64 * 1024  # one progress message; anything longer is not Docker talking
-DEFAULT_SOCKET = "/var/run/docker.sock"
 
 
 @dataclass(frozen=True)
@@ -44,17 +43,9 @@ class Pulled:
     layers_present: int  # layers the daemon already had
 
 
-def daemon_socket() -> str | None:
-    """The local daemon's socket path, or None when the daemon is reached another way (ssh://, tcp://)."""
-    endpoint = os.environ.get("DOCKER_HOST", "")
-    if not endpoint:
-        return DEFAULT_SOCKET
-    return endpoint.removeprefix("unix://") if endpoint.startswith("unix://") else None
-
-
 def pull_image(repository: str, reference: str, total: int | None, report: Callable[[PullProgress], None]) -> Pulled:
     """Pull repository@reference (a digest) or repository:reference (a tag), reporting progress."""
-    socket = daemon_socket()
+    socket = engine_api.daemon_socket()
     start = time.monotonic()
     if socket is None:
         joiner = "@" if reference.startswith("sha256:") else ":"
@@ -63,10 +54,9 @@ def pull_image(repository: str, reference: str, total: int | None, report: Calla
     layers: dict[str, int] = {}  # layer id -> bytes received
     totals: dict[str, int] = {}  # layer id -> its size, as the daemon reports it
     present: set[str] = set()
-    transport = httpx.HTTPTransport(uds=socket)
     try:
         with (
-            httpx.Client(transport=transport, base_url="http://docker", timeout=httpx.Timeout(60.0)) as client,
+            engine_api.client(socket) as client,
             client.stream("POST", "/images/create", params={"fromImage": repository, "tag": reference}) as response,
         ):
             if response.status_code != 200:
