@@ -181,3 +181,54 @@ def test_a_hostile_registry_answer_is_refused(lab: Path, home: Path, mode: str, 
     assert result.stderr.startswith(f"Error: 127.0.0.1:{port}/evil/image:v1: the registry 127.0.0.1:{port} ")
     assert says in result.stderr and len(result.stderr.splitlines()) == 1
     assert profile_path(lab).read_text() == before
+
+
+@contextmanager
+def token_registry() -> Iterator[tuple[int, list[str]]]:
+    """A loopback registry that, like Docker Hub, answers 401 with a Bearer challenge and serves the manifest
+    only with the token its realm hands out. (A stand-in written for this test: the packaged registry's token
+    auth needs a signing PKI and a token service of its own.) Yields its port and the token requests seen."""
+    asked: list[str] = []
+
+    class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+        def _send(self, status: int, body: bytes, headers: dict[str, str]) -> None:
+            self.send_response(status)
+            for key, value in {**headers, "Content-Length": str(len(body))}.items():
+                self.send_header(key, value)
+            self.end_headers()
+            self.wfile.write(body)
+
+        def do_GET(self) -> None:  # noqa: N802 - http.server's name
+            port = self.server.server_address[1]
+            if self.path.startswith("/token?"):
+                asked.append(self.path)
+                self._send(200, json.dumps({"token": "hc-anonymous-pull"}).encode(), {})
+            elif self.headers.get("Authorization") != "Bearer hc-anonymous-pull":
+                challenge = f'Bearer realm="http://127.0.0.1:{port}/token",service="hc-registry"'
+                self._send(401, b"{}", {"WWW-Authenticate": challenge})
+            else:
+                self._send(200, MANIFEST, {"Content-Type": "application/vnd.docker.distribution.manifest.v2+json"})
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        yield server.server_address[1], asked
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def test_a_registry_that_demands_a_token(lab: Path, home: Path) -> None:
+    import hashlib
+
+    with token_registry() as (port, asked):
+        point_at(lab, f"127.0.0.1:{port}/team/engine:v1")
+        result = labctl(lab, home, "pin", "harness", "--profile", "smoke", "--json")
+    assert result.code == 0, result.stderr
+    assert json.loads(result.stdout)["digest"] == "sha256:" + hashlib.sha256(MANIFEST).hexdigest()
+    assert asked == ["/token?scope=repository%3Ateam%2Fengine%3Apull&service=hc-registry"]
