@@ -59,7 +59,7 @@ def test_gc_removes_an_image_only_once_no_run_or_profile_needs_it(
     listed = labctl(lab, home, "gc")
     assert listed.code == 0, listed.stderr
     assert f"image  {reference}" in listed.stdout and run_id in listed.stdout
-    assert "1 item(s), 0.00 GiB: nothing removed; remove them with labctl gc --yes" in listed.stdout
+    assert "1 item(s), 4.0 MiB: nothing removed; remove them with labctl gc --yes" in listed.stdout
     assert present(image_id)
     items = gc_json(lab, home)["items"]
     assert [(i["kind"], i["where"], i["last_run"]) for i in items] == [("image", image_id, run_id)]
@@ -67,7 +67,7 @@ def test_gc_removes_an_image_only_once_no_run_or_profile_needs_it(
 
     removed = labctl(lab, home, "gc", "--yes")
     assert removed.code == 0, removed.stderr
-    assert f"removed 1 of 1 item(s): 0.00 GiB ({items[0]['bytes']} bytes) freed" in removed.stdout
+    assert f"removed 1 of 1 item(s): 4.0 MiB ({items[0]['bytes']} bytes) freed" in removed.stdout
     assert not present(image_id) and present("127.0.0.1:5000/labctl/harness:dev")
     assert gc_json(lab, home)["items"] == []
 

@@ -314,45 +314,37 @@ def gc(
 
     Example: labctl gc --yes
     """
+    from labctl.run.gc import as_json as gc_json
     from labctl.run.gc import collect, find_garbage
 
     items = find_garbage(state.lab(), state.runs())
     outcomes = collect(items) if yes else []
     freed = sum(o.item.bytes for o in outcomes if o.removed)
     if as_json:
-        done = {o.item.where: o for o in outcomes}
-        rows = [
-            {
-                "kind": i.kind,
-                "name": i.name,
-                "where": i.where,
-                "bytes": i.bytes,
-                "last_run": i.last_run,
-                "removed": done[i.where].removed if i.where in done else False,
-                "problem": done[i.where].problem if i.where in done else "",
-            }
-            for i in items
-        ]
-        print(json.dumps({"items": rows, "bytes": sum(i.bytes for i in items), "bytes_freed": freed}))
+        print(json.dumps(gc_json(items, outcomes)))
         return
     if not items:
         out("nothing to collect: every image, model snapshot and engine folder this home's runs used is still needed")
         return
     out(
         table(
-            [[i.kind, i.name, f"{i.bytes / 2**30:.2f} GiB", i.last_run, i.where] for i in items],
+            [[i.kind, i.name, _size(i.bytes), i.last_run, i.where] for i in items],
             ["KIND", "NAME", "SIZE", "LAST RUN", "WHERE"],
         )
     )
     total = sum(i.bytes for i in items)
     if not yes:
-        out(f"{len(items)} item(s), {total / 2**30:.2f} GiB: nothing removed; remove them with labctl gc --yes")
+        out(f"{len(items)} item(s), {_size(total)}: nothing removed; remove them with labctl gc --yes")
         return
     for outcome in outcomes:
         if not outcome.removed:
             warn(f"kept {outcome.item.kind} {outcome.item.name}: {outcome.problem}")
     removed = sum(1 for o in outcomes if o.removed)
-    out(f"removed {removed} of {len(items)} item(s): {freed / 2**30:.2f} GiB ({freed} bytes) freed")
+    out(f"removed {removed} of {len(items)} item(s): {_size(freed)} ({freed} bytes) freed")
+
+
+def _size(count: int) -> str:
+    return f"{count / 2**30:.2f} GiB" if count >= 2**30 else f"{count / 2**20:.1f} MiB"
 
 
 def share(

@@ -5,6 +5,7 @@ it is pulled through the docker CLI (python-on-whales), timed, without byte coun
 from __future__ import annotations
 
 import json
+import re
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -16,6 +17,7 @@ from labctl.host import docker as dk
 from labctl.host import engine_api
 
 MAX_LINE = 64 * 1024  # one progress message; anything longer is not Docker talking
+_LOGIN = re.compile(r"unauthorized|authentication required|no basic auth credentials|denied", re.IGNORECASE)
 
 
 @dataclass(frozen=True)
@@ -48,9 +50,34 @@ def pull_image(repository: str, reference: str, total: int | None, report: Calla
     socket = engine_api.daemon_socket()
     start = time.monotonic()
     if socket is None:
-        joiner = "@" if reference.startswith("sha256:") else ":"
-        dk.pull(f"{repository}{joiner}{reference}", quiet=True)
-        return Pulled(round(time.monotonic() - start, 3), None, 0, 0)
+        return _cli_pull(repository, reference, start)
+    try:
+        return _api_pull(socket, repository, reference, total, report, start)
+    except NeedsLogin:
+        return _cli_pull(repository, reference, start)
+
+
+class NeedsLogin(Exception):
+    """The registry wants credentials: the docker CLI has them (docker login), the bare API call does not."""
+
+
+def named(repository: str, reference: str) -> str:
+    return f"{repository}{'@' if reference.startswith('sha256:') else ':'}{reference}"
+
+
+def _cli_pull(repository: str, reference: str, start: float) -> Pulled:
+    dk.pull(named(repository, reference), quiet=True)
+    return Pulled(round(time.monotonic() - start, 3), None, 0, 0)
+
+
+def _api_pull(
+    socket: str,
+    repository: str,
+    reference: str,
+    total: int | None,
+    report: Callable[[PullProgress], None],
+    start: float,
+) -> Pulled:
     layers: dict[str, int] = {}  # layer id -> bytes received
     totals: dict[str, int] = {}  # layer id -> its size, as the daemon reports it
     present: set[str] = set()
@@ -60,18 +87,23 @@ def pull_image(repository: str, reference: str, total: int | None, report: Calla
             client.stream("POST", "/images/create", params={"fromImage": repository, "tag": reference}) as response,
         ):
             if response.status_code != 200:
-                raise LabctlError(f"pulling {repository}@{reference} failed: {_message(response.read())}")
+                body = response.read()
+                if _LOGIN.search(_message(body)):
+                    raise NeedsLogin
+                raise LabctlError(f"pulling {named(repository, reference)} failed: {_message(body)}")
             for line in response.iter_lines():
                 if len(line) > MAX_LINE:
                     raise LabctlError(f"pulling {repository}: the Docker daemon sent an oversized progress message")
                 event = _event(line)
+                if event.get("error") and _LOGIN.search(str(event["error"])):
+                    raise NeedsLogin
                 if event.get("error"):
-                    raise LabctlError(f"pulling {repository}@{reference} failed: {str(event['error'])[:300]}")
+                    raise LabctlError(f"pulling {named(repository, reference)} failed: {str(event['error'])[:300]}")
                 _count(event, layers, totals, present)
                 report(PullProgress(sum(layers.values()), total, time.monotonic() - start))
     except httpx.HTTPError as exc:
         raise LabctlError(
-            f"pulling {repository}@{reference}: the Docker daemon at {socket} stopped answering ({exc})"
+            f"pulling {named(repository, reference)}: the Docker daemon at {socket} stopped answering ({exc})"
         ) from None
     return Pulled(round(time.monotonic() - start, 3), sum(layers.values()), len(layers) + len(present), len(present))
 

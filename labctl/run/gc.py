@@ -234,3 +234,21 @@ def _remove(item: Item) -> str | None:
         return None
     remove_tree(path)
     return None
+
+
+def as_json(items: list[Item], outcomes: list[Outcome]) -> dict[str, object]:
+    done = {o.item.where: o for o in outcomes}
+    rows = [
+        {
+            "kind": i.kind,
+            "name": i.name,
+            "where": i.where,
+            "bytes": i.bytes,
+            "last_run": i.last_run,
+            "removed": done[i.where].removed if i.where in done else False,
+            "problem": done[i.where].problem if i.where in done else "",
+        }
+        for i in items
+    ]
+    freed = sum(o.item.bytes for o in outcomes if o.removed)
+    return {"items": rows, "bytes": sum(i.bytes for i in items), "bytes_freed": freed}

@@ -243,13 +243,17 @@ class Starter:
 
         pulled = pull_image(ref.repository, ref.digest or ref.tag or "latest", size, report)
         self.progress("")
-        done = PullProgress(pulled.bytes or 0, size, pulled.seconds)
-        self.say(pull_line(wanted, done, finished=True))
+        if pulled.bytes is None:
+            self.say(f"pulled {wanted} in {pulled.seconds:.1f} s")
+        else:
+            self.say(pull_line(wanted, PullProgress(pulled.bytes, size, pulled.seconds), finished=True))
         return PrepPart(
             seconds=pulled.seconds,
             bytes=pulled.bytes,
             cached=False,
-            detail=f"pulled {wanted}: {pulled.layers} layers, {pulled.layers_present} already present",
+            detail=f"pulled {wanted}: {pulled.layers} layers, {pulled.layers_present} already present"
+            if pulled.bytes is not None
+            else f"pulled {wanted} through the docker CLI (its registry login, or an ssh:// host): no byte counts",
         )
 
     def claim(self, profile: Profile, found_gpus: list[Any]) -> tuple[Profile, list[str]]:
