@@ -7,7 +7,10 @@ from __future__ import annotations
 
 import json
 import os
+import pty
+import re
 import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -49,8 +52,12 @@ def test_up_pulls_by_digest_with_progress_and_records_it(lab: Path, home: Path, 
     assert not image_present(f"{repository}@{digest}")  # pin pulled nothing
     first = run_labctl("up", "harness", "--profile", "pull", "--json", lab=lab, env={"LABCTL_HOME": str(home)})
     assert first.code == 0, first.stderr
-    assert f"pulling {repository}@{digest} (0.1" in first.stderr and "GiB free at /" in first.stderr
-    assert f"pulled {repository}@{digest}: 0.0" in first.stderr and " MiB/s)" in first.stderr
+    assert re.search(
+        rf"pulling {re.escape(repository)}@{digest} \(1\d\d\.\d MiB compressed, [\d.]+ GiB free at /", first.stderr
+    )
+    assert re.search(
+        rf"pulled {re.escape(repository)}@{digest}: 8\.\d MiB in [\d.]+ s \([\d.]+ [MG]iB/s\)", first.stderr
+    )
     run_id = json.loads(first.stdout)["run_id"]
     pull = record(home, run_id)["prep"]["image_pull"]
     assert pull["cached"] is False and pull["seconds"] > 0
@@ -87,3 +94,38 @@ def test_a_disk_without_room_is_refused_before_the_pull(lab: Path, home: Path, o
     assert result.stderr.splitlines()[-1].endswith("Nothing was started.")
     assert not image_present(f"{repository}@{digest}")
     assert not (home / "runs").exists() or not any((home / "runs").iterdir())
+
+
+def test_a_terminal_sees_the_pull_move(lab: Path, home: Path, own_image: str) -> None:
+    """On a terminal (stderr is a pty here) the pull is one live line: GiB done/total of the layers still
+    missing, rate and ETA."""
+    digest = pinned_profile(lab, home, own_image)
+    repository = own_image.rsplit(":", 1)[0]
+    main, child = pty.openpty()
+    env = {**os.environ, "LABCTL_LAB": str(lab), "LABCTL_HOME": str(home)}
+    proc = subprocess.run(
+        [sys.executable, "-m", "labctl", "up", "harness", "--profile", "pull", "--json"],
+        stdout=subprocess.PIPE,
+        stderr=child,
+        env=env,
+        cwd=lab,
+        timeout=120,
+    )
+    os.close(child)
+    seen = b""
+    while True:
+        try:
+            chunk = os.read(main, 65536)
+        except OSError:
+            break
+        if not chunk:
+            break
+        seen += chunk
+    os.close(main)
+    assert proc.returncode == 0, seen.decode(errors="replace")
+    lines = seen.decode(errors="replace").split("\r\x1b[K")
+    moving = [line for line in lines if line.startswith(f"pulling {repository}@{digest}: ")]
+    assert moving, seen.decode(errors="replace")[-2000:]
+    missing_layer = r": [\d.]+ MiB/8\.0 MiB, [\d.]+ [MG]iB/s"  # the total counts only the layer this host lacks
+    assert any(re.search(missing_layer, line) for line in moving)
+    labctl(lab, home, "down", json.loads(proc.stdout)["run_id"])

@@ -9,6 +9,7 @@ from typing import Annotated, Any
 import typer
 
 from labctl.cli.context import listing, out, state, table, warn
+from labctl.host.disk import size_text
 
 
 def register(app: typer.Typer) -> None:
@@ -117,7 +118,8 @@ def up(
     out(f"  cold start       {t.cold_start_s} s (port open {t.port_open_s} s, ready {t.ready_s} s)")
     pull = record.prep.get("image_pull")
     if pull is not None:
-        pulled = f"{pull.seconds} s, {(pull.bytes or 0) / 2**30:.2f} GiB downloaded" if not pull.cached else "cached"
+        downloaded = "" if pull.bytes is None else f", {size_text(pull.bytes)} downloaded"
+        pulled = "cached" if pull.cached else f"{pull.seconds} s{downloaded}"
         out(f"  image pull       {pulled} ({pull.detail})")
     out(f"  record           {record.record_path}")
     if record.resident:
@@ -301,7 +303,7 @@ def pin(
         return
     out(f"pinned {engine}/{profile}: {pinned.old} -> {pinned.new}")
     index = f" from index {pinned.index_digest}" if pinned.index_digest else ""
-    out(f"  {pinned.platform} image{index}, {pinned.compressed_bytes / 2**30:.2f} GiB compressed (not pulled)")
+    out(f"  {pinned.platform} image{index}, {size_text(pinned.compressed_bytes)} compressed (not pulled)")
 
 
 def gc(
@@ -328,23 +330,19 @@ def gc(
         return
     out(
         table(
-            [[i.kind, i.name, _size(i.bytes), i.last_run, i.where] for i in items],
+            [[i.kind, i.name, size_text(i.bytes), i.last_run, i.where] for i in items],
             ["KIND", "NAME", "SIZE", "LAST RUN", "WHERE"],
         )
     )
     total = sum(i.bytes for i in items)
     if not yes:
-        out(f"{len(items)} item(s), {_size(total)}: nothing removed; remove them with labctl gc --yes")
+        out(f"{len(items)} item(s), {size_text(total)}: nothing removed; remove them with labctl gc --yes")
         return
     for outcome in outcomes:
         if not outcome.removed:
             warn(f"kept {outcome.item.kind} {outcome.item.name}: {outcome.problem}")
     removed = sum(1 for o in outcomes if o.removed)
-    out(f"removed {removed} of {len(items)} item(s): {_size(freed)} ({freed} bytes) freed")
-
-
-def _size(count: int) -> str:
-    return f"{count / 2**30:.2f} GiB" if count >= 2**30 else f"{count / 2**20:.1f} MiB"
+    out(f"removed {removed} of {len(items)} item(s): {size_text(freed)} ({freed} bytes) freed")
 
 
 def share(

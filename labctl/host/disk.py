@@ -48,3 +48,8 @@ def check_room(need: int, path: str, what: str) -> int | None:
             "Free some (labctl gc lists what no run needs) and try again. Nothing was started."
         )
     return free
+
+
+def size_text(count: float) -> str:
+    """Bytes for a person: GiB from one GiB up, MiB below (0.01 GiB says little about an 8 MiB layer)."""
+    return f"{count / GIB:.2f} GiB" if count >= GIB else f"{count / 2**20:.1f} MiB"

@@ -45,14 +45,17 @@ class Pulled:
     layers_present: int  # layers the daemon already had
 
 
-def pull_image(repository: str, reference: str, total: int | None, report: Callable[[PullProgress], None]) -> Pulled:
-    """Pull repository@reference (a digest) or repository:reference (a tag), reporting progress."""
+def pull_image(
+    repository: str, reference: str, layer_sizes: dict[str, int], report: Callable[[PullProgress], None]
+) -> Pulled:
+    """Pull repository@reference (a digest) or repository:reference (a tag), reporting progress. `layer_sizes`
+    (layer digest -> compressed bytes, from the manifest) makes the total exclude layers already present."""
     socket = engine_api.daemon_socket()
     start = time.monotonic()
     if socket is None:
         return _cli_pull(repository, reference, start)
     try:
-        return _api_pull(socket, repository, reference, total, report, start)
+        return _api_pull(socket, repository, reference, layer_sizes, report, start)
     except NeedsLogin:
         return _cli_pull(repository, reference, start)
 
@@ -74,10 +77,12 @@ def _api_pull(
     socket: str,
     repository: str,
     reference: str,
-    total: int | None,
+    layer_sizes: dict[str, int],
     report: Callable[[PullProgress], None],
     start: float,
 ) -> Pulled:
+    # the stream names a layer by the first 12 hex digits of its digest
+    known = {digest.removeprefix("sha256:")[:12]: size for digest, size in layer_sizes.items()}
     layers: dict[str, int] = {}  # layer id -> bytes received
     totals: dict[str, int] = {}  # layer id -> its size, as the daemon reports it
     present: set[str] = set()
@@ -99,7 +104,8 @@ def _api_pull(
                     raise NeedsLogin
                 if event.get("error"):
                     raise LabctlError(f"pulling {named(repository, reference)} failed: {str(event['error'])[:300]}")
-                _count(event, layers, totals, present)
+                _count(event, layers, totals, known, present)
+                total = sum(size for short, size in known.items() if short not in present) if known else None
                 report(PullProgress(sum(layers.values()), total, time.monotonic() - start))
     except httpx.HTTPError as exc:
         raise LabctlError(
@@ -116,7 +122,9 @@ def _event(line: str) -> dict[str, object]:
     return event if isinstance(event, dict) else {}
 
 
-def _count(event: dict[str, object], layers: dict[str, int], totals: dict[str, int], present: set[str]) -> None:
+def _count(
+    event: dict[str, object], layers: dict[str, int], totals: dict[str, int], known: dict[str, int], present: set[str]
+) -> None:
     layer, status = str(event.get("id") or ""), str(event.get("status") or "")
     if not layer:
         return
@@ -131,8 +139,8 @@ def _count(event: dict[str, object], layers: dict[str, int], totals: dict[str, i
             layers[layer] = max(layers.get(layer, 0), current)
         if isinstance(size, int) and size > 0:
             totals[layer] = size
-    elif status == "Download complete" and layer in totals:
-        layers[layer] = totals[layer]
+    elif status == "Download complete" and (layer in totals or layer in known):
+        layers[layer] = totals.get(layer) or known[layer]
 
 
 def _message(body: bytes) -> str:

@@ -52,7 +52,7 @@ class Resolved:
     index_digest: str | None
     platform: Platform | None
     compressed_bytes: int
-    layers: int
+    layers: tuple[tuple[str, int], ...]  # (digest, compressed size) of each layer
 
 
 @dataclass(frozen=True)
@@ -145,7 +145,12 @@ def _image(
     sizes = [config.get("size")] + [layer.get("size") if isinstance(layer, dict) else None for layer in layers]
     if not all(isinstance(s, int) and not isinstance(s, bool) and 0 <= s < MAX_SIZE for s in sizes):
         raise LabctlError(f"{what}: the registry {host} sent a manifest with a missing or impossible layer size.")
-    return Resolved(digest, index_digest, platform, sum(s for s in sizes if isinstance(s, int)), len(layers))
+    digests = [layer.get("digest") for layer in layers]
+    if not all(isinstance(d, str) and DIGEST.match(d) for d in digests):
+        raise LabctlError(f"{what}: the registry {host} sent a manifest with a malformed layer digest.")
+    total = sum(s for s in sizes if isinstance(s, int))
+    pairs = tuple((str(d), int(layer["size"])) for d, layer in zip(digests, layers, strict=True))
+    return Resolved(digest, index_digest, platform, total, pairs)
 
 
 class _Session:

@@ -28,7 +28,7 @@ from labctl.compose.render import build_key, render_compose
 from labctl.errors import BadInput, Conflict, LabctlError
 from labctl.host import docker as dk
 from labctl.host import registry
-from labctl.host.disk import GIB, check_room
+from labctl.host.disk import GIB, check_room, size_text
 from labctl.host.files import write_atomically
 from labctl.host.gpu import Gpu
 from labctl.host.hosts import LOCAL_HOST, HostEntry
@@ -227,11 +227,12 @@ class Starter:
         ref = profile.image
         wanted = ref.by_digest if ref.pinned else ref.tagged
         daemon = dk.daemon_facts()
-        size, checked = image_size(ref, daemon, self.say), ""
+        found, checked = image_layers(ref, daemon, self.say), ""
+        size = found.compressed_bytes if found else None
         if size is not None:
             free = check_room(size, daemon.root_dir, f"pulling {wanted}") if not self.request.host.is_remote else None
             checked = f"{free / GIB:.1f} GiB free at {daemon.root_dir}" if free is not None else "disk not checked"
-        self.say(f"pulling {wanted}" + (f" ({size / GIB:.2f} GiB compressed, {checked})" if size is not None else ""))
+        self.say(f"pulling {wanted}" + (f" ({size_text(size)} compressed, {checked})" if size is not None else ""))
         last = [0.0]
 
         def report(progress: PullProgress) -> None:
@@ -241,12 +242,14 @@ class Starter:
                 last[0] = progress.seconds
                 self.say(pull_line(wanted, progress))
 
-        pulled = pull_image(ref.repository, ref.digest or ref.tag or "latest", size, report)
+        pulled = pull_image(
+            ref.repository, ref.digest or ref.tag or "latest", dict(found.layers) if found else {}, report
+        )
         self.progress("")
         if pulled.bytes is None:
             self.say(f"pulled {wanted} in {pulled.seconds:.1f} s")
         else:
-            self.say(pull_line(wanted, PullProgress(pulled.bytes, size, pulled.seconds), finished=True))
+            self.say(pull_line(wanted, PullProgress(pulled.bytes, None, pulled.seconds), finished=True))
         return PrepPart(
             seconds=pulled.seconds,
             bytes=pulled.bytes,
@@ -549,24 +552,24 @@ class Starter:
             signal.pthread_sigmask(signal.SIG_SETMASK, previous)
 
 
-def image_size(ref: ImageRef, daemon: dk.DaemonFacts, say: Say) -> int | None:
-    """The compressed size of the image this host would pull, from its registry; None (said) when the registry
-    cannot tell, in which case the pull itself goes ahead and reports what is wrong."""
+def image_layers(ref: ImageRef, daemon: dk.DaemonFacts, say: Say) -> registry.Resolved | None:
+    """The layers (and compressed size) of the image this host would pull, from its registry; None (said) when
+    the registry cannot tell, in which case the pull itself goes ahead and reports what is wrong."""
     platform = registry.Platform(daemon.os, daemon.architecture, daemon.variant)
     try:
-        return registry.resolve(ref, platform, daemon.insecure_registries, daemon.insecure_cidrs).compressed_bytes
+        return registry.resolve(ref, platform, daemon.insecure_registries, daemon.insecure_cidrs)
     except LabctlError as exc:
         say(f"warning: the image's size is unknown, so disk space was not checked: {exc}")
         return None
 
 
 def pull_line(what: str, progress: PullProgress, finished: bool = False) -> str:
-    done = f"{progress.done / GIB:.2f}" + (f"/{progress.total / GIB:.2f}" if progress.total else "")
-    rate = f"{progress.rate / 2**20:.1f} MiB/s"
+    rate = f"{size_text(progress.rate)}/s"
     if finished:
-        return f"pulled {what}: {progress.done / GIB:.2f} GiB in {progress.seconds:.1f} s ({rate})"
+        return f"pulled {what}: {size_text(progress.done)} in {progress.seconds:.1f} s ({rate})"
+    done = size_text(progress.done) + (f"/{size_text(progress.total)}" if progress.total else "")
     eta = f", ETA {progress.eta:.0f} s" if progress.eta is not None else ""
-    return f"pulling {what}: {done} GiB, {rate}{eta}"
+    return f"pulling {what}: {done}, {rate}{eta}"
 
 
 def place_on_free_gpus(profile: Profile, found: list[Gpu], holders: list[Holder]) -> Profile:
