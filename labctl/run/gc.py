@@ -120,7 +120,7 @@ def find_garbage(lab: Lab, runs: Runs) -> list[Item]:
     profiles = lab_profiles(lab)
     keep_snapshots = {u.snapshot for u in live if u.snapshot}
     keep_engines = {u.engine_dir for u in live if u.engine_dir}
-    keep_keys = {build_key(p).split("/")[0] for p in profiles if p.spec["build"]}
+    keep_keys = {build_key(p).split("/")[0] for p in profiles if p.build}
     candidates: dict[tuple[str, str], Item] = {}
     image_runs: dict[str, str] = {}
     for record in records:  # oldest first: the newest run wins `last_run`
@@ -142,11 +142,7 @@ def find_garbage(lab: Lab, runs: Runs) -> list[Item]:
 def _named(snapshot: Path, profiles: list[Profile], record: Record) -> bool:
     """Whether a profile of this lab names this snapshot's model and revision (by commit or by branch)."""
     cache = Path(str((record.compose.render_options if record.compose else {}).get("cache_dir") or ""))
-    for profile in profiles:
-        model = profile.spec["model"]
-        if find_snapshot(cache, model["id"], str(model["revision"])) == snapshot:
-            return True
-    return False
+    return any(find_snapshot(cache, profile.model.id, profile.model.revision) == snapshot for profile in profiles)
 
 
 def _sized(item: Item) -> Item:

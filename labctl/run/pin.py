@@ -32,7 +32,7 @@ def pin_profile(lab: Lab, engine: str, name: str) -> Pinned:
     profile = load_profile(lab, engine, name, allow_unsupported=True)
     source = profile.source
     assert source is not None
-    image: str = profile.spec["image"]
+    image = profile.image_text
     ref = profile.image
     daemon = dk.daemon_facts()  # the target host: its platform, and the registries it treats as insecure
     platform = registry.Platform(daemon.os, daemon.architecture, daemon.variant)

@@ -200,7 +200,7 @@ class Starter:
             raise
 
     def ensure_image(self, profile: Profile, facts: dk.ImageFacts | None) -> tuple[ImageInfo, PrepPart]:
-        reference = profile.spec["image"]
+        reference = profile.image_text
         if facts is not None:
             part = PrepPart(seconds=0.0, bytes=0, cached=True, detail="already present on the Docker host")
         else:
