@@ -99,7 +99,7 @@ def hf_cache(cache: Path) -> tuple[Path, Path, Path]:
     return model, model / "snapshots" / old, model / "snapshots" / new
 
 
-def past_run(runs: Runs, run_id: str, status: str, cache: Path, revision: str, engine_dir: Path | None) -> None:
+def past_run(runs: Runs, run_id: str, status: str, cache: Path, revision: str, engine: Path | None) -> None:
     runs.save(
         Record(
             run_id=run_id,
@@ -109,9 +109,10 @@ def past_run(runs: Runs, run_id: str, status: str, cache: Path, revision: str, e
             served_model_name="tiny",
             resolved_profile={"model": {"id": "hc-org/tiny", "revision": revision}},
             compose=ComposeInfo(
-                project=f"labctl-{run_id}", render_options={"cache_dir": str(cache), "engine_store": None}
+                project=f"labctl-{run_id}",
+                render_options={"cache_dir": str(cache), "engine_store": str(engine.parent.parent) if engine else None},
             ),
-            timings=Timings(engine_build_s=EngineBuild(False, str(engine_dir), 1.0) if engine_dir else None),
+            timings=Timings(engine_build_s=EngineBuild(False, str(engine), 1.0) if engine else None),
         )
     )
 
@@ -127,6 +128,21 @@ def test_gc_model_snapshots_and_engine_folders(lab: Path, home: Path, tmp_path: 
     past_run(runs, "20261203-120000-aaaaaa", "stopped", cache, "main", engine)  # main -> the old snapshot
     past_run(runs, "20261203-120100-bbbbbb", "running", cache, "b" * 40, None)  # a live run uses the new one
 
+    precious = tmp_path / "precious" / "fedcba9876543210" / "tiny"  # a record naming folders labctl never made
+    precious.mkdir(parents=True)
+    runs.save(
+        Record(
+            run_id="20261203-115900-cccccc",
+            status="stopped",
+            engine="trtllm",
+            profile="tiny",
+            served_model_name="tiny",
+            resolved_profile={"model": {"id": "hc-org/tiny", "revision": "../../../../precious"}},
+            compose=ComposeInfo(render_options={"cache_dir": str(cache), "engine_store": str(engine.parent.parent)}),
+            timings=Timings(engine_build_s=EngineBuild(False, str(precious), 1.0)),
+        )
+    )
+
     listing = gc_json(lab, home)
     assert {(i["kind"], i["name"], i["where"], i["bytes"]) for i in listing["items"]} == {
         ("model", f"hc-org/tiny@{'a' * 40}", str(old), 5000),
@@ -140,3 +156,4 @@ def test_gc_model_snapshots_and_engine_folders(lab: Path, home: Path, tmp_path: 
     assert new.is_dir() and (new / "config.json").read_bytes() == b"s" * 1000  # the shared blob stays
     assert not (model / "refs" / "main").exists()  # it named the removed snapshot
     assert gc_json(lab, home)["items"] == []
+    assert precious.is_dir()

@@ -26,6 +26,8 @@ from labctl.run.store import ENDED, Runs, is_run_id
 
 _COMMIT = re.compile(r"[0-9a-f]{40}\Z")
 _KEY = re.compile(r"[0-9a-f]{16}\Z")
+_MODEL_ID = re.compile(r"(?!.*\.\.)(?:[A-Za-z0-9][A-Za-z0-9._-]{0,95}/)?[A-Za-z0-9][A-Za-z0-9._-]{0,95}\Z")
+_REF_NAME = re.compile(r"(?!.*\.\.)[A-Za-z0-9][A-Za-z0-9._/-]{0,199}\Z")
 
 
 @dataclass(frozen=True)
@@ -60,7 +62,8 @@ def uses_of(record: Record) -> Uses:
     if options.get("cache_dir") and model.get("id") and model.get("revision"):
         snapshot = find_snapshot(Path(str(options["cache_dir"])), str(model["id"]), str(model["revision"]))
     build = record.timings.engine_build_s
-    engine_dir = engine_key_dir(Path(build.engine_dir)) if build and build.engine_dir else None
+    store = options.get("engine_store")
+    engine_dir = engine_key_dir(Path(build.engine_dir), Path(store)) if build and build.engine_dir and store else None
     return Uses(record.image.image_id, snapshot, engine_dir)
 
 
@@ -70,21 +73,28 @@ def model_dirs(cache_dir: Path, model_id: str) -> list[Path]:
 
 
 def find_snapshot(cache_dir: Path, model_id: str, revision: str) -> Path | None:
-    """The snapshot folder of a revision (a commit hash, or a branch/tag the cache's refs/ resolves)."""
+    """The snapshot folder of a revision (a commit hash, or a branch/tag the cache's refs/ resolves). Names
+    come from records and profiles: anything that could step outside the cache finds nothing."""
+    if not _MODEL_ID.match(model_id) or not (_COMMIT.match(revision) or _REF_NAME.match(revision)):
+        return None
     for folder in model_dirs(cache_dir, model_id):
         commit = revision
         if not _COMMIT.match(revision):
             ref = folder / "refs" / revision
             commit = ref.read_text(encoding="utf-8").strip()[:40] if ref.is_file() else ""
         snapshot = folder / "snapshots" / commit
-        if commit and snapshot.is_dir():
+        if _COMMIT.match(commit) and snapshot.is_dir() and not snapshot.is_symlink():
             return snapshot
     return None
 
 
-def engine_key_dir(engine_dir: Path) -> Path:
-    """A built engine lives in STORE/<key>/<served name>; the key folder is what one build made."""
-    return engine_dir.parent if _KEY.match(engine_dir.parent.name) else engine_dir
+def engine_key_dir(engine_dir: Path, store: Path) -> Path | None:
+    """A built engine lives in STORE/<key>/<served name>; the key folder is what one build made. A recorded
+    folder anywhere else is not labctl's to remove."""
+    key = engine_dir.parent
+    if _KEY.match(key.name) and key.parent == store and not key.is_symlink():
+        return key
+    return None
 
 
 def lab_profiles(lab: Lab) -> list[Profile]:
