@@ -53,7 +53,8 @@ def test_up_pulls_by_digest_with_progress_and_records_it(lab: Path, home: Path, 
     first = run_labctl("up", "harness", "--profile", "pull", "--json", lab=lab, env={"LABCTL_HOME": str(home)})
     assert first.code == 0, first.stderr
     assert re.search(
-        rf"pulling {re.escape(repository)}@{digest} \(1\d\d\.\d MiB compressed, [\d.]+ GiB free at /", first.stderr
+        rf"pulling {re.escape(repository)}@{digest} by digest \(1\d\d\.\d MiB compressed, [\d.]+ GiB free at /",
+        first.stderr,
     )
     assert re.search(
         rf"pulled {re.escape(repository)}@{digest}: 8\.\d MiB in [\d.]+ s \([\d.]+ [MG]iB/s\)", first.stderr

@@ -313,7 +313,6 @@ class ReproduceRequest:
 
 
 def reproduce(lab: Lab, runs: Runs, request: ReproduceRequest, say: Any, progress: Any = None) -> Record:
-    from labctl.errors import LabctlError
     from labctl.host import docker as dk
     from labctl.run.up import UpRequest, up
 
@@ -338,17 +337,7 @@ def reproduce(lab: Lab, runs: Runs, request: ReproduceRequest, say: Any, progres
         )
     placed = with_overrides(placed, host=check_bind(request.bind) or "127.0.0.1")
     resident = (export.doc.get("record") or {}).get("resident") if isinstance(export.doc.get("record"), dict) else None
-    reference = placed.spec["image"]
-    dk.check_docker()
-    if dk.image_facts(reference) is None:
-        say(f"pulling {reference} by digest")
-        try:
-            dk.pull(reference, quiet=True)
-        except LabctlError as exc:
-            raise LabctlError(
-                f"the recorded image digest cannot be had: {exc}. Nothing was started. Push that exact "
-                "image to its registry (or load it), then try again."
-            ) from None
+    dk.check_docker()  # up pulls the recorded digest (with progress, after the disk check) and refuses if it cannot
     record = up(
         lab,
         runs,

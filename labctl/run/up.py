@@ -232,7 +232,8 @@ class Starter:
         if size is not None:
             free = check_room(size, daemon.root_dir, f"pulling {wanted}") if not self.request.host.is_remote else None
             checked = f"{free / GIB:.1f} GiB free at {daemon.root_dir}" if free is not None else "disk not checked"
-        self.say(f"pulling {wanted}" + (f" ({size_text(size)} compressed, {checked})" if size is not None else ""))
+        how = " by digest" if ref.pinned else " by tag (unpinned)"
+        self.say(f"pulling {wanted}{how}" + (f" ({size_text(size)} compressed, {checked})" if size is not None else ""))
         last = [0.0]
 
         def report(progress: PullProgress) -> None:
@@ -242,9 +243,17 @@ class Starter:
                 last[0] = progress.seconds
                 self.say(pull_line(wanted, progress))
 
-        pulled = pull_image(
-            ref.repository, ref.digest or ref.tag or "latest", dict(found.layers) if found else {}, report
-        )
+        try:
+            pulled = pull_image(
+                ref.repository, ref.digest or ref.tag or "latest", dict(found.layers) if found else {}, report
+            )
+        except LabctlError as exc:
+            if not self.request.reproduced_from:
+                raise
+            raise LabctlError(
+                f"the recorded image digest cannot be had: {exc}. Nothing was started. Push that exact "
+                "image to its registry (or load it), then try again."
+            ) from None
         self.progress("")
         if pulled.bytes is None:
             self.say(f"pulled {wanted} in {pulled.seconds:.1f} s")
