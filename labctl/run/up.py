@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from labctl.catalog.image import ImageRef, digests_of
+from labctl.catalog.image import digests_of
 from labctl.catalog.lab import Lab
 from labctl.catalog.limits import check_seconds
 from labctl.catalog.profiles import Profile, load_profile, with_overrides
@@ -27,16 +27,14 @@ from labctl.compose.options import render_options
 from labctl.compose.render import build_key, render_compose
 from labctl.errors import BadInput, Conflict, LabctlError
 from labctl.host import docker as dk
-from labctl.host import registry
-from labctl.host.disk import GIB, check_room, size_text
 from labctl.host.files import write_atomically
 from labctl.host.gpu import Gpu
 from labctl.host.hosts import LOCAL_HOST, HostEntry
 from labctl.host.identity import current_user, host_name, process_token
 from labctl.host.lock import host_lock
 from labctl.host.probes import check_openai_api, port_in_use, status_without_key, wait_until_ready
-from labctl.host.pull import PullProgress, pull_image
 from labctl.run.down import project_name, save_logs, stop_run
+from labctl.run.image_pull import pull_for_up
 from labctl.run.keys import KeyStore, fingerprint
 from labctl.run.preflight import (
     Holder,
@@ -74,7 +72,6 @@ from labctl.run.resident import (
 from labctl.run.store import ENDED, RunEnded, Runs, new_run_id, now
 
 Say = Callable[[str], None]
-PLAIN_PROGRESS_EVERY_S = 5.0  # progress lines in logs and CI: often enough to see it move, rarely enough to read
 
 
 @dataclass
@@ -204,7 +201,13 @@ class Starter:
         if facts is not None:
             part = PrepPart(seconds=0.0, bytes=0, cached=True, detail="already present on the Docker host")
         else:
-            part = self.pull(profile)
+            part = pull_for_up(
+                profile,
+                self.request.host.is_remote,
+                bool(self.request.reproduced_from),
+                self.say,
+                self.progress if self.live else None,
+            )
             facts = dk.image_facts(reference)
             if facts is None:
                 raise LabctlError(f"pulled {reference} but Docker does not list it")
@@ -221,52 +224,6 @@ class Starter:
             user=facts.user,
             pulled=not part.cached,
         ), part
-
-    def pull(self, profile: Profile) -> PrepPart:
-        """Pull by digest (by tag when unpinned) after checking Docker's disk has room for the layers."""
-        ref = profile.image
-        wanted = ref.by_digest if ref.pinned else ref.tagged
-        daemon = dk.daemon_facts()
-        found, checked = image_layers(ref, daemon, self.say), ""
-        size = found.compressed_bytes if found else None
-        if size is not None:
-            free = check_room(size, daemon.root_dir, f"pulling {wanted}") if not self.request.host.is_remote else None
-            checked = f"{free / GIB:.1f} GiB free at {daemon.root_dir}" if free is not None else "disk not checked"
-        how = " by digest" if ref.pinned else " by tag (unpinned)"
-        self.say(f"pulling {wanted}{how}" + (f" ({size_text(size)} compressed, {checked})" if size is not None else ""))
-        last = [0.0]
-
-        def report(progress: PullProgress) -> None:
-            if self.live:
-                self.progress(pull_line(wanted, progress))
-            elif progress.seconds - last[0] >= PLAIN_PROGRESS_EVERY_S:
-                last[0] = progress.seconds
-                self.say(pull_line(wanted, progress))
-
-        try:
-            pulled = pull_image(
-                ref.repository, ref.digest or ref.tag or "latest", dict(found.layers) if found else {}, report
-            )
-        except LabctlError as exc:
-            if not self.request.reproduced_from:
-                raise
-            raise LabctlError(
-                f"the recorded image digest cannot be had: {exc}. Nothing was started. Push that exact "
-                "image to its registry (or load it), then try again."
-            ) from None
-        self.progress("")
-        if pulled.bytes is None:
-            self.say(f"pulled {wanted} in {pulled.seconds:.1f} s")
-        else:
-            self.say(pull_line(wanted, PullProgress(pulled.bytes, None, pulled.seconds), finished=True))
-        return PrepPart(
-            seconds=pulled.seconds,
-            bytes=pulled.bytes,
-            cached=False,
-            detail=f"pulled {wanted}: {pulled.layers} layers, {pulled.layers_present} already present"
-            if pulled.bytes is not None
-            else f"pulled {wanted} through the docker CLI (its registry login, or an ssh:// host): no byte counts",
-        )
 
     def claim(self, profile: Profile, found_gpus: list[Any]) -> tuple[Profile, list[str]]:
         """Under the host lock: place a `count:` profile on free GPUs, then refuse (or replace) whoever
@@ -559,26 +516,6 @@ class Starter:
             KeyStore(self.request.home or self.runs.home).remove(self.run_id)  # a failed run's keys open nothing
         finally:
             signal.pthread_sigmask(signal.SIG_SETMASK, previous)
-
-
-def image_layers(ref: ImageRef, daemon: dk.DaemonFacts, say: Say) -> registry.Resolved | None:
-    """The layers (and compressed size) of the image this host would pull, from its registry; None (said) when
-    the registry cannot tell, in which case the pull itself goes ahead and reports what is wrong."""
-    platform = registry.Platform(daemon.os, daemon.architecture, daemon.variant)
-    try:
-        return registry.resolve(ref, platform, daemon.insecure_registries, daemon.insecure_cidrs)
-    except LabctlError as exc:
-        say(f"warning: the image's size is unknown, so disk space was not checked: {exc}")
-        return None
-
-
-def pull_line(what: str, progress: PullProgress, finished: bool = False) -> str:
-    rate = f"{size_text(progress.rate)}/s"
-    if finished:
-        return f"pulled {what}: {size_text(progress.done)} in {progress.seconds:.1f} s ({rate})"
-    done = size_text(progress.done) + (f"/{size_text(progress.total)}" if progress.total else "")
-    eta = f", ETA {progress.eta:.0f} s" if progress.eta is not None else ""
-    return f"pulling {what}: {done}, {rate}{eta}"
 
 
 def place_on_free_gpus(profile: Profile, found: list[Gpu], holders: list[Holder]) -> Profile:
