@@ -68,7 +68,7 @@ def locate(ref: ImageRef, insecure: frozenset[str] = frozenset(), insecure_cidrs
         host, path = first, rest
     else:
         host, path = "docker.io", ref.repository
-    if host == "docker.io":
+    if host in ("docker.io", "index.docker.io", "registry-1.docker.io"):
         return Registry(host, "https://registry-1.docker.io", path if "/" in path else f"library/{path}")
     scheme = "http" if plain_http_allowed(host, insecure, insecure_cidrs) else "https"
     return Registry(host, f"{scheme}://{host}", path)

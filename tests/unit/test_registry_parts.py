@@ -19,6 +19,8 @@ D1, D2, D3 = ("sha256:" + c * 64 for c in "123")
     [
         ("vllm/vllm-openai:v0.34.0", "https://registry-1.docker.io", "vllm/vllm-openai"),
         ("ubuntu:24.04", "https://registry-1.docker.io", "library/ubuntu"),
+        ("docker.io/ubuntu:24.04", "https://registry-1.docker.io", "library/ubuntu"),
+        ("index.docker.io/vllm/vllm-openai:v0.34.0", "https://registry-1.docker.io", "vllm/vllm-openai"),
         ("nvcr.io/nvidia/tensorrt-llm/release:1.2.1", "https://nvcr.io", "nvidia/tensorrt-llm/release"),
         ("127.0.0.1:5000/labctl/harness:dev", "http://127.0.0.1:5000", "labctl/harness"),
         ("localhost:5000/x:1", "http://localhost:5000", "x"),
