@@ -131,3 +131,26 @@ def build_own_image(folder: Path, payload_bytes: int, name: str = "pull") -> tup
         ["docker", "image", "inspect", "-f", "{{.Id}}", reference], check=True, capture_output=True, text=True
     ).stdout.strip()
     return reference, image_id
+
+
+def delete_reference(reference: str) -> None:
+    """Remove a repo:tag a test pushed from the registry (by its manifest digest; deletes are enabled)."""
+    name, tag = reference.removeprefix(f"{REGISTRY}/").rsplit(":", 1)
+    with httpx.Client(timeout=30, trust_env=False) as client:
+        head = client.head(f"{API}/{name}/manifests/{tag}", headers={"Accept": ACCEPT})
+        digest = head.headers.get("docker-content-digest")
+        if head.status_code == 200 and digest:
+            client.delete(f"{API}/{name}/manifests/{digest}")
+
+
+def remove_own_image(reference: str, image_id: str) -> None:
+    """Remove a test's own image everywhere: containers a failed test left on it (only that test made any:
+    the image is unique to it), the local image, and its tag in the registry."""
+    ours = subprocess.run(
+        ["docker", "ps", "-aq", "--filter", f"ancestor={image_id}"], capture_output=True, text=True
+    ).stdout.split()
+    if ours:
+        subprocess.run(["docker", "rm", "-f", *ours], capture_output=True)
+    for leftover in (reference, image_id):
+        subprocess.run(["docker", "rmi", leftover], capture_output=True)
+    delete_reference(reference)

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from harness_proc import free_port
 from lifecycle_helpers import labctl, up, write_profile
-from registry_images import build_own_image
+from registry_images import build_own_image, remove_own_image
 
 from labctl.run.record import ComposeInfo, EngineBuild, Record, Timings
 from labctl.run.store import Runs
@@ -29,8 +29,7 @@ PAYLOAD = 4 * 2**20
 def own_image(tmp_path: Path, docker_engine: None) -> Iterator[tuple[str, str]]:
     reference, image_id = build_own_image(tmp_path / "image", PAYLOAD, name="gc")
     yield reference, image_id
-    for leftover in (reference, image_id):
-        subprocess.run(["docker", "rmi", leftover], capture_output=True)
+    remove_own_image(reference, image_id)
 
 
 def present(reference: str) -> bool:
@@ -70,6 +69,26 @@ def test_gc_removes_an_image_only_once_no_run_or_profile_needs_it(
     assert f"removed 1 of 1 item(s): 4.0 MiB ({items[0]['bytes']} bytes) freed" in removed.stdout
     assert not present(image_id) and present("127.0.0.1:5000/labctl/harness:dev")
     assert gc_json(lab, home)["items"] == []
+
+
+def test_a_run_from_another_home_keeps_the_image(
+    lab: Path, home: Path, tmp_path: Path, own_image: tuple[str, str]
+) -> None:
+    reference, image_id = own_image
+    write_profile(lab, "gc", free_port(), image=reference)
+    mine = up(lab, home, "gc")
+    assert mine.code == 0, mine.stderr
+    assert labctl(lab, home, "down", json.loads(mine.stdout)["run_id"]).code == 0
+    other = tmp_path / "other-home"
+    other.mkdir()
+    theirs = up(lab, other, "gc")  # someone else's run of the same image, still up
+    assert theirs.code == 0, theirs.stderr
+    try:
+        (lab / "engines" / "harness" / "profiles" / "gc.yaml").unlink()
+        assert gc_json(lab, home, "--yes")["items"] == [] and present(image_id)
+    finally:
+        assert labctl(lab, other, "down", json.loads(theirs.stdout)["run_id"]).code == 0
+    assert [i["where"] for i in gc_json(lab, home)["items"]] == [image_id]
 
 
 def test_a_profile_naming_the_image_keeps_it(lab: Path, home: Path, own_image: tuple[str, str]) -> None:

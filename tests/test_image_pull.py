@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 from harness_proc import free_port
 from lifecycle_helpers import labctl, record, write_profile
-from registry_images import build_own_image
+from registry_images import build_own_image, remove_own_image
 from support import run_labctl
 
 pytestmark = pytest.mark.docker
@@ -31,8 +31,7 @@ def own_image(tmp_path: Path, docker_engine: None) -> Iterator[str]:
     reference, image_id = build_own_image(tmp_path / "image", RANDOM_BYTES)
     subprocess.run(["docker", "rmi", reference], check=True, capture_output=True)
     yield reference
-    for leftover in (reference, image_id):
-        subprocess.run(["docker", "rmi", leftover], capture_output=True)
+    remove_own_image(reference, image_id)
 
 
 def image_present(reference: str) -> bool:
