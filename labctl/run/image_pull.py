@@ -9,7 +9,7 @@ from labctl.catalog.image import ImageRef
 from labctl.catalog.profiles import Profile
 from labctl.errors import LabctlError
 from labctl.host import docker as dk
-from labctl.host import registry
+from labctl.host import engine_api, registry
 from labctl.host.disk import GIB, check_room, size_text
 from labctl.host.pull import PullProgress, pull_image
 from labctl.run.prep import PrepPart
@@ -27,7 +27,8 @@ def pull_for_up(profile: Profile, remote: bool, reproducing: bool, say: Say, liv
     found, checked = image_layers(ref, daemon, say), ""
     size = found.compressed_bytes if found else None
     if size is not None:
-        free = None if remote else check_room(size, daemon.root_dir, f"pulling {wanted}")
+        on_this_machine = not remote and engine_api.daemon_socket() is not None  # tcp:// and ssh:// are elsewhere
+        free = check_room(size, daemon.root_dir, f"pulling {wanted}") if on_this_machine else None
         checked = f"{free / GIB:.1f} GiB free at {daemon.root_dir}" if free is not None else "disk not checked"
     how = " by digest" if ref.pinned else " by tag (unpinned)"
     say(f"pulling {wanted}{how}" + (f" ({size_text(size)} compressed, {checked})" if size is not None else ""))
