@@ -75,8 +75,7 @@ def rotate_key(
     containers = [c for c in dk.labctl_containers(run_id=run_id, all_states=False) if dk.service_of(c) == "serve"]
     if not containers:
         raise LabctlError(f"run {run_id} is not running: start it again before rotating its key.")
-    ids = image_user_ids(record.image.user)
-    KeyStore(runs.home).write(run_id, new_keys, *(ids or (None, None)))
+    KeyStore(runs.home).write(run_id, new_keys, image_user_ids(record.image.user))
     serve = containers[0]
     with dk.docker_errors("restarting the engine with its new key"):
         dk.restart(serve)

@@ -8,6 +8,7 @@ import json
 import os
 import re
 import secrets
+import stat
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +25,12 @@ _SECRET_NAMES = re.compile(r"(TOKEN|KEY|SECRET|PASSWORD|PASSWD|CREDENTIAL)", re.
 
 
 ENDED = ("stopped", "failed", "aborted")
+# A home may be shared by the docker group (a folder with the setgid bit): any member may update a run's
+# record (`down --force` of another user's run), so runs are group-writable. Records hold no secrets, and
+# nothing here is world-writable.
+RUN_FILE_MODE = 0o664
+RUN_DIR_MODE = 0o2775
+RUNS_DIR_MODE = 0o3775  # sticky: members add their own runs, never remove another's
 
 
 class RunEnded(LabctlError):
@@ -67,6 +74,15 @@ class Runs:
             raise BadInput(f"{run_id!r} is not a run id (like 20261203-015815-a1b2c3). List them with `labctl runs`.")
         return self.root / run_id
 
+    def make_dir(self, run_id: str) -> Path:
+        """The run's folder, created group-writable (see RUN_FILE_MODE)."""
+        folder = self.dir(run_id)
+        for path, mode in ((self.root, RUNS_DIR_MODE), (folder, RUN_DIR_MODE)):
+            path.mkdir(parents=True, exist_ok=True)
+            if path.stat().st_uid == os.geteuid() and stat.S_IMODE(path.stat().st_mode) != mode:
+                os.chmod(path, mode)
+        return folder
+
     def record_path(self, run_id: str) -> Path:
         return self.dir(run_id) / "record.json"
 
@@ -94,8 +110,8 @@ class Runs:
             return None
 
     def save(self, record: Record) -> Path:
-        path = self.record_path(record.run_id)
-        write_atomically(path, json.dumps(redact(record.to_json()), indent=2, sort_keys=False) + "\n")
+        path = self.make_dir(record.run_id) / "record.json"
+        write_atomically(path, json.dumps(redact(record.to_json()), indent=2, sort_keys=False) + "\n", RUN_FILE_MODE)
         return path
 
     def update(self, run_id: str, **changes: Any) -> Record:
@@ -118,9 +134,11 @@ class Runs:
 
     def event(self, run_id: str, kind: str, **fields: Any) -> None:
         line = json.dumps(redact({"at": now(), "event": kind, "by": current_user(), **fields}))
-        path = self.dir(run_id) / "events.jsonl"
-        path.parent.mkdir(parents=True, exist_ok=True)
-        with path.open("a", encoding="utf-8") as handle:
+        path = self.make_dir(run_id) / "events.jsonl"
+        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, RUN_FILE_MODE)
+        with os.fdopen(fd, "a", encoding="utf-8") as handle:
+            if os.fstat(fd).st_uid == os.geteuid():
+                os.fchmod(fd, RUN_FILE_MODE)  # the umask narrowed it
             handle.write(line + "\n")
 
     def all_ids(self) -> list[str]:
