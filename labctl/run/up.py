@@ -330,9 +330,7 @@ class Starter:
                 ids=tuple(profile.gpu_ids),
                 count=profile.gpu_count,
                 devices=tuple(g for g in found_gpus if g.index in profile.gpu_ids or not profile.gpu_ids),
-                note=("simulated GPU" if self.simulated else None)
-                if engine.needs_gpu
-                else ("GPU ids are labels only: this engine uses no GPU" if profile.gpu_ids else "no GPU"),
+                note=("simulated GPU" if self.simulated else None) if engine.needs_gpu else "no GPU",
                 simulated=self.simulated,
             ),
             host_entry=request.host.name,

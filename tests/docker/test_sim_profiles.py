@@ -19,7 +19,7 @@ import openai
 import pytest
 import yaml
 from harness_proc import free_port
-from support import IN_CI, REPO, Result, run_labctl
+from support import IN_CI, LABCTL, REPO, Result, run_labctl
 
 SIM = REPO / "build" / "sim-lab"
 SOCKETS = {"sim-h100": "/var/run/labctl-sim/docker.sock", "sim-gb10": "/var/run/labctl-sim/gb10/docker.sock"}
@@ -165,13 +165,80 @@ def test_two_count_profiles_never_share_a_gpu(sim: Path) -> None:
         assert labctl(sim, "down", info["run_id"]).code == 0
 
 
+def test_count_profiles_record_the_concrete_gpus_they_were_given(sim: Path) -> None:
+    path = sim / "engines" / "vllm" / "profiles" / "qwen2.5-7b.yaml"
+    path.write_text(path.read_text().replace('gpus:\n  device_ids: ["0"]', "gpus:\n  count: 1"))
+    held = up(sim, "sglang", "qwen2.5-7b")  # holds GPU 0
+    placed = up(sim, "vllm", "qwen2.5-7b")
+    record = json.loads(Path(placed["record"]).read_text())
+    assert placed["gpus"] == ["1"] and record["gpus"]["ids"] == ["1"] and record["gpus"]["count"] == 1
+    assert [d["index"] for d in record["gpus"]["devices"]] == ["1"]
+    status = json.loads(labctl(sim, "status", "--json").stdout)
+    assert next(s for s in status if s["run_id"] == placed["run_id"])["gpus"] == ["1"]  # the label holds GPU 1
+    for info in (held, placed):
+        assert labctl(sim, "down", info["run_id"]).code == 0
+
+
+def test_gpu_ids_the_host_does_not_have_are_refused(sim: Path) -> None:
+    result = labctl(sim, "up", "vllm", "--profile", "qwen2.5-7b", "--gpus", "7", "--port", str(free_port()))
+    assert result.code == 1 and "Traceback" not in result.stderr, result.stderr
+    assert (
+        "GPU(s) 7 do not exist here (nvidia-smi lists 0, 1)" in result.stderr and "Nothing was started" in result.stderr
+    )
+    assert not (sim / "runs").is_dir() or not list((sim / "runs").iterdir())
+
+
 def test_a_held_gpu_is_refused_and_replace_takes_it(sim: Path) -> None:
-    first = up(sim, "vllm", "qwen2.5-7b")
+    first = up(sim, "vllm", "qwen2.5-7b", "--owner", "alice")
     refused = labctl(sim, "up", "sglang", "--profile", "qwen2.5-7b", "--port", str(free_port()))
-    assert refused.code == 3 and first["run_id"] in refused.stderr
+    assert refused.code == 3
+    assert f"GPU 0 is held by vllm/qwen2.5-7b (run {first['run_id']}, owner alice, since " in refused.stderr
+    assert f"Free it with: labctl down {first['run_id']} (or pass --replace)." in refused.stderr
+    assert len(list((sim / "runs").iterdir())) == 1  # nothing recorded for the refused run
     second = up(sim, "sglang", "qwen2.5-7b", "--replace")
     assert json.loads(Path(first["record"]).read_text())["replaced_by"] == second["run_id"]
+    assert json.loads(Path(second["record"]).read_text())["replaced"] == [first["run_id"]]
     assert labctl(sim, "down", second["run_id"]).code == 0
+
+
+def test_replace_does_not_stop_another_owners_resident_deployment_on_a_gpu(sim: Path) -> None:
+    held = up(sim, "vllm", "qwen2.5-7b", "--resident", "--owner", "alice")
+    result = labctl(sim, "up", "sglang", "--profile", "qwen2.5-7b", "--port", str(free_port()), "--replace")
+    assert result.code == 3
+    assert f"--replace will not stop vllm/qwen2.5-7b (run {held['run_id']}, owner alice" in result.stderr
+    status = json.loads(labctl(sim, "status", "--json").stdout)
+    assert next(s for s in status if s["run_id"] == held["run_id"])["health"] == "healthy"
+    assert labctl(sim, "down", held["run_id"], "--force", "--reason", "test over").code == 0
+
+
+def test_two_concurrent_ups_on_one_gpu_exactly_one_wins(sim: Path) -> None:
+    env = {**os.environ, "LABCTL_LAB": str(sim), "LABCTL_HOME": str(sim)}
+    procs = [
+        subprocess.Popen(
+            [
+                *LABCTL,
+                "--host",
+                "sim-h100",
+                "up",
+                engine,
+                "--profile",
+                "qwen2.5-7b",
+                "--port",
+                str(free_port()),
+                "--json",
+            ],
+            env=env,
+            cwd=sim,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for engine in ("vllm", "sglang")
+    ]
+    codes = sorted(p.wait(180) for p in procs)
+    errors = [p.stderr.read() for p in procs]  # type: ignore[union-attr]
+    assert codes == [0, 3], errors
+    assert any("GPU 0 is held by" in e for e in errors)
 
 
 def test_foreign_gpu_memory_and_memory_fit_refusals(sim: Path) -> None:
