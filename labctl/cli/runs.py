@@ -243,12 +243,15 @@ def runs(
 
     Example: labctl runs
     """
+    from labctl.errors import BadInput
+
     store = state.runs()
     rows = []
     for run_id in store.all_ids():
-        r = store.try_load(run_id)
-        if r is None:
-            warn(f"skipped run {run_id}: its record {store.record_path(run_id)} cannot be read")
+        try:
+            r = store.load(run_id)
+        except BadInput as exc:
+            warn(f"skipped run {run_id}: {exc}")
             continue
         rows.append([run_id, f"{r.engine}/{r.profile}", r.status, r.environment_label, r.owner, r.image.digest or "-"])
     header = ["RUN", "ENGINE/PROFILE", "STATUS", "ENVIRONMENT", "OWNER", "DIGEST"]

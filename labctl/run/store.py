@@ -9,10 +9,12 @@ import os
 import re
 import secrets
 import stat
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from labctl.catalog.lab import Lab
+from labctl.catalog.sourcefile import read_bounded
 from labctl.errors import BadInput, LabctlError
 from labctl.host.files import write_atomically
 from labctl.host.identity import current_user
@@ -31,6 +33,58 @@ ENDED = ("stopped", "failed", "aborted")
 RUN_FILE_MODE = 0o664
 RUN_DIR_MODE = 0o2775
 RUNS_DIR_MODE = 0o3775  # sticky: members add their own runs, never remove another's
+# What labctl reads back from a home is bounded like any file from someone else (a home may be shared, or
+# copied from a colleague): a record or compose file is a few KiB; a bench result keeps every request's
+# timings (tens of MiB at most); a saved log is the engine's last 100,000 lines.
+MAX_RECORD_BYTES = 1024 * 1024
+MAX_RESULT_BYTES = 64 * 1024 * 1024
+MAX_LOG_BYTES = 64 * 1024 * 1024
+
+
+def read_json_file(path: Path, what: str, max_bytes: int = MAX_RECORD_BYTES) -> Any:
+    """A JSON file labctl wrote, read back bounded; anything else is one clear line (BadInput)."""
+    data = read_bounded(path, f"{what} {path}", max_bytes)
+    try:
+        return json.loads(data)
+    except (ValueError, RecursionError) as exc:
+        reason = "nested too deeply" if isinstance(exc, RecursionError) else str(exc)[:200]
+        raise BadInput(f"{what} {path}: not readable JSON ({reason}).") from None
+
+
+def read_json_folder(folder: Path, what: str, skipped: Callable[[str], None] | None = None) -> list[dict[str, Any]]:
+    """Every *.json result in a folder, oldest first; an unreadable one is reported to `skipped`, never fatal."""
+    found = []
+    for path in sorted(folder.glob("*.json")) if folder.is_dir() else []:
+        try:
+            data = read_json_file(path, what, MAX_RESULT_BYTES)
+            if not isinstance(data, dict):
+                raise BadInput(f"{what} {path}: not a JSON object.")
+        except BadInput as exc:
+            if skipped:
+                skipped(f"skipped {exc}")
+            continue
+        found.append(data)
+    return found
+
+
+def read_tail(path: Path, max_bytes: int) -> str:
+    """The last `max_bytes` of a saved log (a log is long by nature: its end is what a person needs)."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError as exc:
+        raise BadInput(f"saved log {path}: cannot be read ({exc.strerror}).") from None
+    with os.fdopen(fd, "rb") as handle:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise BadInput(f"saved log {path}: not a regular file.")
+        size = os.fstat(fd).st_size
+        if size > max_bytes:
+            handle.seek(size - max_bytes)
+        text = handle.read(max_bytes).decode("utf-8", "replace")
+    return f"[labctl: the first {size - max_bytes} bytes of {path} are not shown]\n{text}" if size > max_bytes else text
+
+
+def read_text_file(path: Path, what: str, max_bytes: int) -> str:
+    return read_bounded(path, f"{what} {path}", max_bytes).decode("utf-8", "replace")
 
 
 class RunEnded(LabctlError):
@@ -93,13 +147,13 @@ class Runs:
         path = self.record_path(run_id)
         if not path.is_file():
             raise BadInput(f"no run {run_id} under {self.root}. List them with `labctl runs` (or check LABCTL_HOME).")
+        data = read_json_file(path, "run record")
         try:
-            data = json.loads(path.read_text(encoding="utf-8"))
             if not isinstance(data, dict):
                 raise ValueError("not a JSON object")
             return Record.from_json(data)
-        except (ValueError, TypeError) as exc:
-            raise BadInput(f"{path}: not a readable run record ({exc}).") from None
+        except (ValueError, TypeError, KeyError, AttributeError) as exc:
+            raise BadInput(f"{path}: not a readable run record ({str(exc)[:200]}).") from None
 
     def try_load(self, run_id: str) -> Record | None:
         """The record, or None when there is none or it cannot be read (one corrupt record must never
@@ -204,5 +258,5 @@ def docker_run_lines(runs: Runs, record: Record) -> list[str]:
     from labctl.compose.docker_run import docker_run_commands
 
     pinned = digest_reference(record.resolved_profile or {}, record.image.digest)
-    compose_text = (runs.dir(record.run_id) / "compose.yaml").read_text(encoding="utf-8")
+    compose_text = read_text_file(runs.dir(record.run_id) / "compose.yaml", "compose file", MAX_RECORD_BYTES)
     return docker_run_commands(compose_text, pinned, f"labctl-{record.run_id}")
