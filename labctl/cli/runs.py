@@ -300,7 +300,9 @@ def pin(
 
 def share(
     run_id: Annotated[str, typer.Argument(help="The resident run.")],
-    as_json: Annotated[bool, typer.Option("--json", help="Print base_url, model and api_key as JSON.")] = False,
+    as_json: Annotated[
+        bool, typer.Option("--json", help="Print base_url, model, api_key and key_visibility as JSON.")
+    ] = False,
 ) -> None:
     """Show how to reach a resident deployment: base URL, model, key, and snippets (the only place a key is shown).
 
@@ -311,8 +313,10 @@ def share(
 
     info = access(state.runs(), run_id)
     if as_json:
-        print(json.dumps({"base_url": info["base_url"], "model": info["model"], "api_key": info["api_key"]}))
+        print(json.dumps({k: info[k] for k in ("base_url", "model", "api_key", "key_visibility")}))
         return
+    if info["key_visibility"]:
+        warn(f"note: {info['key_visibility']}")
     out(
         f"base URL  {info['base_url']}\nmodel     {info['model']}\nAPI key   {info['api_key'] or '(none: the engine has no key support)'}"
     )

@@ -19,7 +19,7 @@ import openai
 import pytest
 import yaml
 from harness_proc import free_port
-from support import IN_CI, LABCTL, REPO, Result, run_labctl
+from support import IN_CI, LABCTL, REPO, Result, ensure_second_user, run_labctl
 
 SIM = REPO / "build" / "sim-lab"
 SOCKETS = {"sim-h100": "/var/run/labctl-sim/docker.sock", "sim-gb10": "/var/run/labctl-sim/gb10/docker.sock"}
@@ -151,6 +151,40 @@ def test_resident_keys_guard_the_api(sim: Path, engine: str, profile: str, host:
         chat(info, key="wrong-key")
     assert chat(info, key=key)
     assert labctl(sim, "down", info["run_id"], host=host).code == 0
+
+
+def test_who_can_see_a_flag_style_key_is_said_once_and_true(sim: Path) -> None:
+    """SGLang takes its key on argv: `up` and `share` say who can see it, and what they say holds — another
+    local user reads it with `ps`; `docker inspect`, the record and the compose file do not hold it."""
+    ensure_second_user("labtest2")
+    result = labctl(sim, "up", "sglang", "--profile", "qwen2.5-7b", "--port", str(free_port()), "--resident")
+    assert result.code == 0, result.stderr
+    said = (result.stdout + result.stderr).count("sglang takes its API key on its command line: every local user")
+    assert said == 1, result.stdout + result.stderr
+    run_id = next((sim / "runs").iterdir()).name
+    shared = labctl(sim, "share", run_id)
+    assert shared.stderr.count("every local user of the engine's host can read it with `ps`") == 1
+    info = json.loads(labctl(sim, "share", run_id, "--json").stdout)
+    key = info["api_key"]
+    assert "hidepid" in info["key_visibility"]
+    runuser = shutil.which("runuser") or "/usr/sbin/runuser"
+    seen = subprocess.run([runuser, "-u", "labtest2", "--", "ps", "-eww", "-o", "args"], capture_output=True, text=True)
+    assert key in seen.stdout  # what the note says: any local user sees it
+    env = {**os.environ, "DOCKER_HOST": f"unix://{SOCKETS['sim-h100']}"}
+    ids = subprocess.run(
+        ["docker", "ps", "-q", "--filter", f"label=labctl.run_id={run_id}"], capture_output=True, text=True, env=env
+    ).stdout.split()
+    inspect = subprocess.run(["docker", "inspect", *ids], capture_output=True, text=True, env=env).stdout
+    assert ids and key not in inspect
+    top = subprocess.run(
+        ["docker", "top", ids[0], "-ww", "-o", "pid,args"], capture_output=True, text=True, env=env
+    ).stdout
+    assert key in top
+    for path in (sim / "runs" / run_id).iterdir():
+        assert key not in path.read_text(errors="replace"), path
+    events = (sim / "runs" / run_id / "events.jsonl").read_text()
+    assert "takes its API key on its command line" in events  # the warning is recorded
+    assert labctl(sim, "down", run_id).code == 0
 
 
 def test_two_count_profiles_never_share_a_gpu(sim: Path) -> None:
