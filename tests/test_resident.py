@@ -211,4 +211,6 @@ def test_replace_does_not_stop_another_owners_resident_deployment(lab: Path, hom
     result = up(lab, home, "taker", "--replace")
     assert result.code == 3
     assert f"--replace will not stop harness/held (run {run_id}, owner alice" in result.stderr
+    posing = up(lab, home, "taker", "--replace", "--owner", "alice")  # --owner names the new run's owner, not you
+    assert posing.code == 3 and f"--replace will not stop harness/held (run {run_id}" in posing.stderr
     assert containers_of(run_id)

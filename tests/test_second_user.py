@@ -21,7 +21,7 @@ import openai
 import pytest
 from harness_proc import free_port
 from lifecycle_helpers import containers_of, remove_runs, write_profile
-from support import REPO, Result, _missing, ensure_second_user, run_labctl
+from support import IN_CI, REPO, Result, ensure_second_user, run_labctl
 
 pytestmark = pytest.mark.docker
 USER = "labtest2"
@@ -33,7 +33,10 @@ def user_python() -> str:
     ensure_second_user(USER)
     built = subprocess.run(["bash", str(REPO / "scripts" / "user-venv.sh")], capture_output=True, text=True)
     if built.returncode != 0:
-        _missing(f"a venv every user can run could not be built: {built.stderr.strip()[-300:]}")
+        reason = f"scripts/user-venv.sh could not build a venv every user can run: {built.stderr.strip()[-300:]}"
+        if IN_CI:
+            pytest.fail(f"CI=true and {reason}", pytrace=False)
+        pytest.skip(f"SKIPPED LOUDLY: {reason}; run `make test-deps` (python3-venv)")
     return built.stdout.strip() + "/bin/python"
 
 
