@@ -228,3 +228,18 @@ def test_root_needs_force_for_a_second_users_resident_run(user_python: str, shar
     assert not containers_of(run_id)
     if os.path.exists(home / ".state" / "keys" / run_id):
         pytest.fail("root's down left labtest2's keys behind")
+
+
+def test_a_home_the_second_user_cannot_write_is_one_clear_line(user_python: str, shared: Path) -> None:
+    port = free_port()
+    write_profile(shared / "lab", "u5", port)
+    home = shared / "roots-home"
+    home.mkdir(mode=0o755)  # root's, like a lab folder in root's checkout
+    result = as_user(user_python, shared, home, "up", "harness", "--profile", "u5", "--allow-unpinned")
+    assert result.code == 1 and "Traceback" not in result.stderr, result.stderr
+    assert result.stderr.count("\n") == 1 and "permission denied" in result.stderr and "--home" in result.stderr
+    assert not list(home.iterdir())  # nothing written
+    started = subprocess.run(
+        ["docker", "ps", "-aq", "--filter", f"label=labctl.home={home}"], capture_output=True, text=True
+    ).stdout.split()
+    assert not started  # nothing started
