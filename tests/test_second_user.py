@@ -194,6 +194,10 @@ def test_the_owner_rule_holds_between_root_and_a_second_user(user_python: str, s
         assert f"run {run_id} is root's resident deployment" in refused.stderr and "--force --reason" in refused.stderr
     assert containers_of(run_id) and ask(json.loads(up.stdout)["base_url"], key)
     assert as_user(user_python, shared, home, "down", run_id, "--force").code == 2  # a reason too
+    # root handed the key file to the image's own user (0600): labtest2 may not swap it, even with --force
+    swap = as_user(user_python, shared, home, "rotate-key", run_id, "--force", "--reason", "rotate it")
+    assert swap.code == 1 and swap.stderr.count("\n") == 1 and "only root can replace it" in swap.stderr, swap.stderr
+    assert ask(json.loads(up.stdout)["base_url"], key)  # the engine and its key file still agree
 
     forced = as_user(user_python, shared, home, "down", run_id, "--force", "--reason", "GPU needed for labtest2")
     assert forced.code == 0 and "Traceback" not in forced.stderr, forced.stderr

@@ -99,14 +99,15 @@ class KeyStore:
                 os.chmod(shared, 0o770)
         folder = self.folder(run_id)
         folder.mkdir(mode=0o770, exist_ok=True)
-        os.chown(folder, -1, group)
-        os.chmod(folder, 0o770)
         path = folder / "api_key"
         text = "\n".join(keys) + "\n"
         try:
             before = path.stat()  # a rotation keeps the engine's way of reading its key
         except FileNotFoundError:
             before = None
+        if before is None or os.geteuid() in (0, folder.stat().st_uid):
+            os.chown(folder, -1, group)
+            os.chmod(folder, 0o770)
         if before is not None and os.geteuid() == 0:
             mode = stat.S_IMODE(before.st_mode) & 0o640
             write_atomically(path, text, mode=mode, owner=(before.st_uid, before.st_gid))
