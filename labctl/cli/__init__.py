@@ -79,6 +79,14 @@ def main() -> None:
             file=sys.stderr,
         )
         sys.exit(1)
+    except OSError as exc:  # a full disk, a read-only or vanished folder: one line, the traceback with --debug
+        if state.debug:
+            raise
+        print(
+            f"Error: {exc.strerror or exc} on {exc.filename or 'a file'} (rerun with --debug for details).",
+            file=sys.stderr,
+        )
+        sys.exit(1)
     except typer.Exit as exc:
         sys.exit(exc.exit_code)
     except typer.Abort:

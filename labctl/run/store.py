@@ -106,7 +106,10 @@ def new_run_id() -> str:
 def home_dir(lab: Lab, explicit: str | None = None) -> Path:
     """Where runs/ and labctl's state live: --home / LABCTL_HOME, else the lab folder."""
     chosen = explicit or os.environ.get("LABCTL_HOME")
-    return Path(chosen).expanduser().resolve() if chosen else lab.root
+    home = Path(chosen).expanduser().resolve() if chosen else lab.root
+    if home.exists() and not home.is_dir():
+        raise BadInput(f"--home {home}: not a folder. Give a folder (it is made if missing), or unset LABCTL_HOME.")
+    return home
 
 
 def is_run_id(text: str) -> bool:

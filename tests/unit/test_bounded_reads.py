@@ -118,3 +118,14 @@ def test_a_saved_log_is_read_from_its_end_bounded(tmp_path: Path) -> None:
     os.mkfifo(tmp_path / "fifo")
     with pytest.raises(BadInput, match="not a regular file"):
         read_tail(tmp_path / "fifo", MAX_LOG_BYTES)
+
+
+def test_a_home_that_is_a_file_is_one_clear_line(tmp_path: Path) -> None:
+    not_a_folder = tmp_path / "home"
+    not_a_folder.write_text("a file")
+    code, out, err = labctl(not_a_folder, "runs")
+    assert (code, out) == (2, "")
+    assert (
+        err
+        == f"Error: --home {not_a_folder}: not a folder. Give a folder (it is made if missing), or unset LABCTL_HOME.\n"
+    )
