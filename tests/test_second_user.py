@@ -247,3 +247,36 @@ def test_a_home_the_second_user_cannot_write_is_one_clear_line(user_python: str,
         ["docker", "ps", "-aq", "--filter", f"label=labctl.home={home}"], capture_output=True, text=True
     ).stdout.split()
     assert not started  # nothing started
+
+
+def test_a_second_user_benchmarks_roots_run_in_a_shared_home(user_python: str, shared: Path) -> None:
+    port = free_port()
+    write_profile(shared / "lab", "plain", port)
+    home = shared_home(shared)
+    up = as_root(shared, home, "up", "harness", "--profile", "plain", "--allow-unpinned", "--json")
+    assert up.code == 0, up.stderr
+    run_id = json.loads(up.stdout)["run_id"]
+    bench = as_user(
+        user_python,
+        shared,
+        home,
+        "bench",
+        "run",
+        run_id,
+        "--workload",
+        "latency-probe",
+        "--requests",
+        "3",
+        "--output-len",
+        "4",
+        "--json",
+    )
+    assert bench.code == 0 and "Traceback" not in bench.stderr, bench.stderr
+    bench_id = json.loads(bench.stdout)["bench_id"]
+    listed = as_root(shared, home, "bench", "list", run_id, "--json")
+    assert [r["bench_id"] for r in json.loads(listed.stdout)] == [bench_id]
+    result = home / "runs" / run_id / "bench" / f"{bench_id}.json"
+    assert result.stat().st_uid != 0 and result.stat().st_gid == grp.getgrnam("docker").gr_gid
+    assert stat.S_IMODE(result.parent.stat().st_mode) == 0o2775  # root's next bench, or a third user's, fits too
+    assert not no_world_access(home)
+    assert as_user(user_python, shared, home, "down", run_id).code == 0  # not resident: anyone may stop it

@@ -23,11 +23,19 @@ from labctl.bench.runner import LevelProgress, Progress, outcome_of, run_level
 from labctl.bench.workloads import Workload
 from labctl.catalog.limits import check_seconds
 from labctl.errors import BadInput, LabctlError
-from labctl.host.files import write_atomically
 from labctl.host.identity import host_name
 from labctl.run.keys import KeyStore
 from labctl.run.record import Endpoint, Record, new_record
-from labctl.run.store import MAX_RESULT_BYTES, Runs, is_result_id, new_run_id, now, read_json_file, read_json_folder
+from labctl.run.store import (
+    MAX_RESULT_BYTES,
+    Runs,
+    is_result_id,
+    new_run_id,
+    now,
+    read_json_file,
+    read_json_folder,
+    write_run_file,
+)
 
 RESULT_SCHEMA = 1
 # One request: a long answer from a busy engine finishes in a minute or two; ten minutes hid hangs.
@@ -287,7 +295,7 @@ def _level(outcome: Any, workload: Workload, limit: int | None) -> dict[str, Any
 
 
 def save_result(path: Path, result: dict[str, Any]) -> None:
-    write_atomically(path, json.dumps(clean(result), indent=1) + "\n")
+    write_run_file(path, json.dumps(clean(result), indent=1) + "\n")
 
 
 def list_results(runs: Runs, run_id: str, skipped: Callable[[str], None] | None = None) -> list[dict[str, Any]]:

@@ -18,10 +18,18 @@ from labctl.bench.client import Target
 from labctl.bench.session import BenchRequest, every_request_failed, preflight, resolve_target
 from labctl.catalog.limits import MAX_CONCURRENCY, check_count, check_seconds
 from labctl.errors import BadInput, LabctlError
-from labctl.host.files import write_atomically
 from labctl.host.sandbox import check_sandbox, run_code
 from labctl.quality.suites import Case, Suite, judge, strip_fence
-from labctl.run.store import MAX_RESULT_BYTES, Runs, is_result_id, new_run_id, now, read_json_file, read_json_folder
+from labctl.run.store import (
+    MAX_RESULT_BYTES,
+    Runs,
+    is_result_id,
+    new_run_id,
+    now,
+    read_json_file,
+    read_json_folder,
+    write_run_file,
+)
 
 RESULT_SCHEMA = 1
 # One answer's whole body: a suite answer is a few KiB; an endpoint sending more is not answering.
@@ -174,7 +182,7 @@ def run_eval(
         "cases": cases,
     }
     path = runs.dir(record.run_id) / "eval" / f"{eval_id}.json"
-    write_atomically(path, json.dumps(result, indent=1) + "\n")
+    write_run_file(path, json.dumps(result, indent=1) + "\n")
     return result, path
 
 
@@ -205,7 +213,7 @@ def _failed(
         "cases": [{"id": case.id, "passed": False, **answers[case.id]} for case in suite.cases],
     }
     path = runs.dir(record.run_id) / "eval" / f"{eval_id}.json"
-    write_atomically(path, json.dumps(result, indent=1) + "\n")
+    write_run_file(path, json.dumps(result, indent=1) + "\n")
     failures = Counter(str(answer["error"])[:120] for answer in answers.values())
     raise LabctlError(every_request_failed(dict(failures), "cases asked", path))
 

@@ -67,6 +67,15 @@ def read_json_folder(folder: Path, what: str, skipped: Callable[[str], None] | N
     return found
 
 
+def write_run_file(path: Path, text: str) -> None:
+    """A file inside a run's folder (a bench or evaluation result), group-writable like the run itself."""
+    if not path.parent.is_dir():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        if path.parent.stat().st_uid == os.geteuid():
+            os.chmod(path.parent, RUN_DIR_MODE)
+    write_atomically(path, text, RUN_FILE_MODE)
+
+
 def read_tail(path: Path, max_bytes: int) -> str:
     """The last `max_bytes` of a saved log (a log is long by nature: its end is what a person needs)."""
     try:
