@@ -18,7 +18,6 @@ def write_profile(
     name: str,
     port: int,
     extra: list[str] | None = None,
-    gpus: list[str] | None = None,
     image: str = IMAGE,
     pinned_comment: bool = False,
 ) -> None:
@@ -33,8 +32,6 @@ def write_profile(
         "port": port,
         "extra_args": ["--cold-start", "0.2", "--ttft-ms", "5", "--tpot-ms", "1", *(extra or [])],
     }
-    if gpus:
-        data["gpus"] = {"device_ids": gpus}
     (lab / "engines" / "harness" / "profiles" / f"{name}.yaml").write_text(yaml.safe_dump(data, sort_keys=False))
 
 

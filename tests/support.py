@@ -51,3 +51,14 @@ def docker_available() -> bool:
     return (
         shutil.which("docker") is not None and subprocess.run(["docker", "info"], capture_output=True).returncode == 0
     )
+
+
+def ensure_second_user(user: str) -> None:
+    """A real second Unix user in the docker group (made once; root only), for the several-users tests."""
+    if os.geteuid() != 0 or not shutil.which("useradd") or not shutil.which("runuser"):
+        _missing("a second Unix user needs root with useradd and runuser")
+    if not os.access("/usr/bin/python3", os.X_OK):
+        _missing("/usr/bin/python3 (a Python every user can run) is not installed")
+    if subprocess.run(["id", user], capture_output=True).returncode != 0:
+        subprocess.run(["groupadd", "-f", "docker"], check=True)
+        subprocess.run(["useradd", "-m", "-G", "docker", user], check=True, capture_output=True)

@@ -237,3 +237,26 @@ def test_every_command_has_help_with_example() -> None:
     group = typer.main.get_command(app)
     for name, command in group.commands.items():  # type: ignore[attr-defined]
         assert command.help and "Example:" in command.help, f"{name} has no help with an example"
+
+
+@pytest.mark.parametrize("command", ["render", "up"])
+def test_gpus_for_an_engine_that_uses_no_gpu_is_refused(lab: Path, tmp_path: Path, command: str) -> None:
+    home = tmp_path / "home"
+    result = run_labctl(
+        command, "harness", "--profile", "smoke", "--gpus", "1", lab=lab, env={"LABCTL_HOME": str(home)}
+    )
+    assert (result.code, result.stdout) == (2, "")
+    assert result.stderr == (
+        "Error: --gpus 1: harness uses no GPU, so it cannot hold one (it would block those GPUs for everyone "
+        "else). Drop --gpus.\n"
+    )
+    assert list((lab / "compose").iterdir()) == [] and not home.exists()  # nothing written or started
+
+
+def test_a_gpus_field_in_a_gpu_free_engines_profile_is_refused(lab: Path) -> None:
+    path = lab / "engines" / "harness" / "profiles" / "smoke.yaml"
+    path.write_text(path.read_text() + 'gpus: {device_ids: ["1"]}\n')
+    line = path.read_text().count("\n")
+    result = run_labctl("validate", "harness", "--profile", "smoke", lab=lab)
+    assert result.code == 2 and result.stderr.count("\n") == 1, result.stderr
+    assert result.stderr.startswith(f"Error: engines/harness/profiles/smoke.yaml:{line}: gpus: harness uses no GPU")

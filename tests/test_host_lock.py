@@ -15,7 +15,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from support import REPO, _missing
+from support import REPO, ensure_second_user
 
 from labctl.errors import LabctlError
 from labctl.host.lock import host_lock
@@ -47,13 +47,7 @@ def shared_dir() -> Iterator[Path]:
 
 @pytest.fixture
 def second_user() -> str:
-    if os.geteuid() != 0 or not shutil.which("useradd") or not shutil.which("runuser"):
-        _missing("a second Unix user needs root with useradd and runuser")
-    if not os.access(SYSTEM_PYTHON, os.X_OK):
-        _missing(f"{SYSTEM_PYTHON} (a Python every user can run) is not installed")
-    if subprocess.run(["id", USER], capture_output=True).returncode != 0:
-        subprocess.run(["groupadd", "-f", "docker"], check=True)
-        subprocess.run(["useradd", "-m", "-G", "docker", USER], check=True, capture_output=True)
+    ensure_second_user(USER)
     return USER
 
 

@@ -202,12 +202,15 @@ def test_trtllm_resident_beyond_loopback_needs_allow_no_auth(lab: Path, home: Pa
 
 
 def test_replace_does_not_stop_another_owners_resident_deployment(lab: Path, home: Path) -> None:
-    write_profile(lab, "held", free_port(), gpus=["6"])
+    port = free_port()  # a held port; the GPU version runs on the simulated GPU lab (test_sim_profiles.py)
+    write_profile(lab, "held", port)
     held = up(lab, home, "held", "--resident", "--owner", "alice")
     assert held.code == 0, held.stderr
     run_id = json.loads(held.stdout)["run_id"]
-    write_profile(lab, "taker", free_port(), gpus=["6"])
+    write_profile(lab, "taker", port)
     result = up(lab, home, "taker", "--replace")
     assert result.code == 3
     assert f"--replace will not stop harness/held (run {run_id}, owner alice" in result.stderr
+    posing = up(lab, home, "taker", "--replace", "--owner", "alice")  # --owner names the new run's owner, not you
+    assert posing.code == 3 and f"--replace will not stop harness/held (run {run_id}" in posing.stderr
     assert containers_of(run_id)

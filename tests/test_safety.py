@@ -44,6 +44,48 @@ def test_a_name_in_the_compose_comments_cannot_become_yaml() -> None:
 
 
 @pytest.mark.docker
+def test_the_crafted_export_attack_end_to_end(lab: Path, home: Path, tmp_path: Path) -> None:
+    """The attack as reported: a real export whose profile name carries YAML, with its compose section and both
+    hashes recomputed by labctl's own functions. `reproduce` refuses it with nothing started; `diff` does not
+    call it identical to the original."""
+    from labctl.catalog.profiles import load_profile
+    from labctl.compose.canonical import canonical_compose, sha256_text
+    from labctl.run.reproduce import content_hash, dump_export, recorded_run_labels
+
+    write_profile(lab, "rep", free_port())
+    started = up(lab, home, "rep")
+    assert started.code == 0, started.stderr
+    run_id = json.loads(started.stdout)["run_id"]
+    original = tmp_path / "original.yaml"
+    assert labctl(lab, home, "export", run_id, "-o", str(original)).code == 0
+    assert labctl(lab, home, "down", run_id).code == 0
+
+    doc = yaml.safe_load(original.read_text())
+    profile = load_profile(Lab(lab), "harness", "rep")
+    forged = type(profile)(engine=profile.engine, name=INJECTED, spec=profile.spec, source=None)
+    options = RenderOptions(cache_dir=doc["host"]["cache_dir"], labels=recorded_run_labels(doc["host"]["run_labels"]))
+    doc["setup"]["profile"] = INJECTED
+    doc["compose"] = render_compose(Lab(lab), forged, options)
+    digest = doc["setup"]["image"]["digest"]
+    doc["setup"]["compose_sha256"] = sha256_text(
+        canonical_compose(Lab(lab), profile.engine, INJECTED, doc["setup"]["resolved_profile"], digest, False)
+    )
+    doc["content_sha256"] = content_hash(doc)
+    crafted = tmp_path / "crafted.yaml"
+    crafted.write_text(dump_export(doc))
+
+    before = sorted(p.name for p in (home / "runs").iterdir())
+    result = labctl(lab, home, "reproduce", str(crafted), "--port", str(free_port()))
+    assert result.code == 2 and "Traceback" not in result.stderr, result.stderr
+    assert "profile name" in result.stderr
+    assert sorted(p.name for p in (home / "runs").iterdir()) == before  # nothing recorded, nothing started
+    evil = subprocess.run(["docker", "ps", "-aq", "--filter", "ancestor=alpine"], capture_output=True, text=True)
+    assert all(run_id not in name for name in evil.stdout.split())
+    assert not containers_of(run_id)
+    assert labctl(lab, home, "diff", str(original), str(crafted)).code != 0
+
+
+@pytest.mark.docker
 def test_identity_comes_from_the_os_not_the_environment(lab: Path, home: Path) -> None:
     port = free_port()
     write_profile(lab, "res", port)

@@ -23,11 +23,19 @@ from labctl.bench.runner import LevelProgress, Progress, outcome_of, run_level
 from labctl.bench.workloads import Workload
 from labctl.catalog.limits import check_seconds
 from labctl.errors import BadInput, LabctlError
-from labctl.host.files import write_atomically
 from labctl.host.identity import host_name
 from labctl.run.keys import KeyStore
 from labctl.run.record import Endpoint, Record, new_record
-from labctl.run.store import Runs, is_result_id, new_run_id, now
+from labctl.run.store import (
+    MAX_RESULT_BYTES,
+    Runs,
+    is_result_id,
+    new_run_id,
+    now,
+    read_json_file,
+    read_json_folder,
+    write_run_file,
+)
 
 RESULT_SCHEMA = 1
 # One request: a long answer from a busy engine finishes in a minute or two; ten minutes hid hangs.
@@ -287,12 +295,11 @@ def _level(outcome: Any, workload: Workload, limit: int | None) -> dict[str, Any
 
 
 def save_result(path: Path, result: dict[str, Any]) -> None:
-    write_atomically(path, json.dumps(clean(result), indent=1) + "\n")
+    write_run_file(path, json.dumps(clean(result), indent=1) + "\n")
 
 
-def list_results(runs: Runs, run_id: str) -> list[dict[str, Any]]:
-    folder = runs.dir(run_id) / "bench"
-    return [json.loads(p.read_text()) for p in sorted(folder.glob("*.json"))] if folder.is_dir() else []
+def list_results(runs: Runs, run_id: str, skipped: Callable[[str], None] | None = None) -> list[dict[str, Any]]:
+    return read_json_folder(runs.dir(run_id) / "bench", "bench result", skipped)
 
 
 def find_result(runs: Runs, bench_id: str) -> tuple[dict[str, Any], Path]:
@@ -304,7 +311,10 @@ def find_result(runs: Runs, bench_id: str) -> tuple[dict[str, Any], Path]:
     for run_id in runs.all_ids():
         path = runs.dir(run_id) / "bench" / f"{bench_id}.json"
         if path.is_file():
-            return json.loads(path.read_text()), path
+            result = read_json_file(path, "bench result", MAX_RESULT_BYTES)
+            if not isinstance(result, dict):
+                raise BadInput(f"bench result {path}: not a JSON object.")
+            return result, path
     raise BadInput(
         f"no bench result {bench_id} under {runs.root}. List a run's results with `labctl bench --list RUN_ID`."
     )

@@ -345,6 +345,11 @@ def check_profile_spec(engine: Engine, src: SourceFile, data: dict[str, Any]) ->
             raise src.problem(("gpus", "device_ids"), "a GPU is listed twice.")
         gpus = {k: v for k, v in gpus.items() if v is not None}
         spec["gpus"] = gpus
+    if not engine.needs_gpu and gpus is not None:
+        raise src.problem(
+            ("gpus",),
+            f"{engine.name} uses no GPU: remove 'gpus:' (it would hold those GPUs for nobody, blocking everyone else).",
+        )
     if engine.needs_gpu and gpus is None:
         raise src.problem((), f"{engine.name} needs GPUs: add 'gpus: {{device_ids: [\"0\"]}}' or 'gpus: {{count: 1}}'.")
     if spec["port"] is None:
@@ -386,8 +391,12 @@ def with_overrides(
     """The same profile placed elsewhere on a host: other GPU ids, another port."""
     spec = copy.deepcopy(profile.spec)
     if gpus is not None:
-        # For an engine that uses no GPU (the harness) the ids are labels only: exclusivity can be exercised.
-        if profile.engine.needs_gpu and len(gpus) != profile.gpu_count:
+        if not profile.engine.needs_gpu:
+            raise BadInput(
+                f"--gpus {','.join(gpus)}: {profile.engine.name} uses no GPU, so it cannot hold one (it would block "
+                "those GPUs for everyone else). Drop --gpus."
+            )
+        if len(gpus) != profile.gpu_count:
             raise BadInput(
                 f"--gpus {','.join(gpus)}: profile {profile.name} runs on {profile.gpu_count} GPU(s); "
                 f"give exactly {profile.gpu_count} id(s)."

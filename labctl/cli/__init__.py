@@ -70,6 +70,23 @@ def main() -> None:
             raise
         print(f"Error: {exc}", file=sys.stderr)
         sys.exit(exc.exit_code)
+    except PermissionError as exc:  # another user's file in a home or key store several users share
+        if state.debug:
+            raise
+        print(
+            f"Error: permission denied on {exc.filename or exc}: it belongs to another user. Use a --home you "
+            "can write, or ask its owner to share it with the docker group (chgrp -R docker; chmod -R g+rwX).",
+            file=sys.stderr,
+        )
+        sys.exit(1)
+    except OSError as exc:  # a full disk, a read-only or vanished folder: one line, the traceback with --debug
+        if state.debug:
+            raise
+        print(
+            f"Error: {exc.strerror or exc} on {exc.filename or 'a file'} (rerun with --debug for details).",
+            file=sys.stderr,
+        )
+        sys.exit(1)
     except typer.Exit as exc:
         sys.exit(exc.exit_code)
     except typer.Abort:

@@ -207,7 +207,7 @@ def list_results(
     """
     from labctl.bench.session import list_results as results_of
 
-    results = results_of(state.runs(), run_id)
+    results = results_of(state.runs(), run_id, skipped=warn)
     if as_json:
         print(json.dumps([{k: r[k] for k in ("bench_id", "status", "created_at", "workload")} for r in results]))
         return

@@ -199,7 +199,7 @@ def list_evaluations(
     """
     from labctl.quality.evaluate import list_evals
 
-    evals = list_evals(state.runs(), run_id)
+    evals = list_evals(state.runs(), run_id, skipped=warn)
     if as_json:
         print(
             json.dumps(

@@ -246,12 +246,15 @@ def runs(
 
     Example: labctl runs
     """
+    from labctl.errors import BadInput
+
     store = state.runs()
     rows = []
     for run_id in store.all_ids():
-        r = store.try_load(run_id)
-        if r is None:
-            warn(f"skipped run {run_id}: its record {store.record_path(run_id)} cannot be read")
+        try:
+            r = store.load(run_id)
+        except BadInput as exc:
+            warn(f"skipped run {run_id}: {exc}")
             continue
         rows.append([run_id, f"{r.engine}/{r.profile}", r.status, r.environment_label, r.owner, r.image.digest or "-"])
     header = ["RUN", "ENGINE/PROFILE", "STATUS", "ENVIRONMENT", "OWNER", "DIGEST"]
@@ -347,7 +350,9 @@ def gc(
 
 def share(
     run_id: Annotated[str, typer.Argument(help="The resident run.")],
-    as_json: Annotated[bool, typer.Option("--json", help="Print base_url, model and api_key as JSON.")] = False,
+    as_json: Annotated[
+        bool, typer.Option("--json", help="Print base_url, model, api_key and key_visibility as JSON.")
+    ] = False,
 ) -> None:
     """Show how to reach a resident deployment: base URL, model, key, and snippets (the only place a key is shown).
 
@@ -358,8 +363,10 @@ def share(
 
     info = access(state.runs(), run_id)
     if as_json:
-        print(json.dumps({"base_url": info["base_url"], "model": info["model"], "api_key": info["api_key"]}))
+        print(json.dumps({k: info[k] for k in ("base_url", "model", "api_key", "key_visibility")}))
         return
+    if info["key_visibility"]:
+        warn(f"note: {info['key_visibility']}")
     out(
         f"base URL  {info['base_url']}\nmodel     {info['model']}\nAPI key   {info['api_key'] or '(none: the engine has no key support)'}"
     )

@@ -41,6 +41,7 @@ class RenderOptions:
     restart: str = "no"
     labels: dict[str, str] = field(default_factory=dict)
     secrets_dir: str | None = None  # host folder holding the API key file (resident deployments)
+    key_group: int | None = None  # a group the engine joins to read that file (it is not the image user's own)
     environment_label: str | None = None  # harness-check on a simulated GPU host, whatever the engine says
 
 
@@ -250,6 +251,7 @@ def compose_context(profile: Profile, options: RenderOptions) -> dict[str, Any]:
         "docker": engine.docker_options,
         "volumes": volumes,
         "restart": options.restart,
+        "group_add": [str(options.key_group)] if options.secrets_dir and options.key_group is not None else [],
         "build": build_service(profile, engine_dir) if build else None,
     }
 

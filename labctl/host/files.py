@@ -7,7 +7,8 @@ import tempfile
 from pathlib import Path
 
 
-def write_atomically(path: Path, text: str, mode: int = 0o644) -> None:
+def write_atomically(path: Path, text: str, mode: int = 0o644, owner: tuple[int, int] | None = None) -> None:
+    """`owner` (uid, gid; -1 keeps one) is set before the file gets its name: no moment with the wrong one."""
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
@@ -15,6 +16,8 @@ def write_atomically(path: Path, text: str, mode: int = 0o644) -> None:
             handle.write(text)
             handle.flush()
             os.fsync(handle.fileno())  # the bytes are on disk before the name points at them
+        if owner is not None:
+            os.chown(tmp, *owner)
         os.chmod(tmp, mode)
         os.replace(tmp, path)
     except BaseException:

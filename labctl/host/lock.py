@@ -84,7 +84,8 @@ def host_lock(timeout: float = 120.0) -> Iterator[None]:
 def file_lock(path: Path) -> Iterator[None]:
     """An exclusive lock on one file (a run's record): read-modify-write under it loses no update."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o664)
+    # Read-only is enough for flock, so another member of a shared home's group can lock a run it cannot write.
+    fd = os.open(path, os.O_RDONLY | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o664)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX)
         yield

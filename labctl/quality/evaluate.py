@@ -18,10 +18,18 @@ from labctl.bench.client import Target
 from labctl.bench.session import BenchRequest, every_request_failed, preflight, resolve_target
 from labctl.catalog.limits import MAX_CONCURRENCY, check_count, check_seconds
 from labctl.errors import BadInput, LabctlError
-from labctl.host.files import write_atomically
 from labctl.host.sandbox import check_sandbox, run_code
 from labctl.quality.suites import Case, Suite, judge, strip_fence
-from labctl.run.store import Runs, is_result_id, new_run_id, now
+from labctl.run.store import (
+    MAX_RESULT_BYTES,
+    Runs,
+    is_result_id,
+    new_run_id,
+    now,
+    read_json_file,
+    read_json_folder,
+    write_run_file,
+)
 
 RESULT_SCHEMA = 1
 # One answer's whole body: a suite answer is a few KiB; an endpoint sending more is not answering.
@@ -174,7 +182,7 @@ def run_eval(
         "cases": cases,
     }
     path = runs.dir(record.run_id) / "eval" / f"{eval_id}.json"
-    write_atomically(path, json.dumps(result, indent=1) + "\n")
+    write_run_file(path, json.dumps(result, indent=1) + "\n")
     return result, path
 
 
@@ -205,7 +213,7 @@ def _failed(
         "cases": [{"id": case.id, "passed": False, **answers[case.id]} for case in suite.cases],
     }
     path = runs.dir(record.run_id) / "eval" / f"{eval_id}.json"
-    write_atomically(path, json.dumps(result, indent=1) + "\n")
+    write_run_file(path, json.dumps(result, indent=1) + "\n")
     failures = Counter(str(answer["error"])[:120] for answer in answers.values())
     raise LabctlError(every_request_failed(dict(failures), "cases asked", path))
 
@@ -219,14 +227,15 @@ def find_eval(runs: Runs, eval_id: str) -> dict[str, Any]:
     for run_id in runs.all_ids():
         path = runs.dir(run_id) / "eval" / f"{eval_id}.json"
         if path.is_file():
-            data: dict[str, Any] = json.loads(path.read_text())
+            data = read_json_file(path, "evaluation", MAX_RESULT_BYTES)
+            if not isinstance(data, dict):
+                raise BadInput(f"evaluation {path}: not a JSON object.")
             return data
     raise BadInput(f"no evaluation {eval_id} under {runs.root}.")
 
 
-def list_evals(runs: Runs, run_id: str) -> list[dict[str, Any]]:
-    folder = runs.dir(run_id) / "eval"
-    return [json.loads(p.read_text()) for p in sorted(folder.glob("*.json"))] if folder.is_dir() else []
+def list_evals(runs: Runs, run_id: str, skipped: Callable[[str], None] | None = None) -> list[dict[str, Any]]:
+    return read_json_folder(runs.dir(run_id) / "eval", "evaluation", skipped)
 
 
 def diff_evals(a: dict[str, Any], b: dict[str, Any]) -> list[dict[str, Any]]:

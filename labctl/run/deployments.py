@@ -17,7 +17,7 @@ from labctl.host.probes import check_openai_api, status_without_key, wait_until_
 from labctl.run.keys import KeyStore, fingerprint, generate_keys, read_key_file
 from labctl.run.ownership import check_may_act
 from labctl.run.record import Observed, ResidentInfo
-from labctl.run.resident import image_user_ids
+from labctl.run.resident import flag_key_note, image_user_ids
 from labctl.run.store import Runs, now
 
 # Counters an engine's /metrics exposes for requests served and tokens generated.
@@ -38,6 +38,7 @@ def share(runs: Runs, run_id: str) -> dict[str, Any]:
         "model": record.served_model_name,
         "api_key": keys[0] if keys else None,
         "api_keys": keys,
+        "key_visibility": flag_key_note(record.engine) if resident.auth == "flag" and keys else None,
     }
 
 
@@ -75,8 +76,7 @@ def rotate_key(
     containers = [c for c in dk.labctl_containers(run_id=run_id, all_states=False) if dk.service_of(c) == "serve"]
     if not containers:
         raise LabctlError(f"run {run_id} is not running: start it again before rotating its key.")
-    ids = image_user_ids(record.image.user)
-    KeyStore(runs.home).write(run_id, new_keys, *(ids or (None, None)))
+    KeyStore(runs.home).write(run_id, new_keys, image_user_ids(record.image.user))
     serve = containers[0]
     with dk.docker_errors("restarting the engine with its new key"):
         dk.restart(serve)

@@ -15,7 +15,7 @@ from labctl.host.files import write_atomically
 from labctl.host.identity import current_user
 from labctl.run.keys import KeyStore
 from labctl.run.ownership import check_may_act
-from labctl.run.store import Runs, is_run_id, now
+from labctl.run.store import RUN_FILE_MODE, Runs, is_run_id, now
 
 
 def project_name(run_id: str) -> str:
@@ -28,7 +28,7 @@ def save_logs(runs: Runs, run_id: str) -> None:
         service = dk.service_of(container) or "serve"
         text = dk.logs_tail(container, 100_000)
         if text:
-            write_atomically(runs.dir(run_id) / f"{service}.log", text)
+            write_atomically(runs.dir(run_id) / f"{service}.log", text, RUN_FILE_MODE)
 
 
 def owning_runs(runs: Runs, run_id: str) -> Runs:

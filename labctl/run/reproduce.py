@@ -25,7 +25,7 @@ from labctl.compose.render import RenderOptions, render_compose
 from labctl.errors import BadInput
 from labctl.run.record import SCHEMA_VERSION, Record, Reproduction
 from labctl.run.resident import check_bind
-from labctl.run.store import Runs, is_run_id
+from labctl.run.store import MAX_RECORD_BYTES, Runs, is_run_id, read_text_file
 
 EXPORT_SCHEMA = 1
 # An export embeds a whole run record and the compose file beside the setup: ~10 KiB today, and it
@@ -155,7 +155,8 @@ def export_from_run(runs: Runs, run_id: str) -> Export:
     compose_file = runs.dir(run_id) / "compose.yaml"
     if not compose_file.is_file():
         raise BadInput(f"run {run_id} has no compose.yaml beside its record: it cannot be exported.")
-    return Export(build_export(record, compose_file.read_text(encoding="utf-8")), source=f"run {run_id}")
+    compose_text = read_text_file(compose_file, "compose file", MAX_RECORD_BYTES)
+    return Export(build_export(record, compose_text), source=f"run {run_id}")
 
 
 _REQUIRED = {

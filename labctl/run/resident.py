@@ -14,6 +14,17 @@ from labctl.run.keys import generate_keys, read_key_file
 RESTART_POLICY = "unless-stopped"
 
 
+def flag_key_note(engine: str) -> str:
+    """Who can see a key the engine takes on its command line (auth kind `flag`, SGLang): said once by `up`
+    and `share`, and in the README's resident section."""
+    return (
+        f"{engine} takes its API key on its command line: every local user of the engine's host can read it "
+        "with `ps` (unless /proc is mounted hidepid=2), and docker-group members with `docker top` or "
+        "`docker exec`; it is in no compose file, record or `docker inspect`. Share this deployment only "
+        "with people who may log in to that host, or use an engine that reads its key from a file or variable."
+    )
+
+
 @dataclass
 class ResidentPlan:
     keys: list[str] = field(repr=False)
@@ -59,6 +70,8 @@ def plan_resident(profile: Profile, key_file: str | None, keys: int | None, allo
             f"{engine.name} serves without API keys" + (" (--allow-no-auth)" if allow_no_auth else " (loopback only)")
         )
         return ResidentPlan(keys=[], warnings=warnings, allow_no_auth=allow_no_auth)
+    if auth.kind == "flag":
+        warnings.append(flag_key_note(engine.name))
     chosen = read_key_file(key_file) if key_file else generate_keys(keys or 1)
     if len(chosen) > 1 and not auth.multiple_keys:
         raise BadInput(f"{engine.name} accepts a single API key; give one (--keys 1, or one line in --key-file).")

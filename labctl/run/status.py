@@ -12,7 +12,7 @@ from labctl.errors import BadInput
 from labctl.host import docker as dk
 from labctl.host.probes import probe_now
 from labctl.run.deployments import engine_counters
-from labctl.run.store import Runs
+from labctl.run.store import MAX_LOG_BYTES, Runs, read_tail
 from labctl.run.up import base_url
 
 
@@ -79,7 +79,7 @@ def engine_logs(runs: Runs, run_id: str, follow: bool, service: str = "serve") -
     saved = runs.dir(run_id) / f"{service}.log"
     if not saved.is_file():
         raise BadInput(f"no {service} container and no saved {service} logs for run {run_id}. See `labctl runs`.")
-    yield saved.read_text(errors="replace")
+    yield read_tail(saved, MAX_LOG_BYTES)
 
 
 def reconcile(runs: Runs) -> list[str]:

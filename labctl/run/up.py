@@ -35,7 +35,7 @@ from labctl.host.lock import host_lock
 from labctl.host.probes import check_openai_api, port_in_use, status_without_key, wait_until_ready
 from labctl.run.down import project_name, save_logs, stop_run
 from labctl.run.image_pull import pull_for_up
-from labctl.run.keys import KeyStore, fingerprint
+from labctl.run.keys import KeyAccess, KeyStore, fingerprint
 from labctl.run.preflight import (
     Holder,
     check_cuda,
@@ -69,7 +69,7 @@ from labctl.run.resident import (
     image_user_ids,
     plan_resident,
 )
-from labctl.run.store import ENDED, RunEnded, Runs, new_run_id, now
+from labctl.run.store import ENDED, RUN_FILE_MODE, RunEnded, Runs, new_run_id, now
 
 Say = Callable[[str], None]
 
@@ -285,14 +285,15 @@ class Starter:
             host=profile.spec["host"],
             resident=self.plan is not None,
         )
-        secrets_dir = self.store_keys(image) if self.plan and self.plan.keys else None
+        access = self.store_keys(image) if self.plan and self.plan.keys else None
         options = render_options(
             profile,
             request.cache_dir,
             allow_unsupported=request.allow_unsupported,
             labels=labels.run_labels(),
             restart=RESTART_POLICY if self.plan else "no",
-            secrets_dir=secrets_dir,
+            secrets_dir=str(access.folder) if access else None,
+            key_group=access.group if access else None,
             environment_label="harness-check" if self.simulated else None,
         )
         if not request.host.is_remote:  # Docker refuses a bind mount whose source folder does not exist
@@ -300,8 +301,8 @@ class Starter:
                 if folder and profile.engine.spec["model_cache"]:
                     Path(folder).mkdir(parents=True, exist_ok=True)
         text = render_compose(self.lab, profile, options)
-        compose_file = self.runs.dir(self.run_id) / "compose.yaml"
-        write_atomically(compose_file, text)
+        compose_file = self.runs.make_dir(self.run_id) / "compose.yaml"
+        write_atomically(compose_file, text, RUN_FILE_MODE)
         engine = profile.engine
         self.record = new_record(
             self.run_id,
@@ -337,9 +338,7 @@ class Starter:
                 ids=tuple(profile.gpu_ids),
                 count=profile.gpu_count,
                 devices=tuple(g for g in found_gpus if g.index in profile.gpu_ids or not profile.gpu_ids),
-                note=("simulated GPU" if self.simulated else None)
-                if engine.needs_gpu
-                else ("GPU ids are labels only: this engine uses no GPU" if profile.gpu_ids else "no GPU"),
+                note=("simulated GPU" if self.simulated else None) if engine.needs_gpu else "no GPU",
                 simulated=self.simulated,
             ),
             host_entry=request.host.name,
@@ -372,14 +371,10 @@ class Starter:
             self.runs.event(self.run_id, "warning", text=warning)
         return compose_file
 
-    def store_keys(self, image: ImageInfo) -> str:
+    def store_keys(self, image: ImageInfo) -> KeyAccess:
         assert self.plan is not None
-        ids = image_user_ids(image.user)
-        if ids is None:
-            self.say(f"warning: the image runs as user {image.user!r}; the key file stays root-only 0600")
         store = KeyStore(self.request.home or self.runs.home)
-        path = store.write(self.run_id, self.plan.keys, *(ids or (None, None)))
-        return str(path.parent)
+        return store.write(self.run_id, self.plan.keys, image_user_ids(image.user))
 
     def resident_block(self, profile: Profile) -> ResidentInfo | None:
         if not self.plan:

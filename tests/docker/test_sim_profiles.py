@@ -19,7 +19,7 @@ import openai
 import pytest
 import yaml
 from harness_proc import free_port
-from support import IN_CI, REPO, Result, run_labctl
+from support import IN_CI, LABCTL, REPO, Result, ensure_second_user, run_labctl
 
 SIM = REPO / "build" / "sim-lab"
 SOCKETS = {"sim-h100": "/var/run/labctl-sim/docker.sock", "sim-gb10": "/var/run/labctl-sim/gb10/docker.sock"}
@@ -153,6 +153,40 @@ def test_resident_keys_guard_the_api(sim: Path, engine: str, profile: str, host:
     assert labctl(sim, "down", info["run_id"], host=host).code == 0
 
 
+def test_who_can_see_a_flag_style_key_is_said_once_and_true(sim: Path) -> None:
+    """SGLang takes its key on argv: `up` and `share` say who can see it, and what they say holds — another
+    local user reads it with `ps`; `docker inspect`, the record and the compose file do not hold it."""
+    ensure_second_user("labtest2")
+    result = labctl(sim, "up", "sglang", "--profile", "qwen2.5-7b", "--port", str(free_port()), "--resident")
+    assert result.code == 0, result.stderr
+    said = (result.stdout + result.stderr).count("sglang takes its API key on its command line: every local user")
+    assert said == 1, result.stdout + result.stderr
+    run_id = next((sim / "runs").iterdir()).name
+    shared = labctl(sim, "share", run_id)
+    assert shared.stderr.count("every local user of the engine's host can read it with `ps`") == 1
+    info = json.loads(labctl(sim, "share", run_id, "--json").stdout)
+    key = info["api_key"]
+    assert "hidepid" in info["key_visibility"]
+    runuser = shutil.which("runuser") or "/usr/sbin/runuser"
+    seen = subprocess.run([runuser, "-u", "labtest2", "--", "ps", "-eww", "-o", "args"], capture_output=True, text=True)
+    assert key in seen.stdout  # what the note says: any local user sees it
+    env = {**os.environ, "DOCKER_HOST": f"unix://{SOCKETS['sim-h100']}"}
+    ids = subprocess.run(
+        ["docker", "ps", "-q", "--filter", f"label=labctl.run_id={run_id}"], capture_output=True, text=True, env=env
+    ).stdout.split()
+    inspect = subprocess.run(["docker", "inspect", *ids], capture_output=True, text=True, env=env).stdout
+    assert ids and key not in inspect
+    top = subprocess.run(
+        ["docker", "top", ids[0], "-ww", "-o", "pid,args"], capture_output=True, text=True, env=env
+    ).stdout
+    assert key in top
+    for path in (sim / "runs" / run_id).iterdir():
+        assert key not in path.read_text(errors="replace"), path
+    events = (sim / "runs" / run_id / "events.jsonl").read_text()
+    assert "takes its API key on its command line" in events  # the warning is recorded
+    assert labctl(sim, "down", run_id).code == 0
+
+
 def test_two_count_profiles_never_share_a_gpu(sim: Path) -> None:
     path = sim / "engines" / "vllm" / "profiles" / "qwen2.5-7b.yaml"
     path.write_text(path.read_text().replace('gpus:\n  device_ids: ["0"]', "gpus:\n  count: 1"))
@@ -165,13 +199,80 @@ def test_two_count_profiles_never_share_a_gpu(sim: Path) -> None:
         assert labctl(sim, "down", info["run_id"]).code == 0
 
 
+def test_count_profiles_record_the_concrete_gpus_they_were_given(sim: Path) -> None:
+    path = sim / "engines" / "vllm" / "profiles" / "qwen2.5-7b.yaml"
+    path.write_text(path.read_text().replace('gpus:\n  device_ids: ["0"]', "gpus:\n  count: 1"))
+    held = up(sim, "sglang", "qwen2.5-7b")  # holds GPU 0
+    placed = up(sim, "vllm", "qwen2.5-7b")
+    record = json.loads(Path(placed["record"]).read_text())
+    assert placed["gpus"] == ["1"] and record["gpus"]["ids"] == ["1"] and record["gpus"]["count"] == 1
+    assert [d["index"] for d in record["gpus"]["devices"]] == ["1"]
+    status = json.loads(labctl(sim, "status", "--json").stdout)
+    assert next(s for s in status if s["run_id"] == placed["run_id"])["gpus"] == ["1"]  # the label holds GPU 1
+    for info in (held, placed):
+        assert labctl(sim, "down", info["run_id"]).code == 0
+
+
+def test_gpu_ids_the_host_does_not_have_are_refused(sim: Path) -> None:
+    result = labctl(sim, "up", "vllm", "--profile", "qwen2.5-7b", "--gpus", "7", "--port", str(free_port()))
+    assert result.code == 1 and "Traceback" not in result.stderr, result.stderr
+    assert (
+        "GPU(s) 7 do not exist here (nvidia-smi lists 0, 1)" in result.stderr and "Nothing was started" in result.stderr
+    )
+    assert not (sim / "runs").is_dir() or not list((sim / "runs").iterdir())
+
+
 def test_a_held_gpu_is_refused_and_replace_takes_it(sim: Path) -> None:
-    first = up(sim, "vllm", "qwen2.5-7b")
+    first = up(sim, "vllm", "qwen2.5-7b", "--owner", "alice")
     refused = labctl(sim, "up", "sglang", "--profile", "qwen2.5-7b", "--port", str(free_port()))
-    assert refused.code == 3 and first["run_id"] in refused.stderr
+    assert refused.code == 3
+    assert f"GPU 0 is held by vllm/qwen2.5-7b (run {first['run_id']}, owner alice, since " in refused.stderr
+    assert f"Free it with: labctl down {first['run_id']} (or pass --replace)." in refused.stderr
+    assert len(list((sim / "runs").iterdir())) == 1  # nothing recorded for the refused run
     second = up(sim, "sglang", "qwen2.5-7b", "--replace")
     assert json.loads(Path(first["record"]).read_text())["replaced_by"] == second["run_id"]
+    assert json.loads(Path(second["record"]).read_text())["replaced"] == [first["run_id"]]
     assert labctl(sim, "down", second["run_id"]).code == 0
+
+
+def test_replace_does_not_stop_another_owners_resident_deployment_on_a_gpu(sim: Path) -> None:
+    held = up(sim, "vllm", "qwen2.5-7b", "--resident", "--owner", "alice")
+    result = labctl(sim, "up", "sglang", "--profile", "qwen2.5-7b", "--port", str(free_port()), "--replace")
+    assert result.code == 3
+    assert f"--replace will not stop vllm/qwen2.5-7b (run {held['run_id']}, owner alice" in result.stderr
+    status = json.loads(labctl(sim, "status", "--json").stdout)
+    assert next(s for s in status if s["run_id"] == held["run_id"])["health"] == "healthy"
+    assert labctl(sim, "down", held["run_id"], "--force", "--reason", "test over").code == 0
+
+
+def test_two_concurrent_ups_on_one_gpu_exactly_one_wins(sim: Path) -> None:
+    env = {**os.environ, "LABCTL_LAB": str(sim), "LABCTL_HOME": str(sim)}
+    procs = [
+        subprocess.Popen(
+            [
+                *LABCTL,
+                "--host",
+                "sim-h100",
+                "up",
+                engine,
+                "--profile",
+                "qwen2.5-7b",
+                "--port",
+                str(free_port()),
+                "--json",
+            ],
+            env=env,
+            cwd=sim,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for engine in ("vllm", "sglang")
+    ]
+    codes = sorted(p.wait(180) for p in procs)
+    errors = [p.stderr.read() for p in procs]  # type: ignore[union-attr]
+    assert codes == [0, 3], errors
+    assert any("GPU 0 is held by" in e for e in errors)
 
 
 def test_foreign_gpu_memory_and_memory_fit_refusals(sim: Path) -> None:
