@@ -79,6 +79,7 @@ def level_metrics(results: list[RequestResult], duration_s: float, slo: dict[str
     if slo:
         good = [r for r in done if _meets(r, slo)]
         out["goodput"] = len(good) / duration_s if duration_s > 0 else math.nan
+        out["good_requests"] = len(good)
         out["slo"] = dict(slo)
     else:
         out["goodput"] = None

@@ -17,9 +17,11 @@ from typing import Any
 import httpx
 
 from labctl import __version__
+from labctl.bench import capacity
 from labctl.bench.client import Target
 from labctl.bench.metrics import clean
-from labctl.bench.runner import LevelProgress, Progress, outcome_of, run_level
+from labctl.bench.plan import PlannedLevel, SweepClock, plan_levels, plan_line
+from labctl.bench.runner import LevelProgress, outcome_of, run_level
 from labctl.bench.workloads import Workload
 from labctl.catalog.limits import check_seconds
 from labctl.errors import BadInput, LabctlError
@@ -59,6 +61,11 @@ class BenchRequest:
     deadline: float = BENCH_DEADLINE
     environment_label: str = "external"
     thinking: str | None = None  # an external endpoint: "off" asks every chat request not to think
+    find_max_rate: bool = False  # search the rates (labctl.bench.capacity) instead of sweeping the workload's
+
+
+# (phase, done, total, whole-sweep ETA in seconds or None)
+SweepProgress = Callable[[str, int, int, float | None], None]
 
 
 def new_bench_id() -> str:
@@ -199,20 +206,22 @@ def client_environment() -> dict[str, Any]:
 
 
 def run_bench(
-    runs: Runs, request: BenchRequest, progress: Progress, say: Callable[[str], None]
+    runs: Runs, request: BenchRequest, progress: SweepProgress, say: Callable[[str], None]
 ) -> tuple[dict[str, Any], Path]:
     check_seconds("--request-timeout", request.request_timeout)
     check_seconds("--deadline", request.deadline)
     end = time.monotonic() + request.deadline
-    target, record = resolve_target(runs, request)
     assert request.workload is not None
-    limit = check_batch_limits(record, request.workload, request.force)
+    workload = request.workload
+    if request.find_max_rate and not workload.spec["slo"]:
+        raise BadInput("--find-max-rate needs an SLO: give --slo ttft_ms=…,tpot_ms=… or an slo: in the workload.")
+    target, record = resolve_target(runs, request)
+    limit = check_batch_limits(record, workload, request.force)
     server = preflight(target)
     if record.status == "external":
         runs.save(record)
     bench_id = new_bench_id()
     path = runs.dir(record.run_id) / "bench" / f"{bench_id}.json"
-    workload = request.workload
     result: dict[str, Any] = {
         "schema_version": RESULT_SCHEMA,
         "bench_id": bench_id,
@@ -234,45 +243,137 @@ def run_bench(
             "thinking": target.thinking,
             "memory": memory_of(record),
         },
-        "workload": {"name": workload.name, "sha256": workload.sha256, "spec": workload.spec},
+        "workload": workload_facts(workload),
         "client": client_environment(),
         "levels": [],
         "warnings": [],
     }
-    for index, concurrency in enumerate(workload.spec["concurrency"]):
-        partial = LevelProgress()
-        level_run = run_level(target, workload, concurrency, index, request.request_timeout, progress, partial)
-        try:
-            outcome = asyncio.run(asyncio.wait_for(level_run, max(0.0, end - time.monotonic())))
-        except TimeoutError:
-            outcome = outcome_of(concurrency, partial, workload.spec["request_rate"], interrupted=True)
-            result["levels"].append(_level(outcome, workload, limit))
-            result.update(status="timed_out", finished_at=now())
-            save_result(path, result)
-            raise LabctlError(
-                f"the bench passed its deadline of {request.deadline:g} s (--deadline) at concurrency "
-                f"{concurrency}; the partial result is saved, marked timed_out: {path}"
-            ) from None
-        except KeyboardInterrupt:
-            outcome = outcome_of(concurrency, partial, workload.spec["request_rate"], interrupted=True)
-            result["levels"].append(_level(outcome, workload, limit))
-            result.update(status="interrupted", finished_at=now())
-            save_result(path, result)
-            say(f"interrupted: partial result saved to {path}")
-            raise
-        level = _level(outcome, workload, limit)
-        result["levels"].append(level)
-        if level["requests"] and not level["completed"]:
-            result.update(status="failed", finished_at=now())
-            save_result(path, result)
-            raise LabctlError(every_request_failed(level["failures"], f"requests at concurrency {concurrency}", path))
-        for warning in level["warnings"]:
-            say(f"warning (c={concurrency}): {warning}")
-        save_result(path, result | {"status": "running"})
+    if workload.overrides:
+        say(
+            f"workload {workload.name} with {workload.describe_overrides()} (sha256 {workload.sha256[:12]}; "
+            f"the file's is {(workload.file_sha256 or '')[:12]})"
+        )
+    sweep = _Sweep(request, workload, target, limit, result, path, progress, say, end)
+    if request.find_max_rate:
+        sweep.search()
+    else:
+        sweep.run_all()
     result.update(status="complete", finished_at=now())
     result["warnings"] = sorted({w for level in result["levels"] for w in level["warnings"]})
     save_result(path, result)
     return result, path
+
+
+def workload_facts(workload: Workload) -> dict[str, Any]:
+    facts: dict[str, Any] = {"name": workload.name, "sha256": workload.sha256, "spec": workload.spec}
+    if workload.overrides:
+        facts["overrides"] = [{"flag": flag, "value": value} for flag, value in workload.overrides]
+        facts["file_sha256"] = workload.file_sha256
+    return facts
+
+
+class _Sweep:
+    """Runs the levels one after another, saving the result after each, and says what it is doing."""
+
+    def __init__(
+        self,
+        request: BenchRequest,
+        workload: Workload,
+        target: Target,
+        limit: int | None,
+        result: dict[str, Any],
+        path: Path,
+        progress: SweepProgress,
+        say: Callable[[str], None],
+        end: float,
+    ) -> None:
+        self.request, self.workload, self.target, self.limit = request, workload, target, limit
+        self.result, self.path, self.progress, self.say, self.end = result, path, progress, say, end
+
+    def run_all(self) -> None:
+        planned = plan_levels(self.workload)
+        self.say(plan_line(planned))
+        clock = SweepClock(planned)
+        for index, level in enumerate(planned):
+            self.measure(index, level, clock, len(planned))
+            clock.finish_level()
+
+    def search(self) -> None:
+        spec = self.workload.spec
+        cap = max(spec["concurrency"])
+        rates = [r for r in self.workload.rates() if r]
+        start = min(rates) if rates else 1.0
+        template = PlannedLevel(cap, start, self.workload.requests_for(cap), self.workload.warmup_for(cap))
+        self.say(plan_line([template] * capacity.MAX_STEPS, search=True))
+        self.say(f"search rule: {capacity.RULE}; SLO {spec['slo']}")
+        trials: list[capacity.Trial] = []
+        index = 0
+        while (rate := capacity.next_rate(trials, start)) is not None:
+            level = PlannedLevel(cap, rate, template.requests, template.warmup)
+            clock = SweepClock([level])
+            summary = self.measure(index, level, clock, None)
+            passed = capacity.level_passes(summary)
+            summary["meets_slo"] = passed
+            trials.append(capacity.Trial(rate, passed))
+            self.say(f"  rate {rate:g}/s {'meets' if passed else 'misses'} the SLO")
+            index += 1
+        self.result["max_rate_meeting_slo"] = capacity.conclusion(trials, spec["slo"])
+        self.say("max_rate_meeting_slo: " + self.result["max_rate_meeting_slo"]["note"])
+
+    def measure(self, index: int, planned: PlannedLevel, clock: SweepClock, count: int | None) -> dict[str, Any]:
+        concurrency, workload, request = planned.concurrency, self.workload.at_rate(planned.rate), self.request
+        result, path = self.result, self.path
+        partial = LevelProgress()
+        where = f"level {index + 1}" + (f"/{count}" if count else "") + f" {planned.name}"
+
+        def tick(phase: str, done: int, total: int) -> None:
+            in_level = done + (planned.warmup if phase.startswith("measure") else 0)
+            self.progress(f"{where} {phase.split(' ')[0]}", done, total, clock.eta(in_level))
+
+        level_run = run_level(self.target, workload, concurrency, index, request.request_timeout, tick, partial)
+        try:
+            outcome = asyncio.run(asyncio.wait_for(level_run, max(0.0, self.end - time.monotonic())))
+        except TimeoutError:
+            outcome = outcome_of(concurrency, partial, planned.rate, interrupted=True)
+            result["levels"].append(_level(outcome, workload, self.limit))
+            result.update(status="timed_out", finished_at=now())
+            save_result(path, result)
+            raise LabctlError(
+                f"the bench passed its deadline of {request.deadline:g} s (--deadline) at {planned.name}; "
+                f"the partial result is saved, marked timed_out: {path}"
+            ) from None
+        except KeyboardInterrupt:
+            outcome = outcome_of(concurrency, partial, planned.rate, interrupted=True)
+            result["levels"].append(_level(outcome, workload, self.limit))
+            result.update(status="interrupted", finished_at=now())
+            save_result(path, result)
+            self.say(f"interrupted: partial result saved to {path}")
+            raise
+        level = _level(outcome, workload, self.limit)
+        result["levels"].append(level)
+        if level["requests"] and not level["completed"]:
+            result.update(status="failed", finished_at=now())
+            save_result(path, result)
+            raise LabctlError(every_request_failed(level["failures"], f"requests at {planned.name}", path))
+        self.say(f"{where} done: {level_line(level)}")
+        for warning in level["warnings"]:
+            self.say(f"warning ({planned.name}): {warning}")
+        save_result(path, result | {"status": "running"})
+        return level
+
+
+def level_line(level: dict[str, Any]) -> str:
+    def ms(key: str) -> str:
+        value = level.get(key)
+        return "-" if value is None else f"{value:.1f} ms"
+
+    goodput = level.get("goodput")
+    return (
+        f"{level['completed']}/{level['requests']} ok, TTFT p50 {ms('median_ttft_ms')}, TPOT p50 "
+        f"{ms('median_tpot_ms')}, {level.get('output_throughput') or 0:.0f} out tok/s, "
+        f"{level.get('request_throughput') or 0:.2f} req/s"
+        + ("" if goodput is None else f", goodput {goodput:.2f} req/s")
+    )
 
 
 def every_request_failed(failures: dict[str, int], where: str, path: Path) -> str:

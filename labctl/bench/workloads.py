@@ -7,11 +7,11 @@ import json
 import math
 import random
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from labctl.catalog.fields import Field, check_mapping
+from labctl.catalog.fields import Field, check_mapping, check_value
 from labctl.catalog.lab import Lab, check_name
 from labctl.catalog.limits import (
     MAX_CONCURRENCY,
@@ -28,6 +28,8 @@ from labctl.catalog.sourcefile import SourceFile, load_yaml_mapping, read_bounde
 from labctl.errors import BadInput
 
 DATASET_KINDS = ("random", "jsonl", "sharegpt")
+LENGTH_KINDS = ("random",)
+SLO_KEYS = ("ttft_ms", "tpot_ms", "e2e_ms")
 # Words for synthetic prompts: common English words, about one token each for most tokenizers.
 WORDS = [
     "time",
@@ -117,6 +119,11 @@ def _positive(v: Any) -> bool:
 
 _LEN_WHY = f"at most {MAX_TOKENS}: no served model has a longer context"
 _MS_WHY = f"a number of ms > 0, at most {MAX_SLO_MS:.0f} (a day)"
+_RATE_WHY = f"requests per second, {MIN_RATE:g} to {MAX_RATE:.0f} (open loop, gamma arrivals)"
+RATE = Field("float", _RATE_WHY, check=lambda v: v >= MIN_RATE, high=MAX_RATE)
+RATES = Field(
+    "list", f"a list of 1 to {MAX_LEVELS} rates, e.g. [1, 2, 4]", check=lambda v: 0 < len(v) <= MAX_LEVELS, item=RATE
+)
 
 WORKLOAD_FIELDS: dict[str, Field] = {
     "description": Field("str", "one line saying what this workload measures", required=True),
@@ -169,10 +176,9 @@ WORKLOAD_FIELDS: dict[str, Field] = {
         ),
     ),
     "request_rate": Field(
-        "float",
-        f"requests per second, {MIN_RATE:g} to {MAX_RATE:.0f}, or omit for as fast as the concurrency allows",
-        check=lambda v: v >= MIN_RATE,
-        high=MAX_RATE,
+        "any",
+        _RATE_WHY + ", or a list of up to " + str(MAX_LEVELS) + " such rates (a rate sweep)",
+        check=lambda v: isinstance(v, (int, float, list)) and not isinstance(v, bool),
     ),
     "burstiness": Field(
         "float",
@@ -213,10 +219,12 @@ class Workload:
     name: str
     spec: dict[str, Any]
     folder: Path
+    overrides: tuple[tuple[str, Any], ...] = ()  # (flag, value) applied on top of the file, in order
+    file_sha256: str | None = None  # the file's own hash when overrides changed it
 
     @property
     def sha256(self) -> str:
-        return hashlib.sha256(json.dumps(self.spec, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
+        return spec_sha256(self.spec)
 
     def requests_for(self, concurrency: int) -> int:
         if self.spec["requests"]:
@@ -226,9 +234,42 @@ class Workload:
     def warmup_for(self, concurrency: int) -> int:
         return int(self.spec["warmup_per_concurrency"]) * concurrency
 
+    def rates(self) -> list[float | None]:
+        """None is closed loop (as fast as the concurrency allows)."""
+        rate = self.spec["request_rate"]
+        return list(rate) if isinstance(rate, list) else [rate]
+
+    def levels(self) -> list[tuple[int, float | None]]:
+        """Every (concurrency, rate) pair, concurrency outermost; with rates, concurrency caps requests in flight."""
+        return [(c, r) for c in self.spec["concurrency"] for r in self.rates()]
+
+    def at_rate(self, rate: float | None) -> Workload:
+        """The same workload with one arrival rate: what one level runs."""
+        return replace(self, spec=self.spec | {"request_rate": rate})
+
+    def describe_overrides(self) -> str:
+        return " ".join(f"{flag} {_flag_value(value)}" for flag, value in self.overrides)
+
+
+def _flag_value(value: Any) -> str:
+    if isinstance(value, list):
+        return ",".join(_flag_value(v) for v in value)
+    if isinstance(value, dict):
+        return ",".join(f"{k}={_flag_value(v)}" for k, v in value.items())
+    if isinstance(value, float) and value.is_integer():
+        return str(int(value))
+    return str(value)
+
+
+def spec_sha256(spec: dict[str, Any]) -> str:
+    return hashlib.sha256(json.dumps(spec, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
+
 
 def check_workload(src: SourceFile, data: dict[str, Any]) -> dict[str, Any]:
     spec = check_mapping(src, (), data, WORKLOAD_FIELDS)
+    if spec["request_rate"] is not None:
+        rate_field = RATES if isinstance(spec["request_rate"], list) else RATE
+        spec["request_rate"] = check_value(src, ("request_rate",), spec["request_rate"], rate_field)
     dataset = spec["dataset"]
     if dataset["kind"] == "random":
         for key in ("input_len", "output_len"):
@@ -244,10 +285,24 @@ def check_workload(src: SourceFile, data: dict[str, Any]) -> dict[str, Any]:
         spec["max_tokens"] = dataset["output_len"] or 256
     if spec["slo"] is not None:
         spec["slo"] = {k: v for k, v in spec["slo"].items() if v is not None}
+    problem = levels_problem(spec)
+    if problem:
+        raise src.problem(("request_rate",) if spec["request_rate"] is not None else ("concurrency",), problem)
     problem = budget_problem(spec)
     if problem:
         raise src.problem(("requests",) if spec["requests"] is not None else ("requests_per_concurrency",), problem)
     return spec
+
+
+def levels_problem(spec: dict[str, Any]) -> str | None:
+    rates = spec["request_rate"] if isinstance(spec["request_rate"], list) else [spec["request_rate"]]
+    count = len(spec["concurrency"]) * len(rates)
+    if count > MAX_LEVELS:
+        return (
+            f"{len(spec['concurrency'])} concurrency levels × {len(rates)} request rates make {count} levels: "
+            f"at most {MAX_LEVELS} (an afternoon's sweep); drop some."
+        )
+    return None
 
 
 def budget_problem(spec: dict[str, Any]) -> str | None:
@@ -292,8 +347,12 @@ def with_overrides(
     requests: int | None = None,
     input_len: int | None = None,
     output_len: int | None = None,
+    request_rate: list[float] | None = None,
+    slo: dict[str, float] | None = None,
 ) -> Workload:
+    """The workload with flags applied; each flag used is kept, in order, so output and result can name it."""
     spec = json.loads(json.dumps(workload.spec))
+    applied: list[tuple[str, Any]] = []
     if concurrency:
         if any(not 0 < c <= MAX_CONCURRENCY for c in concurrency) or len(concurrency) > MAX_LEVELS:
             raise BadInput(
@@ -301,26 +360,71 @@ def with_overrides(
                 f"each), at most {MAX_LEVELS} levels, e.g. --concurrency 1,8,64."
             )
         spec["concurrency"] = concurrency
+        applied.append(("--concurrency", concurrency))
+    if request_rate:
+        if len(request_rate) > MAX_LEVELS or any(
+            not (math.isfinite(r) and MIN_RATE <= r <= MAX_RATE) for r in request_rate
+        ):
+            raise BadInput(
+                f"--request-rate: every rate must be a number of requests per second from {MIN_RATE:g} to "
+                f"{MAX_RATE:.0f}, at most {MAX_LEVELS} rates, e.g. --request-rate 1,2,4."
+            )
+        spec["request_rate"] = request_rate if len(request_rate) > 1 else request_rate[0]
+        applied.append(("--request-rate", request_rate))
     if requests is not None:
         if requests <= 0:
             raise BadInput(f"--requests {requests}: give a number of requests > 0.")
         check_count("--requests", requests, MAX_REQUESTS, "measured requests per level; about three hours at 10 req/s")
         spec["requests"], spec["requests_per_concurrency"] = requests, None
+        applied.append(("--requests", requests))
     if input_len is not None or output_len is not None:
-        if spec["dataset"]["kind"] != "random":
-            raise BadInput("--input-len/--output-len apply to random datasets only.")
+        if spec["dataset"]["kind"] not in LENGTH_KINDS:
+            raise BadInput("--input-len/--output-len apply to datasets of kind " + ", ".join(LENGTH_KINDS) + " only.")
         for key, value in (("input_len", input_len), ("output_len", output_len)):
             if value is not None:
                 if value <= 0:
                     raise BadInput(f"--{key.replace('_', '-')} {value}: give a length > 0.")
                 check_count(f"--{key.replace('_', '-')}", value, MAX_TOKENS, "no served model has a longer context")
                 spec["dataset"][key] = value
+                applied.append((f"--{key.replace('_', '-')}", value))
         if output_len is not None:
             spec["max_tokens"] = output_len
-    problem = budget_problem(spec)
+    if slo is not None:
+        spec["slo"] = slo
+        applied.append(("--slo", slo))
+    problem = levels_problem(spec) or budget_problem(spec)
     if problem:
-        raise BadInput(f"with --concurrency/--requests/--input-len as given: {problem}")
-    return Workload(name=workload.name, spec=spec, folder=workload.folder)
+        raise BadInput(f"with the flags as given: {problem}")
+    if not applied:
+        return workload
+    return Workload(
+        name=workload.name,
+        spec=spec,
+        folder=workload.folder,
+        overrides=tuple(applied),
+        file_sha256=workload.file_sha256 or workload.sha256,
+    )
+
+
+def parse_slo(text: str) -> dict[str, float]:
+    """`ttft_ms=500,tpot_ms=50`: each key once, each a number of ms within the workload file's bounds."""
+    slo: dict[str, float] = {}
+    for part in text.split(","):
+        key, _, value = part.partition("=")
+        key = key.strip()
+        if key not in SLO_KEYS or key in slo:
+            raise BadInput(
+                f"--slo {text[:80]!r}: expected KEY=MS pairs separated by commas, each key once, keys "
+                f"{', '.join(SLO_KEYS)}; e.g. --slo ttft_ms=500,tpot_ms=50."
+            )
+        try:
+            number = float(value)
+        except ValueError:
+            number = math.nan
+        if not (math.isfinite(number) and 0 < number <= MAX_SLO_MS):
+            raise BadInput(f"--slo {key}={value[:20]}: give a number of ms > 0, at most {MAX_SLO_MS:.0f} (a day).")
+        slo[key] = number
+    return slo
 
 
 @dataclass(frozen=True)

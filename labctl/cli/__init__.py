@@ -17,14 +17,26 @@ app = typer.Typer(
     name="labctl",
     help="Run LLM inference engines in a GPU lab so that every number can be trusted and every setup rebuilt.",
     no_args_is_help=True,
-    add_completion=False,
+    add_completion=True,
     pretty_exceptions_enable=False,
     rich_markup_mode=None,
 )
 
 
+def _print_version(value: bool) -> None:
+    if value:
+        from labctl import __version__
+
+        print(f"labctl {__version__}")
+        raise typer.Exit()
+
+
 @app.callback()
 def _global(
+    version: Annotated[
+        bool,
+        typer.Option("--version", callback=_print_version, is_eager=True, help="Print labctl's version and exit."),
+    ] = False,
     debug: Annotated[bool, typer.Option("--debug", help="Show tracebacks.")] = False,
     lab: Annotated[
         str | None, typer.Option("--lab", help="The lab folder (default: $LABCTL_LAB, or the checkout).")
@@ -64,7 +76,7 @@ def main() -> None:
     from labctl.errors import LabctlError
 
     try:
-        code = app(standalone_mode=False)
+        code = app(standalone_mode=False, prog_name="labctl")
     except LabctlError as exc:
         if state.debug:
             raise

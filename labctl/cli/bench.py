@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import sys
+import time
 from typing import Annotated, Any
 
 import typer
@@ -36,6 +37,17 @@ def _levels(text: str | None) -> list[int] | None:
         raise BadInput(f"--concurrency {text!r}: expected whole numbers separated by commas, e.g. 1,8,64.") from None
 
 
+def _rates(text: str | None) -> list[float] | None:
+    from labctl.errors import BadInput
+
+    if text is None:
+        return None
+    try:
+        return [float(part) for part in text.split(",")]
+    except ValueError:
+        raise BadInput(f"--request-rate {text[:80]!r}: expected numbers separated by commas, e.g. 1,2,4.") from None
+
+
 def workloads(
     as_json: Annotated[bool, typer.Option("--json", help="Print a JSON list.")] = False,
 ) -> None:
@@ -62,6 +74,21 @@ def run(
     model: Annotated[str | None, typer.Option(help="The served model name (with --base-url).")] = None,
     concurrency: Annotated[str | None, typer.Option(help="Override the levels, e.g. 1,8,64.")] = None,
     requests: Annotated[int | None, typer.Option(help="Override the measured requests per level.")] = None,
+    request_rate: Annotated[
+        str | None,
+        typer.Option(help="Override the arrival rate(s) in req/s, e.g. 1,2,4: one level per rate (open loop)."),
+    ] = None,
+    find_max_rate: Annotated[
+        bool,
+        typer.Option(
+            help="Search for the highest request rate whose goodput meets the SLO: double the rate while >= 90% "
+            "of requests meet it (halve while not), then bisect until within 10%; at most 16 levels, at the "
+            "workload's top concurrency."
+        ),
+    ] = False,
+    slo: Annotated[
+        str | None, typer.Option(help="Override the SLO for goodput, in ms, e.g. ttft_ms=500,tpot_ms=50.")
+    ] = None,
     input_len: Annotated[int | None, typer.Option(help="Override the prompt length (random datasets).")] = None,
     output_len: Annotated[int | None, typer.Option(help="Override the output length (random datasets).")] = None,
     api_key_env: Annotated[str | None, typer.Option(help="Name of the variable holding the API key.")] = None,
@@ -85,13 +112,21 @@ def run(
     Example: labctl bench run 20261203-015815-a1b2c3 --workload chat-sweep --concurrency 1,8,64
     """
     from labctl.bench.session import BenchRequest, run_bench
-    from labctl.bench.workloads import load_workload, with_overrides
+    from labctl.bench.workloads import load_workload, parse_slo, with_overrides
     from labctl.errors import BadInput
 
     runs = state.runs()
     if not workload:
         raise BadInput("--workload NAME is required (see `labctl workloads`).")
-    chosen = with_overrides(load_workload(state.lab(), workload), _levels(concurrency), requests, input_len, output_len)
+    chosen = with_overrides(
+        load_workload(state.lab(), workload),
+        _levels(concurrency),
+        requests,
+        input_len,
+        output_len,
+        _rates(request_rate),
+        parse_slo(slo) if slo is not None else None,
+    )
     request = BenchRequest(
         workload=chosen,
         run_id=run_id,
@@ -103,8 +138,9 @@ def run(
         deadline=deadline,
         environment_label=environment_label,
         thinking=thinking.value if thinking else None,
+        find_max_rate=find_max_rate,
     )
-    with _progress(quiet=as_json) as progress:
+    with _progress() as progress:
         result, path = run_bench(runs, request, progress, warn)
     if as_json:
         print(json.dumps(result))
@@ -113,13 +149,17 @@ def run(
 
 
 class _progress:
-    """A progress bar on a terminal; one line per finished level elsewhere."""
+    """A progress bar on a terminal; elsewhere (a pipe, a CI log) a plain line every quarter of a phase or
+    every PLAIN_EVERY seconds, each with the whole sweep's ETA."""
 
-    def __init__(self, quiet: bool) -> None:
-        self.live = sys.stderr.isatty() and not quiet
+    PLAIN_EVERY = 10.0
+
+    def __init__(self) -> None:
+        self.live = sys.stderr.isatty()
         self.bar: Any = None
         self.task: Any = None
         self.phase = ""
+        self.last_line = 0.0
 
     def __enter__(self) -> Any:
         if self.live:
@@ -129,20 +169,34 @@ class _progress:
             self.bar.start()
         return self.update
 
-    def update(self, phase: str, done: int, total: int) -> None:
+    def update(self, phase: str, done: int, total: int, eta: float | None) -> None:
+        from labctl.bench.plan import SweepClock
+
         if self.bar is not None:
             if phase != self.phase:
                 if self.task is not None:
                     self.bar.remove_task(self.task)
                 self.task = self.bar.add_task(phase, total=total)
                 self.phase = phase
-            self.bar.update(self.task, completed=done)
-        elif done == total and phase.startswith("measure"):
-            warn(f"{phase}: {done} requests done")
+            self.bar.update(self.task, completed=done, description=f"{phase} (sweep ETA {SweepClock.clock(eta)})")
+            return
+        now = time.monotonic()
+        step = max(1, -(-total // 4))
+        if done == total or done % step == 0 or now - self.last_line >= self.PLAIN_EVERY:
+            self.last_line = now
+            warn(f"{phase}: {done}/{total} requests, sweep ETA {SweepClock.clock(eta)}")
 
     def __exit__(self, *exc: object) -> None:
         if self.bar is not None:
             self.bar.stop()
+
+
+def _flag(value: Any) -> str:
+    if isinstance(value, list):
+        return ",".join(_flag(v) for v in value)
+    if isinstance(value, dict):
+        return ",".join(f"{k}={_flag(v)}" for k, v in value.items())
+    return f"{value:g}" if isinstance(value, float) else str(value)
 
 
 def _ms(value: Any) -> str:
@@ -155,11 +209,15 @@ def print_result(result: dict[str, Any], path: str) -> None:
         f"bench {result['bench_id']} ({result['status']}): {target['engine']}/{target['profile']} "
         f"[{target['environment_label']}] model {target['model']}, workload {workload['name']} ({workload['sha256'][:12]})"
     )
+    if workload.get("overrides"):
+        flags = " ".join(f"{o['flag']} {_flag(o['value'])}" for o in workload["overrides"])
+        out(f"overrides: {flags} (the file's sha256: {str(workload.get('file_sha256'))[:12]})")
     rows = []
     for level in result["levels"]:
         rows.append(
             [
                 str(level["concurrency"]) + (" !" if level.get("over_max_batch_size") else ""),
+                "-" if not level.get("target_rate") else f"{level['target_rate']:g}",
                 f"{level['completed']}/{level['requests']}",
                 _ms(level["median_ttft_ms"]),
                 _ms(level["p99_ttft_ms"]),
@@ -178,6 +236,7 @@ def print_result(result: dict[str, Any], path: str) -> None:
             rows,
             [
                 "CONC",
+                "RATE",
                 "OK/SENT",
                 "TTFT p50",
                 "TTFT p99",
@@ -194,6 +253,9 @@ def print_result(result: dict[str, Any], path: str) -> None:
     )
     for warning in result.get("warnings", []):
         out(f"warning: {warning}")
+    found = result.get("max_rate_meeting_slo")
+    if found:
+        out(f"max_rate_meeting_slo: {found['note']} (SLO {_flag(found['slo'])}; {found['rule']})")
     out(f"(ms; TTFT = first token-bearing chunk; TPOT = (e2e-ttft)/(n-1); ITL = pooled chunk gaps)  result: {path}")
 
 
