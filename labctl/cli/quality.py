@@ -130,6 +130,7 @@ def compare(
     allow_mismatch: Annotated[
         bool, typer.Option(help="Show results measured under different rules, cells marked ✗.")
     ] = False,
+    as_json: Annotated[bool, typer.Option("--json", help="The same as --format json.")] = False,
 ) -> None:
     """Put results side by side only when measured under the same rules (checklist first).
 
@@ -139,9 +140,10 @@ def compare(
     from labctl.compare.rules import compare as gather
     from labctl.errors import BadInput
 
+    fmt = "json" if as_json else fmt
     if fmt not in FORMATS:
         raise BadInput(f"--format {fmt!r}: choose one of {', '.join(FORMATS)}.")
-    checks, rows, _ = gather(state.runs(), ids)
+    checks, rows, entries = gather(state.runs(), ids)
     failed = ", ".join(c.rule for c in checks if not c.ok)
     _refuse_mixed(
         checks,
@@ -149,7 +151,7 @@ def compare(
         f"these results were not measured under the same rules ({failed}): no table. "
         "Pass --allow-mismatch to see them side by side with the differing cells marked.",
     )
-    out(render(checks, rows, fmt).rstrip("\n"))
+    out(render(checks, rows, entries, fmt).rstrip("\n"))
 
 
 def report(

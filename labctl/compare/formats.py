@@ -1,5 +1,6 @@
-"""Comparison output: the rules checklist and the results table as a terminal table, Markdown, CSV
-or JSON. Cells whose rule failed are marked with ✗."""
+"""Comparison output: the rules checklist, each setup once, then engines side by side per level
+(labctl.compare.pivot) as a terminal table (within 120 columns), Markdown, CSV or JSON. Cells whose
+rule failed are marked with ✗; every caveat is listed."""
 
 from __future__ import annotations
 
@@ -8,10 +9,13 @@ import io
 import json
 from typing import Any
 
-from labctl.compare.rules import RULE_COLUMNS, Check
+from labctl.compare.pivot import all_caveats, legend, letter, pivot, pivot_cells, pivot_head
+from labctl.compare.rules import RULE_COLUMNS, Check, Entry
 
 FORMATS = ("table", "markdown", "csv", "json")
-COLUMNS = [
+TERMINAL_WIDTH = 120
+# Facts about a setup: shown once per result, never repeated per level.
+SETUP_COLUMNS = [
     ("engine", "engine"),
     ("profile", "profile"),
     ("image_digest", "digest"),
@@ -25,16 +29,27 @@ COLUMNS = [
     ("workload", "workload"),
     ("environment_label", "env"),
     ("gpu", "GPU"),
+    ("quality", "quality"),
+    ("suite_version", "suite version"),
+    ("bench_date", "measured"),
+    ("host", "client host"),
+    ("labctl_version", "labctl"),
+]
+LEVEL_COLUMNS = [
     ("concurrency", "conc"),
+    ("rate", "rate"),
+    ("completed", "n"),
+    ("requests", "N"),
+    ("failed", "failed"),
+    ("interrupted", "interrupted"),
     ("median_ttft_ms", "TTFT p50"),
     ("p99_ttft_ms", "TTFT p99"),
     ("median_tpot_ms", "TPOT p50"),
     ("p99_itl_ms", "ITL p99"),
     ("output_throughput", "out tok/s"),
     ("goodput", "goodput"),
-    ("quality", "quality"),
-    ("suite_version", "suite version"),
 ]
+COLUMNS = SETUP_COLUMNS[:13] + LEVEL_COLUMNS + SETUP_COLUMNS[13:]
 
 
 def cell(row: dict[str, Any], key: str) -> str:
@@ -59,13 +74,53 @@ def checklist_lines(checks: list[Check]) -> list[str]:
     return lines
 
 
-def render(checks: list[Check], rows: list[dict[str, Any]], fmt: str) -> str:
+def setup_rows(rows: list[dict[str, Any]], entries: list[Entry], checks: list[Check]) -> list[dict[str, Any]]:
+    """One row per result: its first level's row carries the setup facts (and the rule marks)."""
+    failed = sorted(c.rule for c in checks if not c.ok)
+    out = []
+    for index, entry in enumerate(entries):
+        mine = [r for r in rows if r["id"] == entry.result["bench_id"]]
+        base = dict(mine[0]) if mine else {"mismatch": []}
+        base["mismatch"] = sorted(set(failed) - {"concurrency within built max batch size"})
+        base["key"] = letter(index)
+        out.append(base)
+    return out
+
+
+def workload_lines(entries: list[Entry]) -> list[str]:
+    """The workload spec and its SLO, once when every result shares it."""
+    specs = {json.dumps(e.result["workload"].get("spec"), sort_keys=True) for e in entries}
+    lines = []
+    for index, e in enumerate(entries if len(specs) > 1 else entries[:1]):
+        w = e.result["workload"]
+        who = "" if len(specs) == 1 else f"{letter(index)}: "
+        spec = w.get("spec") or {}
+        slo = spec.get("slo")
+        lines.append(f"{who}workload {w['name']} ({w['sha256'][:12]}): {json.dumps(spec, sort_keys=True)}")
+        lines.append(
+            f"{who}SLO behind goodput: " + (", ".join(f"{k} ≤ {v:g}" for k, v in slo.items()) if slo else "none")
+        )
+        if w.get("overrides"):
+            lines.append(f"{who}overrides: " + " ".join(f"{o['flag']} {o['value']}" for o in w["overrides"]))
+        found = e.result.get("max_rate_meeting_slo")
+        if found:
+            lines.append(f"{letter(index)}: max_rate_meeting_slo: {found['note']}")
+    return lines
+
+
+def render(checks: list[Check], rows: list[dict[str, Any]], entries: list[Entry], fmt: str) -> str:
     if fmt == "json":
         return json.dumps(
             {
                 "checklist": [{"rule": c.rule, "ok": c.ok, "values": c.values} for c in checks],
                 "same_rules": all(c.ok for c in checks),
+                "results": legend(entries),
                 "rows": rows,
+                "pivot": [
+                    {"level": p.level, "metric": p.metric, "cells": p.cells, "deltas": p.deltas}
+                    for p in pivot(entries, checks)
+                ],
+                "caveats": all_caveats(entries, checks),
             },
             indent=1,
         )
@@ -77,19 +132,59 @@ def render(checks: list[Check], rows: list[dict[str, Any]], fmt: str) -> str:
             writer.writerow([row.get(key) for key, _ in COLUMNS] + ["; ".join(row["mismatch"])])
         return buffer.getvalue()
     if fmt == "markdown":
-        head = "| " + " | ".join(title for _, title in COLUMNS) + " |"
-        rule = "|" + "---|" * len(COLUMNS)
-        body = ["| " + " | ".join(cell(row, key).replace("|", "\\|") for key, _ in COLUMNS) + " |" for row in rows]
-        checks_md = [f"- {line}" for line in checklist_lines(checks)]
-        return "\n".join(["**Same rules?**", "", *checks_md, "", head, rule, *body]) + "\n"
-    from rich.console import Console
-    from rich.table import Table
+        return markdown_tables(checks, rows, entries)
+    return terminal(checks, rows, entries)
 
-    table = Table(show_lines=False)
-    for _, title in COLUMNS:
-        table.add_column(title, overflow="fold")
-    for row in rows:
-        table.add_row(*[cell(row, key) for key, _ in COLUMNS])
-    buffer = io.StringIO()
-    Console(file=buffer, width=240, force_terminal=False).print(table)
-    return "\n".join(checklist_lines(checks)) + "\n" + buffer.getvalue()
+
+def _md_row(cells: list[str]) -> str:
+    return "| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |"
+
+
+def markdown_tables(checks: list[Check], rows: list[dict[str, Any]], entries: list[Entry]) -> str:
+    setup_head = ["key", *[title for _, title in SETUP_COLUMNS]]
+    lines = ["**Same rules?**", "", *[f"- {line}" for line in checklist_lines(checks)], "", "**Setups**", ""]
+    lines += [_md_row(setup_head), "|" + "---|" * len(setup_head)]
+    lines += [_md_row([s["key"], *[cell(s, k) for k, _ in SETUP_COLUMNS]]) for s in setup_rows(rows, entries, checks)]
+    lines += ["", *[f"- {line}" for line in workload_lines(entries)], "", "**Side by side per level**", ""]
+    head = pivot_head(entries)
+    lines += [_md_row(head), "|" + "---|" * len(head)]
+    lines += [_md_row(pivot_cells(p)) for p in pivot(entries, checks)]
+    caveats = all_caveats(entries, checks)
+    lines += ["", "**Caveats**", "", *([f"- ✗ {c}" for c in caveats] or ["- none"])]
+    return "\n".join(lines) + "\n"
+
+
+def _clip(text: str, width: int) -> str:
+    return text if len(text) <= width else text[: width - 1] + "…"
+
+
+def terminal(checks: list[Check], rows: list[dict[str, Any]], entries: list[Entry]) -> str:
+    """Fits TERMINAL_WIDTH: facts of each setup on a few wrapped lines, numbers in a narrow pivot."""
+    from labctl.compare.pivot import PivotRow
+
+    lines = checklist_lines(checks)
+    lines.append("")
+    for s, entry in zip(setup_rows(rows, entries, checks), entries, strict=True):
+        facts = [f"{title} {cell(s, key)}" for key, title in SETUP_COLUMNS[2:]]
+        lines.append(
+            _clip(f"{s['key']} = {cell(s, 'engine')}/{cell(s, 'profile')} ({entry.result['bench_id']})", TERMINAL_WIDTH)
+        )
+        current = "   "
+        for fact in facts:
+            fact = _clip(fact, TERMINAL_WIDTH - 4)
+            if len(current) + len(fact) + 3 > TERMINAL_WIDTH:
+                lines.append(current.rstrip())
+                current = "   "
+            current += fact + " · "
+        lines.append(current.rstrip(" ·"))
+    lines += [_clip(line, TERMINAL_WIDTH) for line in workload_lines(entries)]
+    lines.append("")
+    table_rows: list[PivotRow] = pivot(entries, checks)
+    head = pivot_head(entries)
+    cells = [[_clip(c, 40) for c in pivot_cells(p)] for p in table_rows]
+    widths = [max(len(r[i]) for r in [head, *cells]) for i in range(len(head))]
+    for r in [head, *cells]:
+        lines.append(_clip("  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip(), TERMINAL_WIDTH))
+    caveats = all_caveats(entries, checks)
+    lines += [_clip(f"✗ {c}", TERMINAL_WIDTH) for c in caveats]
+    return "\n".join(lines) + "\n"

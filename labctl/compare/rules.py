@@ -211,9 +211,18 @@ def rows(entries: list[Entry], checks: list[Check]) -> list[dict[str, Any]]:
                     "environment_label": facts["environment label"],
                     "gpu": facts["GPU model"],
                     "concurrency": level["concurrency"],
+                    "rate": level.get("target_rate"),
+                    "completed": level.get("completed"),
+                    "requests": level.get("requests"),
+                    "failed": level.get("failed"),
+                    "interrupted": bool(level.get("interrupted")),
                     **{k: level.get(k) for k in LEVEL_KEYS},
+                    **{f"{k}_ci95": level[f"{k}_ci95"] for k in LEVEL_KEYS if f"{k}_ci95" in level},
                     "quality": quality,
                     "suite_version": suites,
+                    "bench_date": str(e.result.get("created_at") or "-")[:16].replace("T", " "),
+                    "host": str((e.result.get("client") or {}).get("host") or "-"),
+                    "labctl_version": str((e.result.get("client") or {}).get("labctl_version") or "-"),
                     "mismatch": mismatch,
                 }
             )

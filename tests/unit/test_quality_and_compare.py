@@ -87,10 +87,30 @@ def test_formats_carry_the_mismatch_marks() -> None:
     checks = checklist(entries)
     table_rows = rows(entries, checks)
     assert all(row["mismatch"] == ["workload"] for row in table_rows)
-    doc = json.loads(render(checks, table_rows, "json"))
+    doc = json.loads(render(checks, table_rows, entries, "json"))
     assert doc["same_rules"] is False and len(doc["rows"]) == 2
-    assert "✗" in render(checks, table_rows, "table") and "workload" in render(checks, table_rows, "csv")
+    assert "✗" in render(checks, table_rows, entries, "table")
+    assert "workload" in render(checks, table_rows, entries, "csv")
     assert Check("x", True, {}).ok
+
+
+def test_pivot_puts_engines_side_by_side_with_deltas_and_intervals() -> None:
+    from labctl.compare.pivot import pivot
+
+    a, b = entry("a", "vllm", "1"), entry("b", "sglang", "1")
+    b.result["levels"][0] |= {"median_tpot_ms": 3.0, "interrupted": True}
+    rows_ = {(p.level, p.metric): p for p in pivot([a, b], checklist([a, b]))}
+    tpot = rows_[("c=1", "TPOT p50 ms")]
+    assert tpot.cells == ["2.00", "3.00"] and tpot.deltas == ["+50.0%"]
+    assert rows_[("c=1", "tok/s per user")].cells == ["500.0", "333.3"]
+    assert rows_[("c=1", "caveats")].cells == ["-", "✗ interrupted"]
+    a.result["levels"][0]["median_tpot_ms_ci95"] = [1.5, 2.5]
+    b.result["levels"][0]["median_tpot_ms_ci95"] = [2.4, 3.6]
+    overlapping = {(p.level, p.metric): p for p in pivot([a, b], checklist([a, b]))}[("c=1", "TPOT p50 ms")]
+    assert overlapping.cells == ["2.00 [1.50, 2.50]", "3.00 [2.40, 3.60]"] and overlapping.deltas == ["+50.0% ≈"]
+    b.result["levels"][0]["median_tpot_ms_ci95"] = [2.6, 3.6]
+    apart = {(p.level, p.metric): p for p in pivot([a, b], checklist([a, b]))}[("c=1", "TPOT p50 ms")]
+    assert apart.deltas == ["+50.0%"]
 
 
 def test_thinking_off_reaches_every_chat_request_and_the_checklist() -> None:

@@ -1,0 +1,165 @@
+"""Engines side by side per level: one row per (level, metric), one column per result, Δ % against the
+first; every caveat (interrupted, over a batch limit, a mismatched rule, a client that fell behind)
+kept with the level it touches. Pure: tables, Markdown, HTML and plots all read from here."""
+
+from __future__ import annotations
+
+import math
+import string
+from dataclasses import dataclass
+from typing import Any
+
+from labctl.compare.rules import Check, Entry
+
+BATCH_RULE = "concurrency within built max batch size"
+# (title, key): None keys are derived in value_of
+METRICS: list[tuple[str, str]] = [
+    ("n/N", "n_of_n"),
+    ("TTFT p50 ms", "median_ttft_ms"),
+    ("TTFT p99 ms", "p99_ttft_ms"),
+    ("TPOT p50 ms", "median_tpot_ms"),
+    ("TPOT p99 ms", "p99_tpot_ms"),
+    ("ITL p99 ms", "p99_itl_ms"),
+    ("out tok/s", "output_throughput"),
+    ("tok/s per user", "tokens_per_user"),
+    ("goodput req/s", "goodput"),
+]
+
+
+def letter(index: int) -> str:
+    return string.ascii_uppercase[index] if index < 26 else f"R{index + 1}"
+
+
+def level_key(level: dict[str, Any]) -> tuple[int, float]:
+    return int(level["concurrency"]), float(level.get("target_rate") or 0.0)
+
+
+def level_name(key: tuple[int, float]) -> str:
+    return f"c={key[0]}" + (f" r={key[1]:g}/s" if key[1] else "")
+
+
+def value_of(level: dict[str, Any], key: str) -> float | None:
+    if key == "tokens_per_user":
+        tpot = level.get("median_tpot_ms")
+        return 1000.0 / tpot if tpot else None
+    value = level.get(key)
+    return float(value) if isinstance(value, (int, float)) and math.isfinite(value) else None
+
+
+def interval_of(level: dict[str, Any], key: str) -> tuple[float, float] | None:
+    """A 95 % interval when the result carries one (`<key>_ci95: [lo, hi]`, written with --repeat)."""
+    pair = level.get(f"{key}_ci95")
+    if isinstance(pair, list) and len(pair) == 2 and all(isinstance(v, (int, float)) for v in pair):
+        return float(pair[0]), float(pair[1])
+    return None
+
+
+def number(value: float | None) -> str:
+    if value is None:
+        return "-"
+    return f"{value:.1f}" if abs(value) >= 10 else f"{value:.2f}"
+
+
+def level_caveats(entry: Entry, level: dict[str, Any], failed_rules: set[str]) -> list[str]:
+    caveats = []
+    if level.get("interrupted") or entry.result.get("status") == "interrupted":
+        caveats.append("interrupted")
+    if level.get("over_max_batch_size"):
+        caveats.append("over batch limit")
+    caveats += [f"mismatch: {rule}" for rule in sorted(failed_rules) if rule != BATCH_RULE]
+    if level.get("failed"):
+        caveats.append(f"{level['failed']} failed")
+    for warning in level.get("warnings", []):
+        if warning.startswith("CLIENT SATURATED"):
+            caveats.append("client saturated")
+        elif warning.startswith("CLIENT FELL BEHIND"):
+            caveats.append("client fell behind")
+    return caveats
+
+
+@dataclass
+class PivotRow:
+    level: str
+    metric: str
+    cells: list[str]  # one per entry
+    deltas: list[str]  # one per entry after the first: Δ % against the first
+
+
+def pivot(entries: list[Entry], checks: list[Check]) -> list[PivotRow]:
+    failed = {c.rule for c in checks if not c.ok}
+    by_entry = [{level_key(lv): lv for lv in e.result["levels"]} for e in entries]
+    keys = sorted({k for levels in by_entry for k in levels})
+    out = []
+    for key in keys:
+        levels = [levels.get(key) for levels in by_entry]
+        for title, metric in METRICS:
+            cells: list[str] = []
+            values: list[float | None] = []
+            intervals: list[tuple[float, float] | None] = []
+            for level in levels:
+                if level is None:
+                    cells.append("-")
+                    values.append(None)
+                    intervals.append(None)
+                    continue
+                if metric == "n_of_n":
+                    cells.append(f"{level.get('completed', '?')}/{level.get('requests', '?')}")
+                    values.append(None)
+                    intervals.append(None)
+                    continue
+                value, interval = value_of(level, metric), interval_of(level, metric)
+                cells.append(number(value) + (f" [{number(interval[0])}, {number(interval[1])}]" if interval else ""))
+                values.append(value)
+                intervals.append(interval)
+            deltas = [_delta(values[0], values[i], intervals[0], intervals[i]) for i in range(1, len(levels))]
+            out.append(PivotRow(level_name(key), title, cells, deltas))
+        caveats = [_caveat_cell(e, lv, failed) for e, lv in zip(entries, levels, strict=True)]
+        if any(c.startswith("✗") for c in caveats):
+            out.append(PivotRow(level_name(key), "caveats", caveats, [""] * (len(entries) - 1)))
+    return out
+
+
+def _caveat_cell(entry: Entry, level: dict[str, Any] | None, failed: set[str]) -> str:
+    if level is None:
+        return "(not run)"
+    caveats = level_caveats(entry, level, failed)
+    return "✗ " + ", ".join(caveats) if caveats else "-"
+
+
+def _delta(
+    base: float | None, other: float | None, base_ci: tuple[float, float] | None, other_ci: tuple[float, float] | None
+) -> str:
+    if base is None or other is None or base == 0:
+        return "-"
+    text = f"{(other - base) / base * 100:+.1f}%"
+    if base_ci and other_ci and base_ci[0] <= other_ci[1] and other_ci[0] <= base_ci[1]:
+        text += " ≈"  # the intervals overlap: not distinguishable
+    return text
+
+
+def pivot_head(entries: list[Entry]) -> list[str]:
+    names = [letter(i) for i in range(len(entries))]
+    return ["level", "metric", *names, *[f"Δ {n} vs A" for n in names[1:]]]
+
+
+def pivot_cells(row: PivotRow) -> list[str]:
+    return [row.level, row.metric, *row.cells, *row.deltas]
+
+
+def legend(entries: list[Entry]) -> list[str]:
+    """Who A, B, … are: said once, above the table."""
+    return [f"{letter(i)} = {e.label} ({e.result['bench_id']})" for i, e in enumerate(entries)]
+
+
+def all_caveats(entries: list[Entry], checks: list[Check]) -> list[str]:
+    failed = {c.rule for c in checks if not c.ok}
+    lines = []
+    for index, e in enumerate(entries):
+        if e.result.get("status") == "interrupted":
+            lines.append(f"{letter(index)}: the benchmark was interrupted; its last level is partial")
+        for lv in e.result["levels"]:
+            caveats = [c for c in level_caveats(e, lv, failed) if not c.startswith("mismatch")]
+            if caveats:
+                lines.append(f"{letter(index)} {level_name(level_key(lv))}: " + ", ".join(caveats))
+    lines += [f"rule not met: {rule} (cells marked ✗)" for rule in sorted(failed)]
+    return lines
