@@ -62,3 +62,24 @@ def ensure_second_user(user: str) -> None:
     if subprocess.run(["id", user], capture_output=True).returncode != 0:
         subprocess.run(["groupadd", "-f", "docker"], check=True)
         subprocess.run(["useradd", "-m", "-G", "docker", user], check=True, capture_output=True)
+
+
+def tiny_tokenizer_cache(root: Path, repo: str = "acme/tiny") -> Path:
+    """A Hugging Face cache holding one small BPE tokenizer (trained here, no download) whose pieces are
+    shorter than words, so token and word counts differ. Returns the cache folder (HF_HUB_CACHE)."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+
+    from labctl.bench.prompts import WORDS
+
+    tokenizer = Tokenizer(models.BPE(unk_token="[UNK]"))
+    tokenizer.pre_tokenizer = pre_tokenizers.Metaspace()
+    tokenizer.decoder = decoders.Metaspace()
+    corpus = [" ".join(WORDS)] * 5 + ["r0x1 p0 s1t2 0123456789 abcdefghijklmnopqrstuvwxyz"]
+    tokenizer.train_from_iterator(corpus, trainers.BpeTrainer(vocab_size=120, special_tokens=["[UNK]"]))
+    revision = "0123456789abcdef0123456789abcdef01234567"
+    folder = root / ("models--" + repo.replace("/", "--"))
+    (folder / "snapshots" / revision).mkdir(parents=True)
+    (folder / "refs").mkdir()
+    (folder / "refs" / "main").write_text(revision)
+    tokenizer.save(str(folder / "snapshots" / revision / "tokenizer.json"))
+    return root

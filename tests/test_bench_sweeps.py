@@ -29,8 +29,10 @@ def test_a_rate_list_sweeps_with_a_plan_progress_and_a_line_per_level(lab: Path,
         result = bench(lab, tmp_path / "h", "--base-url", f"{base}/v1", "--model", "truth", "--workload", "rates")
     assert result.code == 0, result.stderr
     log = result.stderr.splitlines()  # not a terminal: plain lines, no bar
-    assert log[0].startswith("plan: 2 level(s) c=2 rate=6/s, c=2 rate=24/s; 24 measured + 4 warm-up requests")
-    assert "estimated ≥ 2s" in log[0]  # 12/6 + 12/24 s of arrivals alone
+    plan = next(line for line in log if line.startswith("plan: "))
+    assert log.index(plan) < min(i for i, line in enumerate(log) if "sweep ETA" in line)  # before any request
+    assert plan.startswith("plan: 2 level(s) c=2 rate=6/s, c=2 rate=24/s; 24 measured + 4 warm-up requests")
+    assert "estimated ≥ 2s" in plan  # 12/6 + 12/24 s of arrivals alone
     progress = [line for line in log if "sweep ETA" in line]
     assert any(line.startswith("level 1/2 c=2 rate=6/s measure: 12/12 requests") for line in progress)
     done = [line for line in log if " done: " in line]

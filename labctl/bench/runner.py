@@ -13,7 +13,8 @@ from typing import Any
 
 from labctl.bench.client import Connection, RequestResult, Target
 from labctl.bench.metrics import level_metrics
-from labctl.bench.workloads import Prompt, Workload, make_prompts
+from labctl.bench.prompts import Prompt, sessions
+from labctl.bench.workloads import Workload, make_prompts
 
 Progress = Callable[[str, int, int], None]  # (phase, done, total)
 SATURATED_CPU = 0.85  # share of one core above which the client's own timing is suspect
@@ -76,8 +77,12 @@ def request_body(workload: Workload, target: Target, prompt: Prompt) -> dict[str
     if spec["stream"]:
         body["stream_options"] = {"include_usage": True}
     if spec["endpoint"] == "chat":
-        body["messages"] = [{"role": "user", "content": prompt.text}]
+        body["messages"] = list(prompt.messages) or [{"role": "user", "content": prompt.text}]
         body.update(target.chat_extras())
+        if spec.get("tools"):
+            body["tools"] = spec["tools"]
+            if spec.get("tool_choice"):
+                body["tool_choice"] = spec["tool_choice"]
     else:
         body["prompt"] = prompt.text
     return body
@@ -94,15 +99,17 @@ async def _closed_loop(
     results: list[RequestResult],
 ) -> None:
     chat = workload.spec["endpoint"] == "chat"
-    queue = list(reversed(prompts))
+    queue = list(reversed(sessions(prompts)))
 
     async def worker(connection: Connection) -> None:
         while queue:
-            prompt = queue.pop()
-            result = RequestResult(input_len=prompt.input_len)
-            await connection.send(request_body(workload, target, prompt), chat, result, timeout)
-            results.append(result)
-            tick()
+            for prompt in queue.pop():  # a multi-turn session's turns in order, after the user's pause
+                if prompt.think_s:
+                    await asyncio.sleep(prompt.think_s)
+                result = RequestResult(input_len=prompt.input_len)
+                await connection.send(request_body(workload, target, prompt), chat, result, timeout)
+                results.append(result)
+                tick()
 
     await asyncio.gather(*(worker(c) for c in connections[:concurrency]))
 

@@ -22,6 +22,7 @@ from labctl.bench.client import Target
 from labctl.bench.metrics import clean
 from labctl.bench.plan import PlannedLevel, SweepClock, plan_levels, plan_line
 from labctl.bench.runner import LevelProgress, outcome_of, run_level
+from labctl.bench.tokens import counter_for
 from labctl.bench.workloads import Workload
 from labctl.catalog.limits import check_seconds
 from labctl.errors import BadInput, LabctlError
@@ -62,6 +63,7 @@ class BenchRequest:
     environment_label: str = "external"
     thinking: str | None = None  # an external endpoint: "off" asks every chat request not to think
     find_max_rate: bool = False  # search the rates (labctl.bench.capacity) instead of sweeping the workload's
+    tokenizer: str | None = None  # the Hub repository whose cached tokenizer counts lengths (default: the model's)
 
 
 # (phase, done, total, whole-sweep ETA in seconds or None)
@@ -217,6 +219,8 @@ def run_bench(
         raise BadInput("--find-max-rate needs an SLO: give --slo ttft_ms=…,tpot_ms=… or an slo: in the workload.")
     target, record = resolve_target(runs, request)
     limit = check_batch_limits(record, workload, request.force)
+    model_id = request.tokenizer or ((record.resolved_profile or {}).get("model") or {}).get("id") or target.model
+    workload = workload.with_counter(counter_for(str(model_id)))
     server = preflight(target)
     if record.status == "external":
         runs.save(record)
@@ -243,7 +247,7 @@ def run_bench(
             "thinking": target.thinking,
             "memory": memory_of(record),
         },
-        "workload": workload_facts(workload),
+        "workload": workload_facts(workload) | workload.counter.facts(),
         "client": client_environment(),
         "levels": [],
         "warnings": [],
@@ -253,6 +257,7 @@ def run_bench(
             f"workload {workload.name} with {workload.describe_overrides()} (sha256 {workload.sha256[:12]}; "
             f"the file's is {(workload.file_sha256 or '')[:12]})"
         )
+    say(f"lengths in {workload.counter.unit}: {workload.counter.source}")
     sweep = _Sweep(request, workload, target, limit, result, path, progress, say, end)
     if request.find_max_rate:
         sweep.search()

@@ -5,12 +5,13 @@ from __future__ import annotations
 import hashlib
 import json
 import math
-import random
 import re
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from labctl.bench.prompts import Prompt, build_prompts
+from labctl.bench.tokens import WORDS, Counter
 from labctl.catalog.fields import Field, check_mapping, check_value
 from labctl.catalog.lab import Lab, check_name
 from labctl.catalog.limits import (
@@ -24,93 +25,23 @@ from labctl.catalog.limits import (
     MIN_RATE,
     check_count,
 )
-from labctl.catalog.sourcefile import SourceFile, load_yaml_mapping, read_bounded
+from labctl.catalog.sourcefile import SourceFile, load_yaml_mapping
 from labctl.errors import BadInput
 
-DATASET_KINDS = ("random", "jsonl", "sharegpt")
-LENGTH_KINDS = ("random",)
+DATASET_KINDS = ("random", "shared-prefix", "multi-turn", "jsonl", "sharegpt")
+LENGTH_KINDS = ("random", "shared-prefix", "multi-turn")
 SLO_KEYS = ("ttft_ms", "tpot_ms", "e2e_ms")
-# Words for synthetic prompts: common English words, about one token each for most tokenizers.
-WORDS = [
-    "time",
-    "year",
-    "people",
-    "way",
-    "day",
-    "man",
-    "thing",
-    "woman",
-    "life",
-    "child",
-    "world",
-    "school",
-    "state",
-    "family",
-    "student",
-    "group",
-    "country",
-    "problem",
-    "hand",
-    "part",
-    "place",
-    "case",
-    "week",
-    "company",
-    "system",
-    "program",
-    "question",
-    "work",
-    "government",
-    "number",
-    "night",
-    "point",
-    "home",
-    "water",
-    "room",
-    "mother",
-    "area",
-    "money",
-    "story",
-    "fact",
-    "month",
-    "lot",
-    "right",
-    "study",
-    "book",
-    "eye",
-    "job",
-    "word",
-    "business",
-    "issue",
-    "side",
-    "kind",
-    "head",
-    "house",
-    "service",
-    "friend",
-    "father",
-    "power",
-    "hour",
-    "game",
-    "line",
-    "end",
-    "member",
-    "law",
-    "car",
-    "city",
-    "community",
-    "name",
-    "president",
-    "team",
-    "minute",
-    "idea",
-]
 
 
+_TOOL_NAME = re.compile(r"[A-Za-z0-9_-]{1,64}")
+MAX_TOOLS = 128
+MAX_TOOLS_BYTES = 256 * 1024  # sent with every request: larger tool lists are a mistake, not a workload
+MAX_PREFIXES = 10_000
+# max_tokens for recorded ShareGPT answers when the workload sets none: above any answer in ShareGPT_V3.
+RECORDED_CAP = 16_384
+MAX_TURNS = 100
 # Path parts never start with '.', so neither '..' nor a hidden file; no leading '/', no backslash.
 _DATASET_PATH = re.compile(r"[A-Za-z0-9_-][A-Za-z0-9._-]*(?:/[A-Za-z0-9_-][A-Za-z0-9._-]*)*")
-# ShareGPT_V3's unfiltered file, the largest public dataset vLLM's benchmarks read, is ~640 MB.
-MAX_DATASET_BYTES = 1024 * 1024 * 1024
 
 
 def _positive(v: Any) -> bool:
@@ -141,6 +72,31 @@ WORKLOAD_FIELDS: dict[str, Field] = {
                 "a fraction in [0, 1): lengths drawn uniformly from [L(1-r), L(1+r)] (vLLM's rule)",
                 default=0.0,
                 check=lambda v: 0 <= v < 1,
+            ),
+            "prefix_len": Field(
+                "int",
+                f"shared-prefix: length of each shared prefix (> 0, {_LEN_WHY})",
+                check=_positive,
+                high=MAX_TOKENS,
+            ),
+            "prefix_count": Field(
+                "int",
+                f"shared-prefix: how many distinct prefixes the requests share, 1 to {MAX_PREFIXES}",
+                check=_positive,
+                high=MAX_PREFIXES,
+            ),
+            "turns": Field(
+                "int", f"multi-turn: user turns per session, 2 to {MAX_TURNS}", check=lambda v: v >= 2, high=MAX_TURNS
+            ),
+            "think_time_s": Field(
+                "float",
+                "multi-turn: seconds a user pauses before each later turn, 0 to 3600 (default 0)",
+                check=lambda v: v >= 0,
+                high=3600.0,
+            ),
+            "recorded_output": Field(
+                "bool",
+                "sharegpt: ask for as many tokens as the recorded answer had (true, the default), or max_tokens",
             ),
             "path": Field(
                 "str",
@@ -187,6 +143,34 @@ WORKLOAD_FIELDS: dict[str, Field] = {
         check=lambda v: v >= 0.01,
         high=100.0,
     ),
+    "tools": Field(
+        "list",
+        f"1 to {MAX_TOOLS} OpenAI tool definitions sent with every chat request "
+        "({type: function, function: {name, description, parameters}})",
+        check=lambda v: 0 < len(v) <= MAX_TOOLS,
+        item=Field(
+            "map",
+            fields={
+                "type": Field("str", "function", required=True, check=lambda v: v == "function"),
+                "function": Field(
+                    "map",
+                    required=True,
+                    fields={
+                        "name": Field(
+                            "str",
+                            "1 to 64 letters, digits, '_' or '-' (OpenAI's rule)",
+                            required=True,
+                            check=lambda v: _TOOL_NAME.fullmatch(v) is not None,
+                        ),
+                        "description": Field("str", "at most 1024 characters", check=lambda v: len(v) <= 1024),
+                        "parameters": Field("any", "a JSON schema object", check=lambda v: isinstance(v, dict)),
+                        "strict": Field("bool"),
+                    },
+                ),
+            },
+        ),
+    ),
+    "tool_choice": Field("str", "auto, none or required", check=lambda v: v in ("auto", "none", "required")),
     "max_tokens": Field(
         "int", f"max_tokens sent (> 0, {_LEN_WHY}; default: the output length)", check=_positive, high=MAX_TOKENS
     ),
@@ -221,6 +205,7 @@ class Workload:
     folder: Path
     overrides: tuple[tuple[str, Any], ...] = ()  # (flag, value) applied on top of the file, in order
     file_sha256: str | None = None  # the file's own hash when overrides changed it
+    counter: Counter = WORDS  # how lengths are counted: the model's tokenizer, or words (not part of the spec)
 
     @property
     def sha256(self) -> str:
@@ -247,6 +232,9 @@ class Workload:
         """The same workload with one arrival rate: what one level runs."""
         return replace(self, spec=self.spec | {"request_rate": rate})
 
+    def with_counter(self, counter: Counter) -> Workload:
+        return replace(self, counter=counter)
+
     def describe_overrides(self) -> str:
         return " ".join(f"{flag} {_flag_value(value)}" for flag, value in self.overrides)
 
@@ -261,8 +249,18 @@ def _flag_value(value: Any) -> str:
     return str(value)
 
 
+# Fields added after workloads were first hashed: left out of the hash while unset, so a workload that
+# does not use them keeps the hash its earlier results were stored under.
+LATER_FIELDS = {"tools", "tool_choice"}
+LATER_DATASET_FIELDS = {"prefix_len", "prefix_count", "turns", "think_time_s", "recorded_output"}
+
+
 def spec_sha256(spec: dict[str, Any]) -> str:
-    return hashlib.sha256(json.dumps(spec, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
+    hashed = {k: v for k, v in spec.items() if not (k in LATER_FIELDS and v is None)}
+    if isinstance(spec.get("dataset"), dict):
+        dataset = spec["dataset"]
+        hashed["dataset"] = {k: v for k, v in dataset.items() if not (k in LATER_DATASET_FIELDS and v is None)}
+    return hashlib.sha256(json.dumps(hashed, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
 
 
 def check_workload(src: SourceFile, data: dict[str, Any]) -> dict[str, Any]:
@@ -271,18 +269,14 @@ def check_workload(src: SourceFile, data: dict[str, Any]) -> dict[str, Any]:
         rate_field = RATES if isinstance(spec["request_rate"], list) else RATE
         spec["request_rate"] = check_value(src, ("request_rate",), spec["request_rate"], rate_field)
     dataset = spec["dataset"]
-    if dataset["kind"] == "random":
-        for key in ("input_len", "output_len"):
-            if dataset[key] is None:
-                raise src.problem(("dataset",), f"a random dataset needs {key}.")
-    elif not dataset["path"]:
-        raise src.problem(("dataset",), f"a {dataset['kind']} dataset needs path: FILE.")
+    _check_dataset(src, spec)
     if spec["requests"] is None and spec["requests_per_concurrency"] is None:
         spec["requests_per_concurrency"] = 10
     if spec["requests"] is not None and spec["requests_per_concurrency"] is not None:
         raise src.problem(("requests",), "give requests or requests_per_concurrency, not both.")
     if spec["max_tokens"] is None:
-        spec["max_tokens"] = dataset["output_len"] or 256
+        recorded = dataset["kind"] == "sharegpt" and dataset["recorded_output"] is not False
+        spec["max_tokens"] = dataset["output_len"] or (RECORDED_CAP if recorded else 256)
     if spec["slo"] is not None:
         spec["slo"] = {k: v for k, v in spec["slo"].items() if v is not None}
     problem = levels_problem(spec)
@@ -292,6 +286,63 @@ def check_workload(src: SourceFile, data: dict[str, Any]) -> dict[str, Any]:
     if problem:
         raise src.problem(("requests",) if spec["requests"] is not None else ("requests_per_concurrency",), problem)
     return spec
+
+
+NEEDS = {
+    "random": ("input_len", "output_len"),
+    "shared-prefix": ("input_len", "output_len", "prefix_len", "prefix_count"),
+    "multi-turn": ("input_len", "output_len", "turns"),
+    "jsonl": ("path",),
+    "sharegpt": ("path",),
+}
+ONLY = {
+    "prefix_len": "shared-prefix",
+    "prefix_count": "shared-prefix",
+    "turns": "multi-turn",
+    "path": "jsonl or sharegpt",
+}
+
+
+def _check_dataset(src: SourceFile, spec: dict[str, Any]) -> None:
+    dataset = spec["dataset"]
+    kind = dataset["kind"]
+    for key in NEEDS[kind]:
+        if dataset[key] is None:
+            raise src.problem(("dataset",), f"a {kind} dataset needs {key}.")
+    for key, kinds in ONLY.items():
+        if dataset[key] is not None and kind not in kinds.split(" or "):
+            raise src.problem(("dataset", key), f"{key} belongs to {kinds} datasets, not {kind}.")
+    if kind == "multi-turn":
+        if spec["request_rate"] is not None:
+            raise src.problem(
+                ("request_rate",),
+                "multi-turn sessions run closed loop (concurrency = sessions at once): drop request_rate.",
+            )
+        if spec["endpoint"] != "chat":
+            raise src.problem(("endpoint",), "multi-turn sessions need endpoint: chat (a conversation is messages).")
+        context = dataset["turns"] * (dataset["input_len"] + dataset["output_len"])
+        if context > MAX_TOKENS:
+            raise src.problem(
+                ("dataset", "turns"),
+                f"turns × (input_len + output_len) = {context}: a session's last turn would "
+                f"carry more than {MAX_TOKENS} tokens; fewer turns or shorter turns.",
+            )
+    if spec["tools"] is not None:
+        if spec["endpoint"] != "chat":
+            raise src.problem(("tools",), "tools are sent with chat requests only: endpoint: chat.")
+        size = len(json.dumps(spec["tools"]))
+        if size > MAX_TOOLS_BYTES:
+            raise src.problem(("tools",), f"{size} bytes of tool definitions: at most {MAX_TOOLS_BYTES} per request.")
+        spec["tools"] = [_drop_nulls(t) for t in spec["tools"]]
+    if spec["tool_choice"] is not None and spec["tools"] is None:
+        raise src.problem(("tool_choice",), "tool_choice needs tools.")
+
+
+def _drop_nulls(value: Any) -> Any:
+    """Fields left out stay out of what is sent (a null description is not OpenAI's)."""
+    if isinstance(value, dict):
+        return {k: _drop_nulls(v) for k, v in value.items() if v is not None}
+    return value
 
 
 def levels_problem(spec: dict[str, Any]) -> str | None:
@@ -317,12 +368,19 @@ def budget_problem(spec: dict[str, Any]) -> str | None:
                 "(about three hours at 10 req/s); lower the count or the concurrency."
             )
     dataset = spec["dataset"]
-    if dataset["kind"] == "random":
-        words = max(requests, warmup) * math.ceil(dataset["input_len"] * (1 + dataset["range_ratio"]))
+    per_request = {
+        "random": lambda d: math.ceil(d["input_len"] * (1 + d["range_ratio"])),
+        "shared-prefix": lambda d: d["input_len"],
+        "multi-turn": lambda d: d["input_len"] + d["output_len"],
+    }.get(dataset["kind"])
+    if per_request is not None:
+        words = max(requests, warmup) * per_request(dataset)
+        if dataset["kind"] == "shared-prefix":
+            words += dataset["prefix_count"] * dataset["prefix_len"]
         if words > MAX_PROMPT_WORDS:
             return (
-                f"{words} prompt words per level ({max(requests, warmup)} requests × input_len): at most "
-                f"{MAX_PROMPT_WORDS} (~400 MB of text held in memory); lower requests or input_len."
+                f"{words} prompt words per level ({max(requests, warmup)} requests × their length): at most "
+                f"{MAX_PROMPT_WORDS} (~400 MB of text held in memory); lower requests or the lengths."
             )
     return None
 
@@ -427,84 +485,6 @@ def parse_slo(text: str) -> dict[str, float]:
     return slo
 
 
-@dataclass(frozen=True)
-class Prompt:
-    text: str
-    input_len: int  # as the workload intends it (words for random prompts)
-    max_tokens: int
-
-
-def _length(rng: random.Random, base: int, ratio: float) -> int:
-    low, high = max(1, math.floor(base * (1 - ratio))), max(1, math.ceil(base * (1 + ratio)))
-    return rng.randint(low, high) if ratio else base
-
-
 def make_prompts(workload: Workload, count: int, salt: int) -> list[Prompt]:
     """Deterministic from the workload's seed; `salt` keeps warm-up and each level's prompts distinct."""
-    spec = workload.spec
-    dataset = spec["dataset"]
-    rng = random.Random(f"{spec['seed']}:{salt}")
-    if dataset["kind"] == "random":
-        prompts = []
-        for i in range(count):
-            n_in = _length(rng, dataset["input_len"], dataset["range_ratio"])
-            n_out = _length(rng, dataset["output_len"], dataset["range_ratio"])
-            # a distinct first word per request defeats prefix caching across requests
-            words = [f"r{salt}x{i}"] + [WORDS[rng.randrange(len(WORDS))] for _ in range(n_in - 1)]
-            prompts.append(
-                Prompt(
-                    " ".join(words),
-                    n_in,
-                    min(n_out, spec["max_tokens"]) if dataset["range_ratio"] else spec["max_tokens"],
-                )
-            )
-        return prompts
-    texts = read_dataset(workload)
-    return [
-        Prompt(t, len(t.split()), spec["max_tokens"]) for t in (texts[rng.randrange(len(texts))] for _ in range(count))
-    ]
-
-
-def read_dataset(workload: Workload) -> list[str]:
-    dataset = workload.spec["dataset"]
-    folder = workload.folder.resolve()
-    path = (workload.folder / dataset["path"]).resolve()
-    if folder not in path.parents:
-        raise BadInput(
-            f"workload {workload.name}: dataset {dataset['path']} leads outside {folder} (to {path}): labctl "
-            "sends only files inside the workloads folder as prompts. Copy the dataset in instead of linking it."
-        )
-    if not path.is_file():
-        raise BadInput(f"workload {workload.name}: dataset file {path} not found.")
-    try:
-        content = read_bounded(path, str(path), MAX_DATASET_BYTES).decode("utf-8")
-    except UnicodeDecodeError:
-        raise BadInput(f"{path}: not UTF-8 text.") from None
-    texts: list[str] = []
-    if dataset["kind"] == "jsonl":
-        for number, line in enumerate(content.splitlines(), 1):
-            if not line.strip():
-                continue
-            try:
-                item = json.loads(line)
-            except (ValueError, RecursionError):
-                raise BadInput(
-                    f"{path}:{number}: not JSON: a jsonl dataset has one JSON object per line "
-                    '(e.g. {"prompt": "..."}).'
-                ) from None
-            text = item.get("prompt") if isinstance(item, dict) else None
-            if not isinstance(text, str):
-                raise BadInput(f'{path}:{number}: expected an object with a "prompt" string.')
-            texts.append(text)
-    else:
-        try:
-            items = json.loads(content)
-        except (ValueError, RecursionError) as exc:
-            raise BadInput(f"{path}: not JSON ({exc}): a ShareGPT file is a JSON list of conversations.") from None
-        for item in items if isinstance(items, list) else []:
-            turns = item.get("conversations") if isinstance(item, dict) else None
-            if isinstance(turns, list) and turns and isinstance(turns[0], dict) and turns[0].get("from") == "human":
-                texts.append(str(turns[0].get("value", "")))
-    if not texts:
-        raise BadInput(f"{path}: no prompts found in the dataset.")
-    return texts
+    return build_prompts(workload.spec, workload.name, workload.folder, workload.counter, count, salt)

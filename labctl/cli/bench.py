@@ -91,6 +91,13 @@ def run(
     ] = None,
     input_len: Annotated[int | None, typer.Option(help="Override the prompt length (random datasets).")] = None,
     output_len: Annotated[int | None, typer.Option(help="Override the output length (random datasets).")] = None,
+    tokenizer: Annotated[
+        str | None,
+        typer.Option(
+            help="Hub repository (owner/name) whose tokenizer, if already in the HF cache, counts prompt lengths "
+            "(default: the run's model; without one, lengths are in words, said so)."
+        ),
+    ] = None,
     api_key_env: Annotated[str | None, typer.Option(help="Name of the variable holding the API key.")] = None,
     environment_label: Annotated[str, typer.Option(help="Label for an endpoint labctl did not start.")] = "external",
     thinking: Annotated[
@@ -139,6 +146,7 @@ def run(
         environment_label=environment_label,
         thinking=thinking.value if thinking else None,
         find_max_rate=find_max_rate,
+        tokenizer=tokenizer,
     )
     with _progress() as progress:
         result, path = run_bench(runs, request, progress, warn)

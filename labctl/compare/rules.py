@@ -69,7 +69,12 @@ class Entry:
         return {
             "model family and revision": f"{model.get('family', '?')}@{model.get('revision', '?')}",
             "thinking mode": self.thinking,
-            "workload": f"{self.result['workload']['name']} ({self.result['workload']['sha256'][:12]})",
+            "workload": f"{self.result['workload']['name']} ({self.result['workload']['sha256'][:12]})"
+            + (
+                f", lengths in tokens of {self.result['workload'].get('tokenizer')}"
+                if self.result["workload"].get("length_unit") == "tokens"
+                else ""
+            ),
             "environment label": str(self.result["target"].get("environment_label", "?")),
             "GPU model": gpu,
             "concurrency within built max batch size": "over at " + ",".join(over) if over else "ok",

@@ -55,7 +55,7 @@ def test_dataset_symlinks_leaving_workloads_are_refused(tmp_path: Path) -> None:
 
 def test_dataset_inside_workloads_is_read(tmp_path: Path) -> None:
     lab = _lab(tmp_path)
-    (lab.workloads_dir / "data").mkdir()
+    (lab.workloads_dir / "data").mkdir(exist_ok=True)
     (lab.workloads_dir / "data" / "p.jsonl").write_text('{"prompt": "hello there"}\n')
     _dataset_workload(lab, "data/p.jsonl")
     assert make_prompts(load_workload(lab, "evil"), 2, salt=0)[0].text == "hello there"
