@@ -158,10 +158,33 @@ def _clip(text: str, width: int) -> str:
     return text if len(text) <= width else text[: width - 1] + "…"
 
 
+def _keep(column: int, chunk: list[int], count: int) -> bool:
+    """Columns of the pivot kept for entries `chunk` (indexes after A): level, metric, A, theirs, their Δ."""
+    if column < 3:
+        return True
+    if column < 2 + count:
+        return column - 2 in chunk
+    return column - 2 - count + 1 in chunk
+
+
+def _chunks(count: int, table: list[list[str]]) -> list[list[int]]:
+    """Split the results after A into groups whose table (A repeated in each) fits TERMINAL_WIDTH."""
+
+    def width(chunk: list[int]) -> int:
+        kept = [i for i in range(len(table[0])) if _keep(i, chunk, count)]
+        return sum(max(len(r[i]) for r in table) + 2 for i in kept)
+
+    chunks: list[list[int]] = []
+    for index in range(1, count):
+        if chunks and width([*chunks[-1], index]) <= TERMINAL_WIDTH:
+            chunks[-1].append(index)
+        else:
+            chunks.append([index])
+    return chunks or [[]]
+
+
 def terminal(checks: list[Check], rows: list[dict[str, Any]], entries: list[Entry]) -> str:
     """Fits TERMINAL_WIDTH: facts of each setup on a few wrapped lines, numbers in a narrow pivot."""
-    from labctl.compare.pivot import PivotRow
-
     lines = checklist_lines(checks)
     lines.append("")
     for s, entry in zip(setup_rows(rows, entries, checks), entries, strict=True):
@@ -179,12 +202,14 @@ def terminal(checks: list[Check], rows: list[dict[str, Any]], entries: list[Entr
         lines.append(current.rstrip(" ·"))
     lines += [_clip(line, TERMINAL_WIDTH) for line in workload_lines(entries)]
     lines.append("")
-    table_rows: list[PivotRow] = pivot(entries, checks)
-    head = pivot_head(entries)
-    cells = [[_clip(c, 40) for c in pivot_cells(p)] for p in table_rows]
-    widths = [max(len(r[i]) for r in [head, *cells]) for i in range(len(head))]
-    for r in [head, *cells]:
-        lines.append(_clip("  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip(), TERMINAL_WIDTH))
+    # a long caveat cell is cut here; the list under the table has it whole
+    table = [pivot_head(entries), *[[_clip(c, 34) for c in pivot_cells(p)] for p in pivot(entries, checks)]]
+    for chunk in _chunks(len(entries), table):
+        head, *cells = [[c for i, c in enumerate(r) if _keep(i, chunk, len(entries))] for r in table]
+        widths = [max(len(r[i]) for r in [head, *cells]) for i in range(len(head))]
+        for r in [head, *cells]:
+            lines.append("  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip())
+        lines.append("")
     caveats = all_caveats(entries, checks)
     lines += [_clip(f"✗ {c}", TERMINAL_WIDTH) for c in caveats]
     return "\n".join(lines) + "\n"

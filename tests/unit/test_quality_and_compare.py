@@ -128,3 +128,18 @@ def test_thinking_off_reaches_every_chat_request_and_the_checklist() -> None:
     a.result["target"]["thinking"], b.result["target"]["thinking"] = "off", "on"
     failed = {c.rule for c in checklist([a, b]) if not c.ok}
     assert failed == {"thinking mode"}
+
+
+def test_terminal_table_stays_within_120_columns_for_many_results_with_intervals() -> None:
+    entries = [entry(f"b{i}", "vllm", "1") for i in range(6)]
+    for i, e in enumerate(entries):
+        level = e.result["levels"][0]
+        level |= {"median_ttft_ms": 1234.5 + i, "median_ttft_ms_ci95": [1200.25, 1300.75], "interrupted": i == 5}
+    checks = checklist(entries)
+    text = render(checks, rows(entries, checks), entries, "table")
+    assert max(len(line) for line in text.splitlines()) <= 120
+    heads = [line.split() for line in text.splitlines() if line.startswith("level")]
+    assert len(heads) > 1  # split into several tables, A repeated in each
+    shown = {word for head in heads for word in head[2:] if len(word) == 1 and word != "Δ"}
+    assert shown == {"A", "B", "C", "D", "E", "F"}
+    assert "✗ F c=1: interrupted" in text
