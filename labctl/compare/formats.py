@@ -20,6 +20,7 @@ SETUP_COLUMNS = [
     ("profile", "profile"),
     ("image_digest", "digest"),
     ("engine_version", "version"),
+    ("image", "image"),
     ("pull_s", "pull s"),
     ("build_s", "build s"),
     ("cold_start_s", "cold start s"),
@@ -49,7 +50,7 @@ LEVEL_COLUMNS = [
     ("output_throughput", "out tok/s"),
     ("goodput", "goodput"),
 ]
-COLUMNS = SETUP_COLUMNS[:13] + LEVEL_COLUMNS + SETUP_COLUMNS[13:]
+COLUMNS = SETUP_COLUMNS[:14] + LEVEL_COLUMNS + SETUP_COLUMNS[14:] + [("command", "command")]
 
 
 def cell(row: dict[str, Any], key: str) -> str:
@@ -94,18 +95,44 @@ def workload_lines(entries: list[Entry]) -> list[str]:
     for index, e in enumerate(entries if len(specs) > 1 else entries[:1]):
         w = e.result["workload"]
         who = "" if len(specs) == 1 else f"{letter(index)}: "
-        spec = w.get("spec") or {}
+        spec = _set_only(w.get("spec") or {})
         slo = spec.get("slo")
         lines.append(f"{who}workload {w['name']} ({w['sha256'][:12]}): {json.dumps(spec, sort_keys=True)}")
         lines.append(
             f"{who}SLO behind goodput: " + (", ".join(f"{k} ≤ {v:g}" for k, v in slo.items()) if slo else "none")
         )
+        if w.get("length_unit"):
+            lines.append(f"{who}lengths in {w['length_unit']}: {w.get('tokenizer') or '-'}")
         if w.get("overrides"):
-            lines.append(f"{who}overrides: " + " ".join(f"{o['flag']} {o['value']}" for o in w["overrides"]))
+            lines.append(f"{who}overrides: " + " ".join(f"{o['flag']} {_flag(o['value'])}" for o in w["overrides"]))
         found = e.result.get("max_rate_meeting_slo")
         if found:
             lines.append(f"{letter(index)}: max_rate_meeting_slo: {found['note']}")
     return lines
+
+
+def _set_only(value: Any) -> Any:
+    """The spec as written: fields left unset (null) are not shown."""
+    if isinstance(value, dict):
+        return {k: _set_only(v) for k, v in value.items() if v is not None}
+    return value
+
+
+def command_lines(rows: list[dict[str, Any]], entries: list[Entry]) -> list[str]:
+    """Each engine's command line as Docker reports it, once per result."""
+    out = []
+    for index, entry in enumerate(entries):
+        mine = next((r for r in rows if r["id"] == entry.result["bench_id"]), None)
+        out.append(f"{letter(index)}: {mine['command'] if mine else '-'}")
+    return out
+
+
+def _flag(value: Any) -> str:
+    if isinstance(value, list):
+        return ",".join(_flag(v) for v in value)
+    if isinstance(value, dict):
+        return ",".join(f"{k}={_flag(v)}" for k, v in value.items())
+    return f"{value:g}" if isinstance(value, float) else str(value)
 
 
 def render(checks: list[Check], rows: list[dict[str, Any]], entries: list[Entry], fmt: str) -> str:
@@ -145,6 +172,7 @@ def markdown_tables(checks: list[Check], rows: list[dict[str, Any]], entries: li
     lines = ["**Same rules?**", "", *[f"- {line}" for line in checklist_lines(checks)], "", "**Setups**", ""]
     lines += [_md_row(setup_head), "|" + "---|" * len(setup_head)]
     lines += [_md_row([s["key"], *[cell(s, k) for k, _ in SETUP_COLUMNS]]) for s in setup_rows(rows, entries, checks)]
+    lines += ["", "Commands:", "", *[f"- `{line}`" for line in command_lines(rows, entries)]]
     lines += ["", *[f"- {line}" for line in workload_lines(entries)], "", "**Side by side per level**", ""]
     head = pivot_head(entries)
     lines += [_md_row(head), "|" + "---|" * len(head)]
@@ -188,7 +216,7 @@ def terminal(checks: list[Check], rows: list[dict[str, Any]], entries: list[Entr
     lines = checklist_lines(checks)
     lines.append("")
     for s, entry in zip(setup_rows(rows, entries, checks), entries, strict=True):
-        facts = [f"{title} {cell(s, key)}" for key, title in SETUP_COLUMNS[2:]]
+        facts = [f"{title} {cell(s, key)}" for key, title in [*SETUP_COLUMNS[2:], ("command", "command")]]
         lines.append(
             _clip(f"{s['key']} = {cell(s, 'engine')}/{cell(s, 'profile')} ({entry.result['bench_id']})", TERMINAL_WIDTH)
         )
@@ -196,7 +224,7 @@ def terminal(checks: list[Check], rows: list[dict[str, Any]], entries: list[Entr
         for fact in facts:
             fact = _clip(fact, TERMINAL_WIDTH - 4)
             if len(current) + len(fact) + 3 > TERMINAL_WIDTH:
-                lines.append(current.rstrip())
+                lines.append(current.rstrip(" ·"))
                 current = "   "
             current += fact + " · "
         lines.append(current.rstrip(" ·"))

@@ -12,7 +12,15 @@ from pathlib import Path
 from typing import Any
 
 from labctl import __version__
-from labctl.compare.formats import SETUP_COLUMNS, cell, checklist_lines, markdown_tables, setup_rows, workload_lines
+from labctl.compare.formats import (
+    SETUP_COLUMNS,
+    cell,
+    checklist_lines,
+    command_lines,
+    markdown_tables,
+    setup_rows,
+    workload_lines,
+)
 from labctl.compare.pivot import (
     all_caveats,
     interval_of,
@@ -191,7 +199,8 @@ def page(checks: list[Check], rows: list[dict[str, Any]], entries: list[Entry], 
         first = index == 0 or pivot_rows[index - 1].level != p.level
         css = " class=caveat" if p.metric == "caveats" else (" class=first" if first else "")
         body += f"<tr{css}>" + "".join(f"<td>{esc(c)}</td>" for c in pivot_cells(p)) + "</tr>"
-    caveats = "".join(f"<li>✗ {esc(c)}</li>" for c in all_caveats(entries, checks)) or "<li>none</li>"
+    caveats = "".join(f"<li class=bad>✗ {esc(c)}</li>" for c in all_caveats(entries, checks)) or "<li>none</li>"
+    commands = "".join(f"<li><code>{esc(line)}</code></li>" for line in command_lines(rows, entries))
     header = "".join(f"<li>{esc(line)}</li>" for line in header_lines(entries))
     spec = "".join(f"<li>{esc(line)}</li>" for line in workload_lines(entries))
     images = "".join(f'<figure><img src="{esc(name)}" alt="{esc(name)}"></figure>' for name in plots)
@@ -202,7 +211,7 @@ body {{ font-family: sans-serif; margin: 2em; color: #222; }}
 table {{ border-collapse: collapse; font-size: 12px; margin-bottom: 1.5em; }}
 td, th {{ border: 1px solid #ccc; padding: 3px 6px; text-align: left; }}
 th {{ background: #f0f0f0; }} tr.first td {{ border-top: 2px solid #888; }} tr.caveat td {{ color: #b00; }}
-li.ok::marker {{ color: green; }} li.bad {{ color: #b00; }} ul.caveats li {{ color: #b00; }}
+li.ok::marker {{ color: green; }} li.bad {{ color: #b00; }}
 code, ul.spec {{ font-size: 12px; word-break: break-all; }}
 figure {{ display: inline-block; margin: 0 1em 1em 0; }} img {{ max-width: 640px; border: 1px solid #ddd; }}
 </style></head><body>
@@ -210,9 +219,10 @@ figure {{ display: inline-block; margin: 0 1em 1em 0; }} img {{ max-width: 640px
 <ul>{header}</ul>
 <h2>Same rules?</h2><ul>{checklist}</ul>
 <h2>Setups</h2><table><tr>{setup_head}</tr>{setup}</table>
+<p>Commands, as Docker reports them:</p><ul class=spec>{commands}</ul>
 <h2>Workload and SLO</h2><ul class=spec>{spec}</ul>
 <h2>Side by side per level</h2><table><tr>{pivot_head_html}</tr>{body}</table>
-<h2>Caveats</h2><ul class=caveats>{caveats}</ul>
+<h2>Caveats</h2><ul>{caveats}</ul>
 <h2>Plots</h2>{images}
 </body></html>
 """
