@@ -122,3 +122,40 @@ def test_version_and_shell_completion(lab: Path) -> None:
         lab=lab, env={"_LABCTL_COMPLETE": "complete_bash", "COMP_WORDS": "labctl bench run --find", "COMP_CWORD": "3"}
     )
     assert completed.code == 0 and completed.stdout.split() == ["--find-max-rate"]
+
+
+def test_a_terminal_gets_a_bar_on_stderr_and_stdout_keeps_the_json(lab: Path, tmp_path: Path) -> None:
+    import pty
+    import threading
+
+    master, slave = pty.openpty()
+    seen = bytearray()
+
+    def drain() -> None:
+        while True:
+            try:
+                chunk = os.read(master, 4096)
+            except OSError:
+                return
+            if not chunk:
+                return
+            seen.extend(chunk)
+
+    reader = threading.Thread(target=drain, daemon=True)
+    reader.start()
+    with harness("--ttft-ms", "2", "--tpot-ms", "5", model="truth") as (base, _):
+        proc = subprocess.run(
+            [*LABCTL, "bench", "run", "--base-url", f"{base}/v1", "--model", "truth", "--workload", "latency-probe"]
+            + ["--requests", "10", "--output-len", "10", "--input-len", "8", "--json"],
+            env={**os.environ, "LABCTL_LAB": str(lab), "LABCTL_HOME": str(tmp_path / "h"), "COLUMNS": "120"},
+            stdout=subprocess.PIPE,
+            stderr=slave,
+            timeout=120,
+        )
+    os.close(slave)
+    reader.join(5)
+    os.close(master)
+    assert proc.returncode == 0
+    assert json.loads(proc.stdout)["status"] == "complete"  # nothing but the result on stdout
+    screen = seen.decode("utf-8", "replace")
+    assert "sweep ETA" in screen and "━" in screen  # rich's bar, with the whole sweep's ETA

@@ -134,6 +134,9 @@ def test_intervals_and_new_fields_are_shown_when_present(results: dict, tmp_path
         assert shown.code == 0, shown.stderr
         row = next(line for line in shown.stdout.splitlines() if line.startswith("c=1") and "TTFT p50" in line)
         assert row.count("[") == 2 and row.rstrip().endswith("≈")  # overlapping intervals: not distinguishable
+        written = labctl(lab, home, "report", *copies, "-o", str(tmp_path / "r"))
+        assert written.code == 0, written.stderr
+        assert "[" in (tmp_path / "r" / "report.md").read_text().split("Side by side per level")[1]
     finally:
         for bench_id in copies:
             next(home.glob(f"runs/*/bench/{bench_id}.json")).unlink()

@@ -217,6 +217,10 @@ def run_bench(
     workload = request.workload
     if request.find_max_rate and not workload.spec["slo"]:
         raise BadInput("--find-max-rate needs an SLO: give --slo ttft_ms=…,tpot_ms=… or an slo: in the workload.")
+    if request.find_max_rate and workload.spec["dataset"]["kind"] == "multi-turn":
+        raise BadInput(
+            "--find-max-rate searches arrival rates; multi-turn sessions run closed loop. Pick another workload."
+        )
     target, record = resolve_target(runs, request)
     limit = check_batch_limits(record, workload, request.force)
     model_id = request.tokenizer or ((record.resolved_profile or {}).get("model") or {}).get("id") or target.model

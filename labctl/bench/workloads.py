@@ -427,6 +427,8 @@ def with_overrides(
                 f"--request-rate: every rate must be a number of requests per second from {MIN_RATE:g} to "
                 f"{MAX_RATE:.0f}, at most {MAX_LEVELS} rates, e.g. --request-rate 1,2,4."
             )
+        if spec["dataset"]["kind"] == "multi-turn":
+            raise BadInput("--request-rate: multi-turn sessions run closed loop (concurrency = sessions at once).")
         spec["request_rate"] = request_rate if len(request_rate) > 1 else request_rate[0]
         applied.append(("--request-rate", request_rate))
     if requests is not None:

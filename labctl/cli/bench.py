@@ -171,9 +171,11 @@ class _progress:
 
     def __enter__(self) -> Any:
         if self.live:
+            from rich.console import Console
             from rich.progress import Progress
 
-            self.bar = Progress(transient=True)
+            # on stderr, like every other progress line: stdout is for the result (--json)
+            self.bar = Progress(console=Console(stderr=True), transient=True)
             self.bar.start()
         return self.update
 

@@ -148,3 +148,11 @@ def test_bad_workloads_say_where(text: str, words: list[str]) -> None:
     message = str(caught.value)
     assert message.startswith("workloads/w.yaml") and "\n" not in message
     assert all(w in message for w in words), message
+
+
+def test_multi_turn_refuses_arrival_rates_from_flags() -> None:
+    from labctl.bench.workloads import with_overrides
+
+    w = workload(HEAD + "dataset: {kind: multi-turn, turns: 2, input_len: 6, output_len: 4}\n")
+    with pytest.raises(BadInput, match="multi-turn sessions run closed loop"):
+        with_overrides(w, request_rate=[2.0])
