@@ -153,7 +153,7 @@ def _pareto(
             _mark(axis, x, y, level_caveats(entry, lv, set(failed)))
     axis.set_xlabel("total output tokens/s")
     axis.set_ylabel("output tokens/s per user (1000 / TPOT p50)")
-    axis.set_title("Throughput vs interactivity (points: concurrency)" + (" ✗" if failed else ""))
+    axis.set_title("Throughput vs interactivity (points: their level)" + (" ✗" if failed else ""))
     axis.grid(True, alpha=0.3)
     axis.legend(fontsize=7)
     figure.tight_layout()
