@@ -7,7 +7,6 @@ import json
 import os
 import signal
 import subprocess
-import time
 from pathlib import Path
 
 from harness_proc import harness
@@ -104,7 +103,12 @@ def test_sigterm_saves_the_partial_result(lab: Path, tmp_path: Path) -> None:
             stderr=subprocess.PIPE,
             text=True,
         )
-        time.sleep(6)
+        assert proc.stderr is not None
+        seen = []
+        while not any(" measure: " in line for line in seen[-1:]):  # the plain progress says it is measuring
+            line = proc.stderr.readline()
+            assert line, "".join(seen)
+            seen.append(line)
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(30) == 130
         assert "interrupted: partial result saved to" in proc.communicate()[1]

@@ -9,7 +9,6 @@ import os
 import shutil
 import signal
 import subprocess
-import time
 from pathlib import Path
 
 import pytest
@@ -60,7 +59,11 @@ def results(tmp_path_factory: pytest.TempPathFactory) -> dict:
             stderr=subprocess.PIPE,
             text=True,
         )
-        time.sleep(5)
+        assert proc.stderr is not None
+        line = ""
+        while " measure: " not in line:  # interrupted while measuring, once the plain progress says so
+            line = proc.stderr.readline()
+            assert line, "the bench ended before measuring"
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(30) == 130
         ids["interrupted"] = next(p.stem for p in home.glob("runs/*/bench/*.json") if p.stem not in ids.values())

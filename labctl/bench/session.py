@@ -317,15 +317,20 @@ class _Sweep:
         self.say(f"search rule: {capacity.RULE}; SLO {spec['slo']}")
         trials: list[capacity.Trial] = []
         index = 0
-        while (rate := capacity.next_rate(trials, start)) is not None:
-            level = PlannedLevel(cap, rate, template.requests, template.warmup)
-            clock = SweepClock([level])
-            summary = self.measure(index, level, clock, None)
-            passed = capacity.level_passes(summary)
-            summary["meets_slo"] = passed
-            trials.append(capacity.Trial(rate, passed))
-            self.say(f"  rate {rate:g}/s {'meets' if passed else 'misses'} the SLO")
-            index += 1
+        try:
+            while (rate := capacity.next_rate(trials, start)) is not None:
+                level = PlannedLevel(cap, rate, template.requests, template.warmup)
+                summary = self.measure(index, level, SweepClock([level]), None)
+                passed = capacity.level_passes(summary)
+                summary["meets_slo"] = passed
+                trials.append(capacity.Trial(rate, passed))
+                self.say(f"  rate {rate:g}/s {'meets' if passed else 'misses'} the SLO")
+                index += 1
+        except (KeyboardInterrupt, LabctlError):
+            if trials:  # what the finished levels showed, marked as a search that did not end
+                found = capacity.conclusion(trials, spec["slo"]) | {"converged": False, "interrupted": True}
+                save_result(self.path, self.result | {"max_rate_meeting_slo": found})
+            raise
         self.result["max_rate_meeting_slo"] = capacity.conclusion(trials, spec["slo"])
         self.say("max_rate_meeting_slo: " + self.result["max_rate_meeting_slo"]["note"])
 

@@ -81,16 +81,21 @@ def run(
     find_max_rate: Annotated[
         bool,
         typer.Option(
-            help="Search for the highest request rate whose goodput meets the SLO: double the rate while >= 90% "
-            "of requests meet it (halve while not), then bisect until within 10%; at most 16 levels, at the "
-            "workload's top concurrency."
+            help="Search for the highest request rate whose goodput meets the SLO: a level passes when >= 90% "
+            "of its requests meet every SLO and the client achieves >= 95% of the rate; double the rate while "
+            "passing (halve while not), then bisect until pass and fail are within 10%; at most 16 levels, at "
+            "the workload's top concurrency."
         ),
     ] = False,
     slo: Annotated[
         str | None, typer.Option(help="Override the SLO for goodput, in ms, e.g. ttft_ms=500,tpot_ms=50.")
     ] = None,
-    input_len: Annotated[int | None, typer.Option(help="Override the prompt length (random datasets).")] = None,
-    output_len: Annotated[int | None, typer.Option(help="Override the output length (random datasets).")] = None,
+    input_len: Annotated[
+        int | None, typer.Option(help="Override the prompt length (random, shared-prefix, multi-turn).")
+    ] = None,
+    output_len: Annotated[
+        int | None, typer.Option(help="Override the output length (random, shared-prefix, multi-turn).")
+    ] = None,
     tokenizer: Annotated[
         str | None,
         typer.Option(
