@@ -98,3 +98,26 @@ def test_bad_slo_flags(text: str) -> None:
 def test_bad_rate_flags() -> None:
     with pytest.raises(BadInput, match="--request-rate"):
         with_overrides(_workload(BASE), request_rate=[float("inf")])
+
+
+def test_the_plan_and_the_sweep_eta() -> None:
+    from labctl.bench.plan import PlannedLevel, SweepClock, plan_levels, plan_line
+
+    w = _workload(BASE + "request_rate: [2, 4]\nrequests: 8\nwarmup_per_concurrency: 1\n")
+    levels = plan_levels(w)
+    assert [(lv.concurrency, lv.rate, lv.requests, lv.warmup) for lv in levels] == [
+        (1, 2.0, 8, 1),
+        (1, 4.0, 8, 1),
+        (4, 2.0, 8, 4),
+        (4, 4.0, 8, 4),
+    ]
+    line = plan_line(levels)
+    assert line.startswith("plan: 4 level(s) c=1 rate=2/s, c=1 rate=4/s, c=4 rate=2/s, c=4 rate=4/s; 32 measured")
+    assert "estimated ≥ 12s" in line  # 8/2 + 8/4 + 8/2 + 8/4 s of arrivals
+    closed = plan_line(plan_levels(_workload(BASE)))
+    assert "from the pace of the first requests" in closed
+    clock = SweepClock([PlannedLevel(1, None, 10, 0), PlannedLevel(2, 1.0, 10, 0)])
+    clock.started -= 5.0  # 5 s for the first 5 requests: 1 s each
+    eta = clock.eta(5)
+    assert eta is not None and 14.5 < eta < 15.5  # 5 left at 1 s, then 10 paced at 1/s (not faster than arrivals)
+    assert SweepClock.clock(3725) == "1h02m" and SweepClock.clock(75) == "1m15s" and SweepClock.clock(None) == "?"
