@@ -37,6 +37,9 @@ def test_a_rate_list_sweeps_with_a_plan_progress_and_a_line_per_level(lab: Path,
     done = [line for line in log if " done: " in line]
     assert [line.split(" done:")[0] for line in done] == ["level 1/2 c=2 rate=6/s", "level 2/2 c=2 rate=24/s"]
     assert all("12/12 ok, TTFT p50" in line for line in done)
+    assert any(
+        line.startswith("sweep ETA ") and line.endswith("for 1 more level(s), from the pace so far") for line in log
+    )
     assert log.index(done[0]) < log.index(next(line for line in progress if line.startswith("level 2/2")))
     assert "RATE" in result.stdout.splitlines()[1]
 

@@ -306,6 +306,9 @@ class _Sweep:
         for index, level in enumerate(planned):
             self.measure(index, level, clock, len(planned))
             clock.finish_level()
+            if index + 1 < len(planned):
+                left = len(planned) - index - 1
+                self.say(f"sweep ETA {SweepClock.clock(clock.eta(0))} for {left} more level(s), from the pace so far")
 
     def search(self) -> None:
         spec = self.workload.spec
