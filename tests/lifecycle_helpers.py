@@ -65,9 +65,17 @@ def containers_of(run_id: str) -> list[str]:
     return out.stdout.split()
 
 
+def watchers_of(run_id: str) -> list[str]:
+    """The restart watcher containers of a run (resident runs have one)."""
+    out = subprocess.run(
+        ["docker", "ps", "-aq", "--filter", f"label=labctl.watch_of={run_id}"], capture_output=True, text=True
+    )
+    return out.stdout.split()
+
+
 def remove_runs(home: Path) -> None:
     runs = home / "runs"
     for run_dir in runs.iterdir() if runs.is_dir() else []:
-        ids = containers_of(run_dir.name)
+        ids = containers_of(run_dir.name) + watchers_of(run_dir.name)
         if ids:
             subprocess.run(["docker", "rm", "-f", *ids], capture_output=True)

@@ -91,6 +91,18 @@ ENGINE_FIELDS: dict[str, Field] = {
             "probe_timeout_s": Field(
                 "float", "seconds one probe may take (0.1-60)", default=2.0, check=lambda v: 0.1 <= v <= 60
             ),
+            "watch_interval_s": Field(
+                "float",
+                "seconds between the restart watcher's probes of a resident engine (0.2-3600)",
+                default=10.0,
+                check=lambda v: 0.2 <= v <= 3600,
+            ),
+            "hung_after_failures": Field(
+                "int",
+                "failed probes in a row (after it was healthy) before a resident engine is restarted as hung (1-100)",
+                default=6,
+                check=lambda v: 1 <= v <= 100,
+            ),
         },
         required=True,
     ),

@@ -183,7 +183,7 @@ def status(as_json: Annotated[bool, typer.Option("--json", help="Print a JSON li
             _uptime(r["uptime_s"]),
             r["owner"],
             r["since"][:19],
-            str(r["restarts"]),
+            str(r["restarts_recorded"] if r["restarts_recorded"] is not None else r["restarts"]),
             "yes" if r["resident"] else "no",
             _count(r["requests_served"]),
             _count(r["tokens_served"]),
@@ -283,7 +283,9 @@ def show(
     elif as_json:
         print(json.dumps(record.to_json(), indent=2))
     else:
-        for key, value in describe(record):
+        from labctl.run.watch import describe_resident
+
+        for key, value in describe(record) + describe_resident(runs, record):
             out(f"{key:<18} {value}")
 
 

@@ -279,3 +279,88 @@ def logs_tail(container: Container, lines: int = 30) -> str:
 def last_log_line(container: Container) -> str:
     text = logs_tail(container, 1).strip()
     return text.splitlines()[-1] if text else ""
+
+
+WATCH_LABEL = "labctl.watch_of"
+
+
+def local_socket() -> Path | None:
+    """The Docker Engine's unix socket when this host's daemon is reached through one (a watcher
+    container mounts it); None for ssh:// and tcp:// endpoints."""
+    import os
+
+    endpoint = os.environ.get("DOCKER_HOST", "unix:///var/run/docker.sock")
+    if not endpoint.startswith("unix://"):
+        return None
+    path = Path(endpoint.removeprefix("unix://"))
+    return path if path.is_socket() else None
+
+
+@dataclass(frozen=True)
+class WatcherSpec:
+    name: str
+    image: str
+    run_id: str
+    home: str
+    run_dir: Path
+    socket: Path
+    user: str
+    command: list[str]
+
+
+def start_watcher(spec: WatcherSpec) -> None:
+    with docker_errors(f"starting the restart watcher {spec.name}"):
+        docker.run(
+            spec.image,
+            spec.command,
+            name=spec.name,
+            detach=True,
+            restart="unless-stopped",
+            user=spec.user,
+            networks=["host"],  # it probes the engine where labctl does: on this host's loopback
+            volumes=[(str(spec.socket), "/var/run/docker.sock"), (str(spec.run_dir), "/labctl-run")],
+            labels={WATCH_LABEL: spec.run_id, "labctl.home": spec.home},
+            log_driver="json-file",
+            log_options=["max-size=1m", "max-file=2"],
+            read_only=True,
+            cap_drop=["ALL"],
+            security_options=["no-new-privileges"],
+            memory="64m",
+            pids_limit=32,
+            entrypoint="python3",
+        )
+
+
+def watchers(run_id: str | None = None) -> list[Container]:
+    label = f"{WATCH_LABEL}={run_id}" if run_id else WATCH_LABEL
+    with docker_errors("listing labctl watchers"):
+        return list(docker.container.list(all=True, filters={"label": label}))
+
+
+def remove_containers(containers: list[Container]) -> None:
+    if containers:
+        with docker_errors("removing " + ", ".join(str(c.name) for c in containers)):
+            docker.container.remove(containers, force=True)
+
+
+def events_between(label: str, since: str, until: str) -> list[dict[str, Any]]:
+    """Docker's own events for containers carrying `label`, as the Engine API reports them (the daemon
+    keeps its recent events in memory; older ones, and those before a daemon restart, are gone)."""
+    import json
+    import subprocess
+
+    argv = ["docker", "events", "--since", since, "--until", until, "--filter", f"label={label}"]
+    argv += ["--filter", "type=container", "--format", "{{json .}}"]
+    try:
+        proc = subprocess.run(argv, capture_output=True, text=True, timeout=30)
+    except subprocess.TimeoutExpired:
+        return []
+    events = []
+    for line in proc.stdout.splitlines():
+        try:
+            value = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(value, dict):
+            events.append(value)
+    return events

@@ -124,7 +124,8 @@ def _sum(text: str, names: tuple[str, ...]) -> float | None:
 
 
 def observe(runs: Runs, run: dict[str, Any]) -> None:
-    """Turn what `status` sees into events: a restart count that grew, a health result that changed."""
+    """Turn what `status` sees into events: a health result that changed. (Restarts are recorded from
+    Docker's own events: by the run's watcher, else replayed by `status`; see run/watch.py.)"""
     run_id = run["run_id"]
     if not runs.exists(run_id):
         return
@@ -133,8 +134,6 @@ def observe(runs: Runs, run: dict[str, Any]) -> None:
     now_seen = Observed(
         restarts=max(run["restarts"], seen.restarts), health=run["health"], at=now(), at_monotonic=time.monotonic()
     )
-    if run["restarts"] > seen.restarts:
-        runs.event(run_id, "restart", restarts=run["restarts"], previous=seen.restarts)
     if run["health"] != seen.health:
         runs.event(run_id, "health failure" if run["health"] != "healthy" else "health recovered", health=run["health"])
     if (now_seen.restarts, now_seen.health) != (seen.restarts, seen.health):

@@ -13,6 +13,7 @@ from labctl.errors import BadInput
 from labctl.host import docker as dk
 from labctl.host.files import write_atomically
 from labctl.host.identity import current_user
+from labctl.run import watch
 from labctl.run.keys import KeyStore
 from labctl.run.ownership import check_may_act
 from labctl.run.store import RUN_FILE_MODE, Runs, is_run_id, now
@@ -63,6 +64,7 @@ def stop_run(
         owner_runs.update(run_id, **changes)
         elsewhere = {"from_home": str(runs.home)} if owner_runs.home != runs.home else {}
         owner_runs.event(run_id, "down", reason=reason, forced=forced, **elsewhere)
+    watch.remove(run_id)  # first: the engine going away is no restart, and no hang
     if containers:
         project = dk.labels_of(containers[0]).get("com.docker.compose.project", project_name(run_id))
         dk.compose_down(project)

@@ -93,6 +93,8 @@ class ResidentInfo:
     allow_no_auth: bool = False
     warnings: tuple[str, ...] = ()
     rotated_at: str | None = None
+    watcher: str = ""  # the restart watcher's container (labctl-watch-<run_id>), "" when none could run
+    watcher_note: str | None = None  # why none runs
 
 
 @dataclass(frozen=True)

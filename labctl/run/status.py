@@ -11,6 +11,7 @@ from labctl.compose.labels import RunLabels
 from labctl.errors import BadInput
 from labctl.host import docker as dk
 from labctl.host.probes import probe_now
+from labctl.run import watch
 from labctl.run.deployments import engine_counters
 from labctl.run.store import MAX_LOG_BYTES, Runs, read_tail
 from labctl.run.up import base_url
@@ -37,6 +38,9 @@ def live_runs(runs: Runs, probe: bool = True) -> list[dict[str, Any]]:
         started = state.started_at
         uptime = (dt.datetime.now(dt.UTC) - started).total_seconds() if started and state.running else None
         counters = engine_counters(url, record.metrics_path if record else None) if probe and state.running else {}
+        if probe and record is not None and record.resident is not None:
+            watch.replay(runs, record)  # the fallback when no watcher ran: Docker's own events, de-duplicated
+        recorded = watch.recorded_restarts(runs, run_id) if record is not None else None
         out.append(
             {
                 "run_id": run_id,
@@ -53,6 +57,8 @@ def live_runs(runs: Runs, probe: bool = True) -> list[dict[str, Any]]:
                 "uptime_s": round(uptime, 1) if uptime is not None else None,
                 "since": labels.created_at,
                 "restarts": int(serve.restart_count or 0),
+                "restarts_recorded": recorded.count if recorded else None,
+                "last_restart": recorded.describe() if recorded and recorded.count else None,
                 "resident": labels.resident,
                 "environment_label": labels.environment_label,
                 "home": labels.home,
@@ -110,6 +116,7 @@ def reconcile(runs: Runs) -> list[str]:
             runs.event(run_id, "adopted")
             done.append(f"adopted {run_id}: its labctl up was gone, the engine answers")
             continue
+        watch.remove(run_id)
         if dk.labctl_containers(run_id=run_id):
             save_logs(runs, run_id)
             dk.compose_down(project_name(run_id))
@@ -119,4 +126,4 @@ def reconcile(runs: Runs) -> list[str]:
         runs.event(run_id, "aborted", reason="labctl up gone")
         KeyStore(runs.home).remove(run_id)
         done.append(f"aborted {run_id}: its labctl up was gone; whatever it started was taken down")
-    return done
+    return done + watch.remove_orphans(runs)

@@ -33,6 +33,7 @@ from labctl.host.hosts import LOCAL_HOST, HostEntry
 from labctl.host.identity import current_user, host_name, process_token
 from labctl.host.lock import host_lock
 from labctl.host.probes import check_openai_api, port_in_use, status_without_key, wait_until_ready
+from labctl.run import watch
 from labctl.run.down import project_name, save_logs, stop_run
 from labctl.run.image_pull import pull_for_up
 from labctl.run.keys import KeyAccess, KeyStore, fingerprint
@@ -178,6 +179,8 @@ class Starter:
                         services=["serve"], detach=True, quiet=True, dependencies=False
                     )
                 started = time.monotonic()
+            if self.plan:
+                self.start_watcher(profile)
             self.update(
                 status="starting",
                 timings=dataclasses.replace(
@@ -389,6 +392,18 @@ class Starter:
             warnings=tuple(self.plan.warnings),
         )
 
+    def start_watcher(self, profile: Profile) -> None:
+        """The resident engine's restart watcher, from the moment its container exists (see run/watch.py)."""
+        serve = next((c for c in dk.labctl_containers(run_id=self.run_id) if dk.service_of(c) == "serve"), None)
+        if serve is None:
+            raise LabctlError("docker compose up returned but no serve container exists")
+        name, note = watch.start(self.runs, self.current, profile.engine.spec["readiness"], str(serve.name))
+        if note:
+            self.say(f"warning: {note}")
+            self.runs.event(self.run_id, "warning", text=note)
+        assert self.current.resident is not None
+        self.update(resident=dataclasses.replace(self.current.resident, watcher=name, watcher_note=note))
+
     def build_if_needed(self, profile: Profile, compose_file: Path) -> EngineBuild | None:
         if not profile.spec["build"]:
             return None
@@ -503,6 +518,7 @@ class Starter:
             if self.started_anything:
                 with contextlib.suppress(LabctlError):
                     save_logs(self.runs, self.run_id)
+                watch.remove(self.run_id)
                 dk.compose_down(self.project)
             on_disk = self.runs.try_load(self.run_id) if self.record else None
             if on_disk is not None and on_disk.status not in ENDED:  # never overwrite who stopped it, and why
