@@ -361,7 +361,12 @@ def test_tensorrt_build_then_serve_then_reuse(sim: Path, tmp_path: Path) -> None
         env=env,
     )
     assert bench.code == 2 and "built with max_batch_size 64" in bench.stderr
+    build_logs = ("--host", "sim-h100", "logs", info["run_id"], "--service", "build")
+    live = run_labctl(*build_logs, lab=sim, env=env)
+    assert live.code == 0 and "Total time of building all engines" in live.stdout, live.stderr  # its own output
     assert run_labctl("--host", "sim-h100", "down", info["run_id"], lab=sim, env=env).code == 0
+    saved = run_labctl(*build_logs, lab=sim, env=env)  # kept beside the record once the containers are gone
+    assert saved.code == 0 and saved.stdout == live.stdout
     second = up_engine()
     assert second.code == 0, second.stderr
     again = json.loads(Path(json.loads(second.stdout.strip().splitlines()[-1])["record"]).read_text())
