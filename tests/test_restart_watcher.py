@@ -92,6 +92,25 @@ def test_a_killed_engine_is_recorded_with_nobody_running_labctl(fast_lab: Path, 
     assert len(restarts(home, run_id)) == 2
 
 
+def test_an_oom_killed_engine_is_recorded_as_such(fast_lab: Path, home: Path) -> None:
+    if os.geteuid() != 0:
+        pytest.skip("SKIPPED LOUDLY: steering the kernel's OOM killer at the engine needs root")
+    run_id, url = start(fast_lab, home)
+    serve = containers_of(run_id)[0]
+    # A memory limit on the running container, the engine made the OOM killer's first choice, and a process
+    # in the container that needs more than the limit: the kernel kills the engine, as it would a real one.
+    subprocess.run(["docker", "update", "--memory", "40m", "--memory-swap", "40m", serve], check=True)
+    Path(f"/proc/{engine_pid(run_id)}/oom_score_adj").write_text("1000")
+    grow = "import time\nb = []\nfor _ in range(80):\n    b.append(bytearray(1 << 20)); time.sleep(0.005)"
+    subprocess.run(["docker", "exec", serve, "python3", "-c", grow], capture_output=True)
+    [entry] = wait_for(lambda: restarts(home, run_id))
+    inspect = subprocess.run(["docker", "inspect", "-f", "{{.State.OOMKilled}}", serve], capture_output=True, text=True)
+    assert inspect.stdout.strip() == "true"  # Docker's own word
+    assert entry["oom_killed"] is True and entry["exit_code"] == 128 + signal.SIGKILL
+    assert "OOM killer" in entry["cause"]
+    wait_healthy(url)
+
+
 def test_a_hung_engine_is_restarted_and_recorded(fast_lab: Path, home: Path) -> None:
     run_id, url = start(fast_lab, home)
     os.kill(engine_pid(run_id), signal.SIGSTOP)  # alive, answering nothing: hung

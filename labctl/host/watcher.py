@@ -46,6 +46,7 @@ from typing import Any
 
 ENDED = ("stopped", "failed", "aborted")
 WATCH_ACTIONS = ("start", "die", "oom", "kill", "stop", "restart", "destroy")
+OOM_WINDOW_NS = 5 * 10**9
 
 
 # --- pure: Docker events -> restart entries (also used by labctl's fallback replay) -------------------
@@ -60,14 +61,16 @@ def restart_entries(events: list[dict[str, Any]], seen_by: str) -> list[dict[str
             continue
         action = str(event.get("Action") or event.get("status") or "").split(":", 1)[0]
         nano = int(event.get("timeNano") or int(event.get("time") or 0) * 10**9)
-        if action == "oom":
-            pending["oom_killed"] = True
-        elif action in ("kill", "stop", "restart") and "died_at" not in pending:
-            pending["cause"] = f"docker {action} (through the Docker API)" + (
-                f", signal {attrs['signal']}" if attrs.get("signal") else ""
+        if action == "oom":  # any process of the container; it is the engine's when its die follows at once
+            pending["oom_at"] = nano
+        elif action == "kill" and "died_at" not in pending:  # stop, restart and rotate-key send one first
+            signal = f", signal {attrs['signal']}" if attrs.get("signal") else ""
+            pending["cause"] = (
+                f"stopped through the Docker API ({action}{signal}: docker restart/stop/kill, rotate-key)"
             )
         elif action == "die":
-            pending.update(exit_code=exit_code(attrs), died_at=iso(nano))
+            oom = nano - pending.get("oom_at", -(10**20)) < OOM_WINDOW_NS
+            pending.update(exit_code=exit_code(attrs), died_at=iso(nano), oom_killed=oom)
         elif action == "start" and "died_at" in pending:
             entries.append(
                 {
@@ -77,7 +80,9 @@ def restart_entries(events: list[dict[str, Any]], seen_by: str) -> list[dict[str
                     "seen_by": seen_by,
                     "exit_code": pending.get("exit_code"),
                     "oom_killed": pending.get("oom_killed", False),
-                    "cause": pending.get("cause", "the engine exited; Docker's restart policy started it again"),
+                    "cause": pending.get("cause", "the engine exited; Docker's restart policy started it again")
+                    if not pending.get("oom_killed")
+                    else "the kernel's OOM killer ended the engine; Docker's restart policy started it again",
                     "died_at": pending["died_at"],
                     "docker_time_nano": nano,
                 }

@@ -199,13 +199,15 @@ class Runs:
         return record
 
     def event(self, run_id: str, kind: str, **fields: Any) -> None:
+        """Append one event under the run's lock (the run's watcher appends under it too)."""
         line = json.dumps(redact({"at": now(), "event": kind, "by": current_user(), **fields}))
         path = self.make_dir(run_id) / "events.jsonl"
-        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, RUN_FILE_MODE)
-        with os.fdopen(fd, "a", encoding="utf-8") as handle:
-            if os.fstat(fd).st_uid == os.geteuid():
-                os.fchmod(fd, RUN_FILE_MODE)  # the umask narrowed it
-            handle.write(line + "\n")
+        with file_lock(self.dir(run_id) / ".lock"):
+            fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, RUN_FILE_MODE)
+            with os.fdopen(fd, "a", encoding="utf-8") as handle:
+                if os.fstat(fd).st_uid == os.geteuid():
+                    os.fchmod(fd, RUN_FILE_MODE)  # the umask narrowed it
+                handle.write(line + "\n")
 
     def all_ids(self) -> list[str]:
         if not self.root.is_dir():

@@ -43,8 +43,13 @@ def test_a_die_then_start_is_one_restart_with_its_exit_code() -> None:
 def test_oom_and_docker_api_stops_are_said() -> None:
     oom = restart_entries([event("oom", 1), event("die", 1.1, exitCode="137"), event("start", 2)], "x")
     assert oom[0]["oom_killed"] is True
+    other = restart_entries([event("oom", 1), event("die", 60, exitCode="1"), event("start", 61)], "x")
+    assert other[0]["oom_killed"] is False  # an exec'd process was OOM-killed a minute before, not the engine
     api = [event("kill", 1, signal="15"), event("die", 1.5, exitCode="0"), event("stop", 1.6), event("start", 2)]
-    assert restart_entries(api, "x")[0]["cause"] == "docker kill (through the Docker API), signal 15"
+    assert restart_entries(api, "x")[0]["cause"].startswith("stopped through the Docker API (kill, signal 15")
+    # `restart` follows the start it caused: the next crash is the restart policy's again
+    later = [*api, event("restart", 2.1), event("die", 9, exitCode="1"), event("start", 9.5)]
+    assert "restart policy" in restart_entries(later, "x")[1]["cause"]
 
 
 def test_the_build_service_exec_events_and_a_lone_start_are_no_restart() -> None:
