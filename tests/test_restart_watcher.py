@@ -164,6 +164,30 @@ def test_a_sigkilled_up_leaves_no_orphan_watcher_after_status(fast_lab: Path, ho
     assert record(home, run_id)["status"] == "aborted"
 
 
+def test_a_watcher_started_again_catches_up_and_status_restarts_a_stopped_one(fast_lab: Path, home: Path) -> None:
+    run_id, url = start(fast_lab, home)
+    [watcher] = watchers_of(run_id)
+    deadline = time.monotonic() + 10
+    while not (home / "runs" / run_id / "watch-state.json").is_file():
+        assert time.monotonic() < deadline, "the watcher never started"
+        time.sleep(0.1)
+    subprocess.run(["docker", "stop", "-t", "1", watcher], check=True, capture_output=True)
+    os.kill(engine_pid(run_id), signal.SIGKILL)
+    time.sleep(1)
+    wait_healthy(url)
+    assert restarts(home, run_id) == []
+    subprocess.run(["docker", "start", watcher], check=True, capture_output=True)
+    [caught_up] = wait_for(lambda: restarts(home, run_id))  # replayed from Docker's events since it last ran
+    assert caught_up["seen_by"] == "labctl-watch" and caught_up["exit_code"] == 128 + signal.SIGKILL
+    subprocess.run(["docker", "stop", "-t", "1", watcher], check=True, capture_output=True)
+    result = labctl(fast_lab, home, "status")
+    assert f"started the restart watcher of run {run_id} again" in result.stderr
+    running = subprocess.run(["docker", "inspect", "-f", "{{.State.Running}}", watcher], capture_output=True, text=True)
+    assert running.stdout.strip() == "true"
+    time.sleep(2)
+    assert len(restarts(home, run_id)) == 1  # neither the watcher nor status counted it twice
+
+
 def test_status_replays_restarts_no_watcher_saw(fast_lab: Path, home: Path) -> None:
     run_id, url = start(fast_lab, home)
     subprocess.run(["docker", "rm", "-f", *watchers_of(run_id)], check=True, capture_output=True)

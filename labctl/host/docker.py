@@ -337,6 +337,11 @@ def watchers(run_id: str | None = None) -> list[Container]:
         return list(docker.container.list(all=True, filters={"label": label}))
 
 
+def start_container(container: Container) -> None:
+    with docker_errors(f"starting {container.name}"):
+        docker.container.start(container)
+
+
 def remove_containers(containers: list[Container]) -> None:
     if containers:
         with docker_errors("removing " + ", ".join(str(c.name) for c in containers)):

@@ -251,11 +251,12 @@ class Watcher:
                     "docker_time_nano": nano,
                 }
             )
-        state = {"daemon_started": daemon_started, "since": before.get("since") if before else None}
-        if before.get("daemon_started") != daemon_started:
-            state["since"] = None  # a new daemon remembers no events from the old one
-        state_path.write_text(json.dumps(state), encoding="utf-8")
-        self.since = state["since"]
+        # When Docker starts this watcher again on the same daemon, the events it missed meanwhile are
+        # replayed from the last one it handled (or its first start); a new daemon remembers none of them.
+        same_daemon = bool(before) and before.get("daemon_started") == daemon_started
+        since = float(before.get("since") or time.time()) if same_daemon else time.time()
+        state_path.write_text(json.dumps({"daemon_started": daemon_started, "since": since}), encoding="utf-8")
+        self.since = since if same_daemon else None
 
     def remember(self, nano: int) -> None:
         state_path = self.run_dir / "watch-state.json"

@@ -126,4 +126,4 @@ def reconcile(runs: Runs) -> list[str]:
         runs.event(run_id, "aborted", reason="labctl up gone")
         KeyStore(runs.home).remove(run_id)
         done.append(f"aborted {run_id}: its labctl up was gone; whatever it started was taken down")
-    return done + watch.remove_orphans(runs)
+    return done + watch.reconcile_watchers(runs)

@@ -66,9 +66,10 @@ def remove(run_id: str) -> None:
     dk.remove_containers(dk.watchers(run_id))
 
 
-def remove_orphans(runs: Runs) -> list[str]:
+def reconcile_watchers(runs: Runs) -> list[str]:
     """Watchers whose run has no serve container any more, or whose record says it ended (a SIGKILLed
-    `up`, a `docker rm` by hand): removed, and said so."""
+    `up`, a `docker rm` by hand), are removed; a stopped watcher of a live run (`docker stop` by hand) is
+    started again. Each is said."""
     done = []
     for container in dk.watchers():
         labels = dk.labels_of(container)
@@ -76,10 +77,12 @@ def remove_orphans(runs: Runs) -> list[str]:
         home = Runs(Path(labels["labctl.home"])) if labels.get("labctl.home") else runs
         record = home.try_load(run_id) if run_id else None
         serving = any(dk.service_of(c) == "serve" for c in dk.labctl_containers(run_id=run_id)) if run_id else False
-        if serving and (record is None or record.status not in ENDED):
-            continue
-        dk.remove_containers([container])
-        done.append(f"removed the restart watcher of run {run_id or '?'}: its run is no longer up")
+        if not serving or (record is not None and record.status in ENDED):
+            dk.remove_containers([container])
+            done.append(f"removed the restart watcher of run {run_id}: its run is no longer up")
+        elif dk.container_state(container)["status"] in ("exited", "created"):  # not while Docker restarts it
+            dk.start_container(container)
+            done.append(f"started the restart watcher of run {run_id} again (it was stopped)")
     return done
 
 
