@@ -227,7 +227,7 @@ def test_watcher_image_missing_is_a_warning_and_status_still_records(
     result = up(fast_lab, home, "nowatch", "--resident")
     assert result.code == 0, result.stderr
     run_id = json.loads(result.stdout)["run_id"]
-    assert "no restart watcher: its image 127.0.0.1:5000/labctl/no-such-watcher:none is missing" in result.stderr
+    assert "no restart watcher (127.0.0.1:5000/labctl/no-such-watcher:none is not on this host)" in result.stderr
     assert watchers_of(run_id) == [] and record(home, run_id)["resident"]["watcher"] == ""
     os.kill(engine_pid(run_id), signal.SIGKILL)
     time.sleep(1)

@@ -48,6 +48,9 @@ def stop_run(
     runs: Runs, run_id: str, by: str, reason: str | None = None, replaced_by: str | None = None, forced: bool = False
 ) -> None:
     owner_runs = owning_runs(runs, run_id)
+    # The watcher goes first: the engine going away is no restart and no hang, and a watcher reading the
+    # record's new status would race this removal by removing itself.
+    watch.remove(run_id)
     containers = dk.labctl_containers(run_id=run_id)
     if containers and owner_runs.exists(run_id):
         save_logs(owner_runs, run_id)
@@ -64,7 +67,6 @@ def stop_run(
         owner_runs.update(run_id, **changes)
         elsewhere = {"from_home": str(runs.home)} if owner_runs.home != runs.home else {}
         owner_runs.event(run_id, "down", reason=reason, forced=forced, **elsewhere)
-    watch.remove(run_id)  # first: the engine going away is no restart, and no hang
     if containers:
         project = dk.labels_of(containers[0]).get("com.docker.compose.project", project_name(run_id))
         dk.compose_down(project)

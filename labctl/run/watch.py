@@ -16,8 +16,8 @@ from labctl.host import watcher as program
 from labctl.run.record import Record
 from labctl.run.store import ENDED, Runs, now
 
-# Any image with python3 runs the watcher (its code is copied into the run's folder); the lab's offline
-# base image is on every host `make docker-lab` set up, and the sandbox uses it too.
+# Any image with python3 runs the watcher (its code is copied into the run's folder): the lab's offline
+# base image (the sandbox's too) where `make docker-lab` set it up, else the engine's own image.
 DEFAULT_IMAGE = "labctl/base:bookworm"
 RESTART_EVENTS = ("restart", "hung-restart", "daemon-restart")
 
@@ -31,13 +31,11 @@ def start(runs: Runs, record: Record, readiness: dict[str, Any], serve_container
     socket = dk.local_socket()
     if socket is None:
         return "", "no restart watcher on a host reached over ssh:// or tcp:// (restarts are recorded by `status`)"
-    image = os.environ.get("LABCTL_WATCH_IMAGE", DEFAULT_IMAGE)
-    if dk.image_facts(image) is None:
-        return "", f"no restart watcher: its image {image} is missing here (make docker-lab); `status` records restarts"
     run_dir = runs.dir(record.run_id)
     shutil.copyfile(program.__file__, run_dir / "watcher.py")
     name = watcher_name(record.run_id)
     command = [
+        "-I",
         "/labctl-run/watcher.py",
         f"--run-id={record.run_id}",
         f"--name={name}",
@@ -47,8 +45,12 @@ def start(runs: Runs, record: Record, readiness: dict[str, Any], serve_container
         f"--interval={readiness['watch_interval_s']:g}",
         f"--failures={readiness['hung_after_failures']}",
     ]
-    dk.start_watcher(
-        dk.WatcherSpec(
+    tried = []
+    for image in watcher_images(record):
+        if dk.image_facts(image) is None:
+            tried.append(f"{image} is not on this host")
+            continue
+        spec = dk.WatcherSpec(
             name=name,
             image=image,
             run_id=record.run_id,
@@ -58,12 +60,35 @@ def start(runs: Runs, record: Record, readiness: dict[str, Any], serve_container
             user=f"{os.geteuid()}:{socket.stat().st_gid}",  # the socket's group is the docker group
             command=command,
         )
-    )
-    return name, None
+        try:
+            dk.start_watcher(spec)
+            return name, None
+        except LabctlError as exc:  # an image without python3
+            remove(record.run_id)
+            tried.append(f"{image}: {exc}")
+    return "", f"no restart watcher ({'; '.join(tried)}); `labctl status` records restarts instead"
+
+
+def watcher_images(record: Record) -> list[str]:
+    """LABCTL_WATCH_IMAGE when set; else the lab's base image, else the engine's own image (already on the
+    host; the Python engines' images all carry python3)."""
+    chosen = os.environ.get("LABCTL_WATCH_IMAGE")
+    if chosen:
+        return [chosen]
+    return [DEFAULT_IMAGE, *([record.image.image_id] if record.image.image_id else [])]
 
 
 def remove(run_id: str) -> None:
-    dk.remove_containers(dk.watchers(run_id))
+    for container in dk.watchers(run_id):
+        _remove(container)
+
+
+def _remove(container: Any) -> None:
+    try:
+        dk.remove_containers([container])
+    except LabctlError as exc:  # the watcher saw its run end and is removing itself
+        if "already in progress" not in str(exc) and "No such container" not in str(exc):
+            raise
 
 
 def reconcile_watchers(runs: Runs) -> list[str]:
@@ -78,7 +103,7 @@ def reconcile_watchers(runs: Runs) -> list[str]:
         record = home.try_load(run_id) if run_id else None
         serving = any(dk.service_of(c) == "serve" for c in dk.labctl_containers(run_id=run_id)) if run_id else False
         if not serving or (record is not None and record.status in ENDED):
-            dk.remove_containers([container])
+            _remove(container)
             done.append(f"removed the restart watcher of run {run_id}: its run is no longer up")
         elif dk.container_state(container)["status"] in ("exited", "created"):  # not while Docker restarts it
             dk.start_container(container)
