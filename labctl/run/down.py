@@ -50,8 +50,9 @@ def stop_run(
     owner_runs = owning_runs(runs, run_id)
     # The watcher goes first: the engine going away is no restart and no hang, and a watcher reading the
     # record's new status would race this removal by removing itself.
-    watch.remove(run_id)
     containers = dk.labctl_containers(run_id=run_id)
+    if any(RunLabels.from_labels(dk.labels_of(c)).resident for c in containers) or not containers:
+        watch.remove(run_id)
     if containers and owner_runs.exists(run_id):
         save_logs(owner_runs, run_id)
     # The record says stopped, by whom and why, before the containers go: an `up` still waiting for this

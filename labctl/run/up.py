@@ -518,7 +518,8 @@ class Starter:
             if self.started_anything:
                 with contextlib.suppress(LabctlError):
                     save_logs(self.runs, self.run_id)
-                watch.remove(self.run_id)
+                if self.plan:
+                    watch.remove(self.run_id)
                 dk.compose_down(self.project)
             on_disk = self.runs.try_load(self.run_id) if self.record else None
             if on_disk is not None and on_disk.status not in ENDED:  # never overwrite who stopped it, and why
