@@ -224,7 +224,22 @@ def remove_image_reference(reference: str) -> str | None:
 def labctl_containers(all_states: bool = True, run_id: str | None = None) -> list[Container]:
     label = f"{RUN_LABEL}={run_id}" if run_id else RUN_LABEL
     with docker_errors("listing labctl containers"):
-        return list(docker.container.list(all=all_states, filters={"label": label}))
+        listed = list(docker.container.list(all=all_states, filters={"label": label}))
+    return [c for c in listed if _still_there(c)]
+
+
+def _still_there(container: Container) -> bool:
+    """Inspect it now (the inspection is kept): on a shared host a container listed a moment ago may be
+    gone already, and reading its labels later would fail the whole command."""
+    try:
+        container.config  # noqa: B018 - the attribute read is the inspection
+    except NoSuchContainer:
+        return False
+    except DockerException as exc:
+        if "No such container" in (exc.stderr or ""):
+            return False
+        raise
+    return True
 
 
 def labels_of(container: Container) -> dict[str, str]:
