@@ -209,7 +209,12 @@ class Engine:
     @property
     def readiness(self) -> Readiness:
         ready = self.spec["readiness"]
-        return Readiness(probe=str(ready["probe"]), probe_timeout_s=float(ready["probe_timeout_s"]))
+        return Readiness(
+            probe=str(ready["probe"]),
+            probe_timeout_s=float(ready["probe_timeout_s"]),
+            watch_interval_s=float(ready["watch_interval_s"]),
+            hung_after_failures=int(ready["hung_after_failures"]),
+        )
 
     @property
     def auth(self) -> AuthSpec:

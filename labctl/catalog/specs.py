@@ -58,6 +58,8 @@ class ServerSpec:
 class Readiness:
     probe: str
     probe_timeout_s: float
+    watch_interval_s: float = 10.0  # a resident engine's watcher: seconds between its probes
+    hung_after_failures: int = 6  # failed probes in a row, after it answered, before it is restarted as hung
 
 
 @dataclass(frozen=True)

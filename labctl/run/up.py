@@ -397,7 +397,7 @@ class Starter:
         serve = next((c for c in dk.labctl_containers(run_id=self.run_id) if dk.service_of(c) == "serve"), None)
         if serve is None:
             raise LabctlError("docker compose up returned but no serve container exists")
-        name, note = watch.start(self.runs, self.current, profile.engine.spec["readiness"], str(serve.name))
+        name, note = watch.start(self.runs, self.current, profile.engine.readiness, str(serve.name))
         if note:
             self.say(f"warning: {note}")
             self.runs.event(self.run_id, "warning", text=note)

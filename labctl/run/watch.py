@@ -10,6 +10,7 @@ import shutil
 from pathlib import Path
 from typing import Any
 
+from labctl.catalog.specs import Readiness
 from labctl.errors import LabctlError
 from labctl.host import docker as dk
 from labctl.host import watcher as program
@@ -26,7 +27,7 @@ def watcher_name(run_id: str) -> str:
     return f"labctl-watch-{run_id}"
 
 
-def start(runs: Runs, record: Record, readiness: dict[str, Any], serve_container: str) -> tuple[str, str | None]:
+def start(runs: Runs, record: Record, readiness: Readiness, serve_container: str) -> tuple[str, str | None]:
     """Start the run's watcher. Returns its name ('' when none) and, when none, why."""
     socket = dk.local_socket()
     if socket is None:
@@ -42,8 +43,8 @@ def start(runs: Runs, record: Record, readiness: dict[str, Any], serve_container
         f"--container={serve_container}",
         f"--probe-url={record.base_url.removesuffix('/v1')}{record.probe}",
         f"--probe-timeout={record.probe_timeout_s:g}",
-        f"--interval={readiness['watch_interval_s']:g}",
-        f"--failures={readiness['hung_after_failures']}",
+        f"--interval={readiness.watch_interval_s:g}",
+        f"--failures={readiness.hung_after_failures}",
     ]
     tried = []
     for image in watcher_images(record):

@@ -86,5 +86,5 @@ def test_watch_settings_are_bounded(tmp_path: Path, field: str, value: float) ->
 
 
 def test_watch_settings_have_defaults() -> None:
-    readiness = load_engine(Lab(REPO), "harness").spec["readiness"]
-    assert readiness["hung_after_failures"] >= 1 and readiness["watch_interval_s"] > 0
+    readiness = load_engine(Lab(REPO), "harness").readiness
+    assert readiness.hung_after_failures >= 1 and readiness.watch_interval_s > 0
