@@ -1,5 +1,6 @@
 """The restart watcher of one resident deployment: a standalone program (standard library only) that
-`labctl up --resident` runs beside the engine, in a container `labctl-watch-<run_id>`.
+`labctl up --resident` runs beside the engine, in a container `labctl-watch-<run_id>`. It is one file
+that imports nothing from labctl, because it is copied into the run's folder and run there alone.
 
 Why a sidecar container and not a labctl process: it must live exactly as long as the deployment,
 whoever started it and whether or not anyone runs labctl again. Docker already keeps containers

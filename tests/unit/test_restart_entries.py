@@ -5,6 +5,9 @@ once; the watch settings in engine.yaml are bounded."""
 from __future__ import annotations
 
 import json
+import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -88,3 +91,11 @@ def test_watch_settings_are_bounded(tmp_path: Path, field: str, value: float) ->
 def test_watch_settings_have_defaults() -> None:
     readiness = load_engine(Lab(REPO), "harness").readiness
     assert readiness.hung_after_failures >= 1 and readiness.watch_interval_s > 0
+
+
+def test_the_watcher_runs_alone_from_a_copy(tmp_path: Path) -> None:
+    """It is copied into the run's folder and run by any python3: the standard library must be enough."""
+    copy = tmp_path / "watcher.py"
+    shutil.copyfile(REPO / "labctl" / "host" / "watcher.py", copy)
+    proc = subprocess.run([sys.executable, "-I", str(copy), "--help"], capture_output=True, text=True, cwd=tmp_path)
+    assert proc.returncode == 0 and "--probe-url" in proc.stdout, proc.stderr
