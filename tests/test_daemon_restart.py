@@ -96,8 +96,10 @@ def unmount_under(root: Path) -> None:
 
 
 def test_a_daemon_restart_is_recorded_by_the_watcher(daemon: PrivateDaemon, lab: Path, tmp_path: Path) -> None:
-    pulled = subprocess.run(["docker", "pull", "-q", IMAGE], env=daemon.env, capture_output=True, text=True)
-    assert pulled.returncode == 0, pulled.stderr
+    # The harness image, copied from the main daemon (no registry needed): `docker save | docker load`.
+    save = subprocess.Popen(["docker", "save", IMAGE], stdout=subprocess.PIPE)
+    loaded = subprocess.run(["docker", "load", "-q"], stdin=save.stdout, env=daemon.env, capture_output=True, text=True)
+    assert save.wait() == 0 and loaded.returncode == 0, loaded.stderr
     home = tmp_path / "home"
     env = {
         "DOCKER_HOST": f"unix://{daemon.socket}",
