@@ -118,14 +118,18 @@ def append_new(run_dir: Path, entries: list[dict[str, Any]]) -> int:
     """Append the entries whose Docker event time is not in the log yet, under the run's lock."""
     if not entries:
         return 0
-    lock = os.open(run_dir / ".lock", os.O_RDWR | os.O_CREAT, 0o664)
+    # The same lock file and modes as labctl's run store (run/store.py): read-only is enough for flock, and
+    # a shared home's group may write the run's files.
+    lock = os.open(run_dir / ".lock", os.O_RDONLY | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o664)
     try:
         fcntl.flock(lock, fcntl.LOCK_EX)
         log = run_dir / "events.jsonl"
         known = {e.get("docker_time_nano") for e in read_events(log)} - {None}
         fresh = [e for e in entries if e.get("docker_time_nano") not in known]
-        with log.open("a", encoding="utf-8") as handle:
-            handle.writelines(json.dumps(e) + "\n" for e in fresh)
+        if fresh:
+            fd = os.open(log, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o664)
+            with os.fdopen(fd, "a", encoding="utf-8") as handle:
+                handle.writelines(json.dumps(e) + "\n" for e in fresh)
         return len(fresh)
     finally:
         os.close(lock)
