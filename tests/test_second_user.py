@@ -20,7 +20,7 @@ from pathlib import Path
 import openai
 import pytest
 from harness_proc import free_port
-from lifecycle_helpers import containers_of, remove_runs, write_profile
+from lifecycle_helpers import containers_of, remove_runs, watchers_of, write_profile
 from support import IN_CI, REPO, Result, ensure_second_user, run_labctl
 
 pytestmark = pytest.mark.docker
@@ -153,9 +153,22 @@ def test_a_second_users_resident_deployment_keys_share_rotate_and_down(user_pyth
         ask(info["base_url"], key)
     assert ask(info["base_url"], new_key)
 
+    # The restart watcher runs as this user with the Docker socket's group, and records the rotation's restart
+    # in the events file this user owns.
+    [watcher] = watchers_of(run_id)
+    user = subprocess.check_output(["docker", "inspect", "-f", "{{.Config.User}}", watcher], text=True).strip()
+    uid = int(subprocess.check_output(["id", "-u", USER]))
+    assert user == f"{uid}:{Path('/var/run/docker.sock').stat().st_gid}"
+    events_file = home / "runs" / run_id / "events.jsonl"
+    deadline = time.monotonic() + 15
+    while '"cause": "stopped through the Docker API' not in events_file.read_text():
+        assert time.monotonic() < deadline, events_file.read_text()
+        time.sleep(0.2)
+    assert events_file.stat().st_uid == uid
+
     down = as_user(user_python, shared, home, "down", run_id)
     assert down.code == 0, down.stderr
-    assert not containers_of(run_id) and not key_file.parent.exists()
+    assert not containers_of(run_id) and not key_file.parent.exists() and not watchers_of(run_id)
 
 
 def test_the_engine_refuses_to_serve_when_it_cannot_read_a_second_users_key(user_python: str, shared: Path) -> None:
