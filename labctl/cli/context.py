@@ -8,6 +8,8 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import TYPE_CHECKING
 
+HOST_HELP = "The Docker host to drive (see `labctl hosts`; default: the global --host, else the default host)."
+
 if TYPE_CHECKING:
     from labctl.catalog.lab import Lab
     from labctl.host.hosts import HostEntry
@@ -39,6 +41,25 @@ class State:
         self.lab()
         assert self._host is not None
         return self._host
+
+    def choose_host(self, name: str | None) -> None:
+        """A command's own --host (the same as the global one, which it overrides)."""
+        if name:
+            if self._lab is not None and name != self.host_option:
+                raise AssertionError("choose_host after the host was resolved")
+            self.host_option = name
+
+    def follow_run(self, run_id: str | None) -> None:
+        """A command about one run drives the host its record names, unless --host chose one."""
+        from labctl.host.hosts import activate, load_hosts
+        from labctl.run.store import is_run_id
+
+        if self.host_option or not run_id or not is_run_id(run_id):
+            return
+        record = self.runs().try_load(run_id)
+        if record is not None and record.host_entry != self.host().name:
+            self._host = load_hosts(self.lab().root).get(record.host_entry)
+            activate(self._host)
 
     def runs(self) -> Runs:
         from labctl.run.store import Runs, home_dir

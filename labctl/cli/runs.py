@@ -8,7 +8,7 @@ from typing import Annotated, Any
 
 import typer
 
-from labctl.cli.context import listing, out, state, table, warn
+from labctl.cli.context import HOST_HELP, listing, out, state, table, warn
 from labctl.host.disk import size_text
 
 
@@ -75,6 +75,7 @@ def up(
     allow_no_auth: Annotated[
         bool, typer.Option(help="Resident: serve an engine without key support beyond loopback.")
     ] = False,
+    host: Annotated[str | None, typer.Option("--host", help=HOST_HELP)] = None,
 ) -> None:
     """Start one engine from a profile, wait until its OpenAI API answers, and record the run.
 
@@ -84,6 +85,7 @@ def up(
     from labctl.run.up import UpRequest
     from labctl.run.up import up as start
 
+    state.choose_host(host)
     request = UpRequest(
         engine=engine,
         profile=profile,
@@ -137,6 +139,7 @@ def down(
     reason: Annotated[str | None, typer.Option(help="Why (recorded).")] = None,
     force: Annotated[bool, typer.Option(help="Stop another owner's resident deployment (needs --reason).")] = False,
     all_runs: Annotated[bool, typer.Option("--all", help="With an engine name: stop all your runs of it.")] = False,
+    host: Annotated[str | None, typer.Option("--host", help=HOST_HELP)] = None,
 ) -> None:
     """Stop and remove a run's containers; the record gets stopped_at and who.
 
@@ -149,30 +152,46 @@ def down(
             return False
         return typer.confirm(f"stop {len(chosen)} runs ({', '.join(str(r['run_id']) for r in chosen)})?")
 
-    for run in stop(state.runs(), target, reason, force, all_runs, confirm):
+    state.choose_host(host)
+    state.follow_run(target)
+    for run in stop(state.runs(), target, reason, force, all_runs, confirm, host=state.host()):
         out(f"stopped {run.run_id} ({run.engine}/{run.profile})")
 
 
-def status(as_json: Annotated[bool, typer.Option("--json", help="Print a JSON list.")] = False) -> None:
-    """Every labctl engine on this host: run, engine/profile, GPUs, endpoint, health now, uptime, owner.
+def status(
+    as_json: Annotated[bool, typer.Option("--json", help="Print a JSON list.")] = False,
+    host: Annotated[str | None, typer.Option("--host", help="Only this host (default: every host).")] = None,
+) -> None:
+    """Every labctl engine on every host (or the --host one): run, engine/profile, GPUs, endpoint, health, owner.
 
     Example: labctl status --json
     """
-    from labctl.run.deployments import observe
-    from labctl.run.status import live_runs, reconcile
+    from labctl.run.inventory import HOST_TIMEOUT_S, status_hosts
+    from labctl.run.status import host_sections
 
+    state.choose_host(host)
     store = state.runs()
-    for note in reconcile(store):
-        warn(note)
-    live = live_runs(store)
-    for run in live:
-        observe(store, run)
+    sections = host_sections(store, status_hosts(state.lab(), store, state.host_option), HOST_TIMEOUT_S)
+    for section in sections:
+        for note in section.notes:
+            warn(note)
+        if not section.reachable:
+            warn(f"host {section.host.name} ({section.host.docker}): {section.problem}")
     if as_json:
-        print(json.dumps(live))
+        print(json.dumps([run for section in sections for run in section.runs]))
         return
-    if not live:
-        out("no labctl engine is running on this host")
-        return
+    for section in sections:
+        if len(sections) > 1:
+            out(f"== host {section.host.name} ({section.host.docker}) ==")
+        if not section.reachable:
+            out(section.problem)
+        elif not section.runs:
+            out("no labctl engine is running on this host")
+        else:
+            out(_status_table(section.runs))
+
+
+def _status_table(live: list[dict[str, Any]]) -> str:
     rows = [
         [
             r["run_id"],
@@ -190,25 +209,8 @@ def status(as_json: Annotated[bool, typer.Option("--json", help="Print a JSON li
         ]
         for r in live
     ]
-    out(
-        table(
-            rows,
-            [
-                "RUN",
-                "ENGINE/PROFILE",
-                "GPUS",
-                "BASE URL",
-                "HEALTH",
-                "UP",
-                "OWNER",
-                "SINCE",
-                "RESTARTS",
-                "RESIDENT",
-                "REQUESTS",
-                "TOKENS",
-            ],
-        )
-    )
+    header = ["RUN", "ENGINE/PROFILE", "GPUS", "BASE URL", "HEALTH", "UP", "OWNER", "SINCE", "RESTARTS", "RESIDENT"]
+    return table(rows, [*header, "REQUESTS", "TOKENS"])
 
 
 def _count(value: float | None) -> str:
@@ -227,6 +229,7 @@ def logs(
     run_id: Annotated[str, typer.Argument(help="The run id.")],
     follow: Annotated[bool, typer.Option("--follow", "-f", help="Keep printing new lines.")] = False,
     service: Annotated[str, typer.Option(help="serve (the engine) or build (TensorRT-LLM's engine build).")] = "serve",
+    host: Annotated[str | None, typer.Option("--host", help=HOST_HELP)] = None,
 ) -> None:
     """Print an engine's logs (live from the container, or saved with the record once it stopped).
 
@@ -234,6 +237,8 @@ def logs(
     """
     from labctl.run.status import engine_logs
 
+    state.choose_host(host)
+    state.follow_run(run_id)
     for text in engine_logs(state.runs(), run_id, follow, service):
         sys.stdout.write(text)
         sys.stdout.flush()

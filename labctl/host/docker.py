@@ -3,6 +3,7 @@ and every failure becomes a LabctlError that names the command and Docker's own 
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -20,6 +21,26 @@ RUN_LABEL = "labctl.run_id"
 # fresh one explicitly where state matters (container_state).
 client_config.CACHE_VALIDITY_PERIOD = 3600.0
 
+# A process drives one host (DOCKER_HOST, set by hosts.activate); `status` asks every host at once, each
+# in its own thread, so a thread may name its own endpoint.
+_thread = threading.local()
+
+
+def client() -> DockerClient:
+    chosen: DockerClient | None = getattr(_thread, "client", None)
+    return chosen or docker
+
+
+@contextmanager
+def on_endpoint(endpoint: str) -> Iterator[None]:
+    """This thread's Docker calls go to `endpoint` (a URL `docker -H` takes)."""
+    previous = getattr(_thread, "client", None)
+    _thread.client = DockerClient(host=endpoint)
+    try:
+        yield
+    finally:
+        _thread.client = previous
+
 
 @contextmanager
 def docker_errors(what: str) -> Iterator[None]:
@@ -34,7 +55,7 @@ def docker_errors(what: str) -> Iterator[None]:
 def check_docker() -> str:
     """The daemon's version, or a clear error when no Docker Engine answers."""
     try:
-        return str(docker.version().server.version)  # type: ignore[union-attr]
+        return str(client().version().server.version)  # type: ignore[union-attr]
     except DockerException as exc:
         reason = (exc.stderr or str(exc)).strip().splitlines()[-1:] or ["no answer"]
         raise LabctlError(
@@ -49,19 +70,26 @@ def check_docker() -> str:
 def server_version(endpoint: str, timeout: float) -> str | None:
     """The Docker Engine version at an endpoint (local: the default), or None when it does not answer
     within `timeout` seconds (one dead host must not hang a listing)."""
+    import os
+    import signal
     import subprocess
 
     argv = ["docker", *([] if endpoint == "local" else ["-H", endpoint]), "version", "-f", "{{.Server.Version}}"]
+    # Its own process group: on a timeout the docker CLI *and* the ssh it started go, or their open pipe
+    # would keep us waiting as long as ssh does.
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, start_new_session=True)
     try:
-        proc = subprocess.run(argv, capture_output=True, text=True, timeout=timeout)
+        out, _ = proc.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.communicate()
         return None
-    return proc.stdout.strip() or None if proc.returncode == 0 else None
+    return out.strip() or None if proc.returncode == 0 else None
 
 
 def check_compose() -> str:
     try:
-        version = str(docker.compose.version())
+        version = str(client().compose.version())
     except DockerException:
         raise LabctlError("Docker Compose v2 (`docker compose`) is not installed. Run `make docker-lab`.") from None
     return version.strip()
@@ -69,7 +97,7 @@ def check_compose() -> str:
 
 def runtimes() -> list[str]:
     with docker_errors("docker info"):
-        info = docker.info()
+        info = client().info()
     return sorted((info.runtimes or {}).keys())
 
 
@@ -91,11 +119,13 @@ class DaemonFacts:
     root_dir: str
     insecure_registries: frozenset[str]
     insecure_cidrs: tuple[str, ...]
+    id: str = ""  # the daemon's own ID (`docker info`): which host ran a run, whatever its name
+    name: str = ""  # the machine name the daemon reports
 
 
 def daemon_facts() -> DaemonFacts:
     with docker_errors("docker info"):
-        info = docker.info()
+        info = client().info()
     arch, variant = _ARCHITECTURES.get(str(info.architecture), (str(info.architecture), None))
     config: dict[str, Any] = dict(info.registry_config or {})
     indexes = config.get("IndexConfigs") or {}
@@ -108,13 +138,15 @@ def daemon_facts() -> DaemonFacts:
             n for n, c in indexes.items() if isinstance(c, dict) and c.get("Secure") is False
         ),
         insecure_cidrs=tuple(str(c) for c in config.get("InsecureRegistryCIDRs") or ()),
+        id=str(info.id or ""),
+        name=str(info.name or ""),
     )
 
 
 def gpu_request_problem(image: str, device_ids: list[str]) -> str | None:
     """Start (and remove) one container of `image` that asks for these GPUs; None when it starts."""
     try:
-        docker.run(
+        client().run(
             image,
             ["true"],
             entrypoint="true",
@@ -129,13 +161,20 @@ def gpu_request_problem(image: str, device_ids: list[str]) -> str | None:
     return None
 
 
+def _endpoint() -> str | None:
+    chosen: DockerClient | None = getattr(_thread, "client", None)
+    return str(chosen.client_config.host) if chosen and chosen.client_config.host else None
+
+
 def compose_client(compose_file: Path, project: str) -> DockerClient:
-    return DockerClient(compose_files=[compose_file], compose_project_name=project)
+    return DockerClient(compose_files=[compose_file], compose_project_name=project, host=_endpoint())
 
 
 def compose_down(project: str) -> None:
     with docker_errors(f"docker compose down ({project})"):
-        DockerClient(compose_project_name=project).compose.down(timeout=10, quiet=True, remove_orphans=True)
+        DockerClient(compose_project_name=project, host=_endpoint()).compose.down(
+            timeout=10, quiet=True, remove_orphans=True
+        )
 
 
 def compose_argv(compose_file: Path, project: str, *args: str) -> list[str]:
@@ -153,7 +192,7 @@ class ImageFacts:
 
 def image_facts(reference: str) -> ImageFacts | None:
     try:
-        image = docker.image.inspect(reference)
+        image = client().image.inspect(reference)
     except NoSuchImage:
         return None
     except DockerException as exc:
@@ -170,7 +209,7 @@ def image_facts(reference: str) -> ImageFacts | None:
 
 def pull(reference: str, quiet: bool) -> ImageFacts:
     with docker_errors(f"pulling {reference}"):
-        docker.image.pull(reference, quiet=quiet)
+        client().image.pull(reference, quiet=quiet)
     facts = image_facts(reference)
     if facts is None:
         raise LabctlError(f"pulled {reference} but Docker does not list it")
@@ -189,7 +228,7 @@ def local_images(ids: set[str]) -> list[LocalImage]:
     found = []
     for image_id in sorted(ids):
         try:
-            image = docker.image.inspect(image_id)
+            image = client().image.inspect(image_id)
         except (NoSuchImage, DockerException):
             continue
         refs = tuple(str(r) for r in [*(image.repo_tags or []), *(image.repo_digests or [])])
@@ -208,13 +247,13 @@ def containers_and_images() -> list[tuple[str, dict[str, str]]]:
     if listed is not None:
         return listed
     with docker_errors("listing containers"):
-        return [(str(c.image), labels_of(c)) for c in docker.container.list(all=True)]
+        return [(str(c.image), labels_of(c)) for c in client().container.list(all=True)]
 
 
 def remove_image_reference(reference: str) -> str | None:
     """Untag one reference (no force: Docker refuses while a container uses the image); None when done."""
     try:
-        docker.image.remove(reference, force=False)
+        client().image.remove(reference, force=False)
     except DockerException as exc:
         lines = (exc.stderr or str(exc)).strip().splitlines()
         return lines[-1] if lines else "refused"
@@ -224,7 +263,7 @@ def remove_image_reference(reference: str) -> str | None:
 def labctl_containers(all_states: bool = True, run_id: str | None = None) -> list[Container]:
     label = f"{RUN_LABEL}={run_id}" if run_id else RUN_LABEL
     with docker_errors("listing labctl containers"):
-        listed = list(docker.container.list(all=all_states, filters={"label": label}))
+        listed = list(client().container.list(all=all_states, filters={"label": label}))
     return [c for c in listed if _still_there(c)]
 
 
@@ -255,13 +294,13 @@ def refresh(container: Container) -> None:
 
 
 def follow_logs(container: Container) -> Iterator[bytes]:
-    stream: Any = docker.container.logs(container, follow=True, stream=True)
+    stream: Any = client().container.logs(container, follow=True, stream=True)
     for _source, line in stream:
         yield line if isinstance(line, bytes) else str(line).encode()
 
 
 def restart(container: Container) -> None:
-    docker.container.restart(container, time=10)
+    client().container.restart(container, time=10)
 
 
 def container_state(container: Container) -> dict[str, Any]:
@@ -286,7 +325,7 @@ def command_line(container: Container) -> list[str]:
 
 def logs_tail(container: Container, lines: int = 30) -> str:
     try:
-        return str(docker.container.logs(container, tail=lines))
+        return str(client().container.logs(container, tail=lines))
     except DockerException:
         return ""
 
@@ -325,7 +364,7 @@ class WatcherSpec:
 
 def start_watcher(spec: WatcherSpec) -> None:
     with docker_errors(f"starting the restart watcher {spec.name}"):
-        docker.run(
+        client().run(
             spec.image,
             spec.command,
             name=spec.name,
@@ -349,18 +388,18 @@ def start_watcher(spec: WatcherSpec) -> None:
 def watchers(run_id: str | None = None) -> list[Container]:
     label = f"{WATCH_LABEL}={run_id}" if run_id else WATCH_LABEL
     with docker_errors("listing labctl watchers"):
-        return list(docker.container.list(all=True, filters={"label": label}))
+        return list(client().container.list(all=True, filters={"label": label}))
 
 
 def start_container(container: Container) -> None:
     with docker_errors(f"starting {container.name}"):
-        docker.container.start(container)
+        client().container.start(container)
 
 
 def remove_containers(containers: list[Container]) -> None:
     if containers:
         with docker_errors("removing " + ", ".join(str(c.name) for c in containers)):
-            docker.container.remove(containers, force=True)
+            client().container.remove(containers, force=True)
 
 
 def events_between(label: str, since: str, until: str) -> list[dict[str, Any]]:

@@ -2,14 +2,15 @@
 `unix://` sockets, `ssh://user@host`) and the command that answers `nvidia-smi` queries on it.
 
 Where they are written down: `$LABCTL_HOSTS`, else `~/.config/labctl/hosts.yaml` (the user's), merged over
-the lab's own `hosts.yaml` (a lab may ship hosts, such as the simulated ones). No secrets live here: SSH
-keys stay in the user's SSH setup."""
+the lab's own `hosts.yaml` (a lab may ship hosts, such as the simulated ones). A test lab's registration
+(`build/remote-lab/hosts.yaml`, written by `make remote-lab`) is known by name (`--host labb`) but not
+listed with the configured hosts. No secrets live here: SSH keys stay in the user's SSH setup."""
 
 from __future__ import annotations
 
 import os
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from labctl.catalog.fields import Field, check_mapping
@@ -60,12 +61,16 @@ class HostEntry:
     def is_remote(self) -> bool:
         return self.docker.startswith("ssh://")
 
+    def ssh_argv(self) -> list[str]:
+        """`ssh [-p PORT] user@host`: the same account and address Docker's ssh:// transport uses."""
+        target = self.docker.removeprefix("ssh://")
+        host, _, port = target.partition(":")
+        return ["ssh", "-o", "BatchMode=yes", *(["-p", port] if port else []), host]
+
     def nvidia_smi_argv(self) -> list[str]:
         """Run on the host itself: over the same SSH transport Docker uses for an ssh:// endpoint."""
         if self.is_remote:
-            target = self.docker.removeprefix("ssh://")
-            host, _, port = target.partition(":")
-            return ["ssh", "-o", "BatchMode=yes", *(["-p", port] if port else []), host, "--", *self.nvidia_smi]
+            return [*self.ssh_argv(), "--", *self.nvidia_smi]
         return list(self.nvidia_smi)
 
 
@@ -76,15 +81,25 @@ LOCAL_HOST = HostEntry(LOCAL)
 class Hosts:
     entries: dict[str, HostEntry]
     default: str = LOCAL
+    registered: dict[str, HostEntry] = field(default_factory=dict)  # test labs: known by name, not listed
 
     def get(self, name: str | None) -> HostEntry:
         chosen = name or self.default
         if chosen == LOCAL and LOCAL not in self.entries:
             return LOCAL_HOST
+        if chosen not in self.entries and chosen in self.registered:
+            return self.registered[chosen]
         if chosen not in self.entries:
-            known = ", ".join(sorted({LOCAL, *self.entries}))
+            known = ", ".join(sorted({LOCAL, *self.entries, *self.registered}))
             raise BadInput(f"unknown host {chosen!r}: known hosts are {known} (add one: labctl hosts add NAME URL).")
         return self.entries[chosen]
+
+    def listed(self) -> list[HostEntry]:
+        """The default host first, then every other configured host by name, and always `local`."""
+        entries = [self.get(None)] + [e for name, e in sorted(self.entries.items()) if name != self.default]
+        if all(e.name != LOCAL for e in entries):
+            entries.append(self.get(LOCAL))
+        return entries
 
 
 def user_hosts_file() -> Path:
@@ -94,32 +109,44 @@ def user_hosts_file() -> Path:
     return Path("~/.config/labctl/hosts.yaml").expanduser()
 
 
+TEST_LAB_HOSTS = ("build/remote-lab/hosts.yaml",)
+
+
 def load_hosts(lab_root: Path) -> Hosts:
     entries: dict[str, HostEntry] = {}
     default = LOCAL
     for path in (lab_root / "hosts.yaml", user_hosts_file()):
-        if not path.is_file():
-            continue
-        src = load_yaml_mapping(path, display=str(path))
-        spec = check_mapping(src, (), src.data, FILE_FIELDS)
-        for name, raw in spec["hosts"].items():
-            if not isinstance(name, str) or not _NAME.match(name):
-                raise src.problem(
-                    ("hosts",), f"host name {name!r} is not allowed: lower-case letters, digits, '.', '_', '-'."
-                )
-            entry = check_mapping(src, ("hosts", name), raw, HOST_FIELDS)
-            entries[name] = HostEntry(
-                name,
-                entry["docker"],
-                tuple(entry["nvidia_smi"] or ("nvidia-smi",)),
-                bool(entry["simulated"]),
-                entry["unified_memory_gib"],
-            )
-        if spec["default"]:
-            default = spec["default"]
+        file_entries, file_default = _read_entries(path)
+        entries.update(file_entries)
+        default = file_default or default
     if default != LOCAL and default not in entries:
         raise BadInput(f"hosts: the default host {default!r} has no entry.")
-    return Hosts(entries, default)
+    registered: dict[str, HostEntry] = {}
+    for relative in TEST_LAB_HOSTS:
+        registered.update(_read_entries(lab_root / relative)[0])
+    return Hosts(entries, default, registered)
+
+
+def _read_entries(path: Path) -> tuple[dict[str, HostEntry], str | None]:
+    if not path.is_file():
+        return {}, None
+    src = load_yaml_mapping(path, display=str(path))
+    spec = check_mapping(src, (), src.data, FILE_FIELDS)
+    entries = {}
+    for name, raw in spec["hosts"].items():
+        if not isinstance(name, str) or not _NAME.match(name):
+            raise src.problem(
+                ("hosts",), f"host name {name!r} is not allowed: lower-case letters, digits, '.', '_', '-'."
+            )
+        entry = check_mapping(src, ("hosts", name), raw, HOST_FIELDS)
+        entries[name] = HostEntry(
+            name,
+            entry["docker"],
+            tuple(entry["nvidia_smi"] or ("nvidia-smi",)),
+            bool(entry["simulated"]),
+            entry["unified_memory_gib"],
+        )
+    return entries, spec["default"]
 
 
 def _read_user_file() -> tuple[Path, dict[str, dict[str, object]], str | None]:
@@ -167,11 +194,26 @@ def remove_host(name: str) -> Path:
     return path
 
 
+# The user's own DOCKER_HOST, before `activate` points this process at a chosen host: what `local` means.
+_USER_DOCKER_HOST = os.environ.get("DOCKER_HOST")
+
+
+def endpoint_url(entry: HostEntry) -> str:
+    """The endpoint `docker -H` takes for this host (local: the user's DOCKER_HOST, else Docker's socket)."""
+    if entry.docker != LOCAL:
+        return entry.docker
+    return _USER_DOCKER_HOST or "unix:///var/run/docker.sock"
+
+
 def activate(entry: HostEntry) -> None:
     """Drive this host from now on: every Docker and Compose call of this process goes to its endpoint
     (DOCKER_HOST, as `docker -H` and Docker contexts do), and GPU questions to its nvidia-smi."""
     from labctl.host import gpu
 
-    if entry.docker != LOCAL:  # local: Docker's own default, or the DOCKER_HOST the user set
+    if entry.docker != LOCAL:
         os.environ["DOCKER_HOST"] = entry.docker
+    elif _USER_DOCKER_HOST is not None:  # local: the DOCKER_HOST the user set, or Docker's own default
+        os.environ["DOCKER_HOST"] = _USER_DOCKER_HOST
+    else:
+        os.environ.pop("DOCKER_HOST", None)
     gpu.use_command(None if entry.name == LOCAL and entry.nvidia_smi == ("nvidia-smi",) else entry.nvidia_smi_argv())

@@ -12,10 +12,12 @@ from labctl.compose.labels import RunLabels
 from labctl.errors import BadInput
 from labctl.host import docker as dk
 from labctl.host.files import write_atomically
+from labctl.host.hosts import LOCAL_HOST, HostEntry
 from labctl.host.identity import current_user
 from labctl.run import watch
 from labctl.run.keys import KeyStore
 from labctl.run.ownership import check_may_act
+from labctl.run.remote import close_run_forward, release_claims
 from labctl.run.store import RUN_FILE_MODE, Runs, is_run_id, now
 
 
@@ -71,6 +73,13 @@ def stop_run(
     if containers:
         project = dk.labels_of(containers[0]).get("com.docker.compose.project", project_name(run_id))
         dk.compose_down(project)
+    released = release_claims(run_id)
+    record = owner_runs.try_load(run_id)
+    if record is not None:
+        if released:
+            owner_runs.event(run_id, "claims released", count=released)
+        if close_run_forward(record.forward):
+            owner_runs.event(run_id, "forward closed")
     KeyStore(owner_runs.home).remove(run_id)  # a stopped deployment's keys open nothing any more
 
 
@@ -88,11 +97,12 @@ def stop(
     force: bool,
     all_: bool = False,
     confirm: Callable[[list[dict[str, Any]]], bool] | None = None,
+    host: HostEntry = LOCAL_HOST,
 ) -> list[Stopped]:
     """`labctl down [RUN_ID|ENGINE]`: which runs, whether you may, then stop each."""
     from labctl.run.status import live_runs
 
-    live = live_runs(runs, probe=False)
+    live = live_runs(runs, probe=False, host=host)
     if target is None:
         chosen = live
         if len(chosen) > 1:

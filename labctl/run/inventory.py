@@ -7,15 +7,17 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from labctl.catalog.lab import Lab
+from labctl.errors import BadInput
 from labctl.host import docker as dk
 from labctl.host import gpu as gpus_mod
-from labctl.host.hosts import HostEntry, load_hosts
+from labctl.host.hosts import HostEntry, endpoint_url, load_hosts
+from labctl.run.store import Runs
 
 HOST_TIMEOUT_S = 10.0
 
 
 def describe_host(entry: HostEntry) -> dict[str, Any]:
-    version = dk.server_version(entry.docker, HOST_TIMEOUT_S)
+    version = dk.server_version(endpoint_url(entry), HOST_TIMEOUT_S)
     gpus: list[gpus_mod.Gpu] = []
     if version is not None:
         gpus = gpus_mod.list_gpus(entry.nvidia_smi_argv())
@@ -41,9 +43,26 @@ def describe_host(entry: HostEntry) -> dict[str, Any]:
 
 
 def describe_hosts(lab: Lab) -> list[dict[str, Any]]:
-    hosts = load_hosts(lab.root)
-    entries = [hosts.get(None)] + [e for name, e in sorted(hosts.entries.items()) if name != hosts.default]
-    if all(e.name != "local" for e in entries):
-        entries.append(hosts.get("local"))
+    entries = load_hosts(lab.root).listed()
     with ThreadPoolExecutor(max_workers=min(8, len(entries))) as pool:
         return list(pool.map(describe_host, entries))
+
+
+def status_hosts(lab: Lab, runs: Runs, chosen: str | None) -> list[HostEntry]:
+    """The hosts `labctl status` asks: the one named, else every configured host and every host a live
+    record of this home names (a test lab's host is known by name without being configured)."""
+    hosts = load_hosts(lab.root)
+    if chosen:
+        return [hosts.get(chosen)]
+    listed = hosts.listed()
+    names = {e.name for e in listed}
+    for run_id in runs.all_ids():
+        record = runs.try_load(run_id)
+        if record is None or record.status not in ("starting", "running") or record.host_entry in names:
+            continue
+        try:
+            listed.append(hosts.get(record.host_entry))
+        except BadInput:
+            continue  # a host since removed from the hosts files: nothing to ask
+        names.add(record.host_entry)
+    return listed

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar, Union
 
 from labctl.compose.labels import RunLabels
+from labctl.host.forward import Forward
 from labctl.host.gpu import Gpu
 from labctl.run.prep import PrepPart
 
@@ -157,6 +158,9 @@ class Record:
     host: str = ""  # the controller's machine name
     host_entry: str = "local"  # which of labctl's hosts ran it (labctl hosts)
     docker_endpoint: str = "local"
+    docker_host_id: str = ""  # `docker info` ID of the daemon that ran it
+    docker_host_name: str = ""  # the machine name that daemon reports
+    forward: Forward | None = None  # a remote run: the SSH forward its base URL goes through
     created_at: str = ""
     labctl_version: str = ""
     environment_label: str = ""

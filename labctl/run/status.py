@@ -4,20 +4,28 @@ run was started from this home)."""
 from __future__ import annotations
 
 import datetime as dt
+import threading
+import time
 from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
 from typing import Any
 
 from labctl.compose.labels import RunLabels
-from labctl.errors import BadInput
+from labctl.errors import BadInput, LabctlError
 from labctl.host import docker as dk
+from labctl.host.forward import temporary_forward
+from labctl.host.hosts import LOCAL_HOST, HostEntry, endpoint_url
 from labctl.host.probes import probe_now
 from labctl.run import watch
-from labctl.run.deployments import engine_counters
+from labctl.run.deployments import engine_counters, observe
+from labctl.run.record import Record
+from labctl.run.remote import close_run_forward, ensure_forward, release_claims, stale_claims
 from labctl.run.store import MAX_LOG_BYTES, Runs, read_tail
 from labctl.run.up import base_url
 
 
-def live_runs(runs: Runs, probe: bool = True) -> list[dict[str, Any]]:
+def live_runs(runs: Runs, probe: bool = True, host: HostEntry = LOCAL_HOST) -> list[dict[str, Any]]:
     by_run: dict[str, list[Any]] = {}
     for container in dk.labctl_containers(all_states=True):
         by_run.setdefault(RunLabels.from_labels(dk.labels_of(container)).run_id or "?", []).append(container)
@@ -27,17 +35,17 @@ def live_runs(runs: Runs, probe: bool = True) -> list[dict[str, Any]]:
         labels = RunLabels.from_labels(dk.labels_of(serve))
         state = serve.state
         record = runs.try_load(run_id)
-        url = base_url(labels.host or "127.0.0.1", labels.port)
-        health = (
-            probe_now(url, record.probe, record.probe_timeout_s)
-            if record
-            else probe_now(url, "/health")
-            if probe and state.running
-            else str(state.status)
-        )
+        with _reach(runs, host, labels, record, probe and bool(state.running)) as url:
+            health = (
+                probe_now(url, record.probe, record.probe_timeout_s)
+                if record
+                else probe_now(url, "/health")
+                if probe and state.running
+                else str(state.status)
+            )
+            counters = engine_counters(url, record.metrics_path if record else None) if probe and state.running else {}
         started = state.started_at
         uptime = (dt.datetime.now(dt.UTC) - started).total_seconds() if started and state.running else None
-        counters = engine_counters(url, record.metrics_path if record else None) if probe and state.running else {}
         if probe and record is not None and record.resident is not None:
             watch.replay(runs, record)  # the fallback when no watcher ran: Docker's own events, de-duplicated
         recorded = watch.recorded_restarts(runs, run_id) if record is not None else None
@@ -62,11 +70,79 @@ def live_runs(runs: Runs, probe: bool = True) -> list[dict[str, Any]]:
                 "resident": labels.resident,
                 "environment_label": labels.environment_label,
                 "home": labels.home,
+                "controller": labels.controller,
+                "host": host.name,
+                "docker_endpoint": host.docker,
                 "requests_served": counters.get("requests"),
                 "tokens_served": counters.get("tokens"),
             }
         )
     return out
+
+
+@contextmanager
+def _reach(runs: Runs, host: HostEntry, labels: RunLabels, record: Record | None, probe: bool) -> Iterator[str]:
+    """Where the controller reaches a run: the engine's address on this machine; on a remote host the run's
+    own SSH forward (reopened if it died), or for another controller's run a forward for this command only."""
+    if not host.is_remote:
+        yield base_url(labels.host or "127.0.0.1", labels.port)
+    elif record is not None and record.forward is not None and (record.forward.alive or not probe):
+        yield record.base_url.removesuffix("/v1")
+    elif record is not None and record.forward is not None and record.status in ("starting", "running"):
+        yield ensure_forward(runs, record.run_id, host, record.forward).base
+    elif probe and labels.port.isdigit():
+        log = runs.home / ".state" / "forwards" / f"{labels.run_id or 'unknown'}.log"
+        with temporary_forward(host, labels.host or "127.0.0.1", int(labels.port), log) as forward:
+            yield forward.base
+    else:
+        yield f"http://{host.name}:{labels.port}"
+
+
+@dataclass(frozen=True)
+class HostSection:
+    """One host's part of `labctl status`: its runs, or why it could not be asked."""
+
+    host: HostEntry
+    reachable: bool
+    runs: list[dict[str, Any]] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    problem: str = ""
+
+
+def host_section(runs: Runs, host: HostEntry, timeout: float) -> HostSection:
+    url = endpoint_url(host)
+    if dk.server_version(url, timeout) is None:
+        return HostSection(host, False, problem=f"unreachable: Docker at {host.docker} did not answer in {timeout:g} s")
+    with dk.on_endpoint(url):
+        notes = reconcile(runs, host)
+        live = live_runs(runs, host=host)
+    for run in live:
+        observe(runs, run)
+    return HostSection(host, True, live, notes)
+
+
+def host_sections(runs: Runs, hosts: list[HostEntry], timeout: float) -> list[HostSection]:
+    """Every host at once, each within `timeout` (twice that for listing its runs once Docker answered):
+    a dead or hung host is reported unreachable and never holds up the others."""
+    found: dict[str, HostSection] = {}
+
+    def ask(host: HostEntry) -> None:
+        try:
+            found[host.name] = host_section(runs, host, timeout)
+        except LabctlError as exc:
+            found[host.name] = HostSection(host, False, problem=f"failed: {exc}")
+
+    # Daemon threads: one that hangs past its deadline must not keep labctl from exiting either.
+    threads = [threading.Thread(target=ask, args=(h,), daemon=True) for h in hosts]
+    for thread in threads:
+        thread.start()
+    deadline = time.monotonic() + 3 * timeout
+    for thread in threads:
+        thread.join(max(0.0, deadline - time.monotonic()))
+    return [
+        found.get(h.name) or HostSection(h, False, problem=f"unreachable: no answer within {3 * timeout:g} s")
+        for h in hosts
+    ]
 
 
 def engine_logs(runs: Runs, run_id: str, follow: bool, service: str = "serve") -> Iterator[str]:
@@ -88,9 +164,10 @@ def engine_logs(runs: Runs, run_id: str, follow: bool, service: str = "serve") -
     yield read_tail(saved, MAX_LOG_BYTES)
 
 
-def reconcile(runs: Runs) -> list[str]:
-    """Records left `starting` by a `labctl up` that is gone (SIGKILL, a crash, a lost machine): a healthy
-    container is adopted, anything else is taken down, and the record says which. Returns what was done."""
+def reconcile(runs: Runs, host: HostEntry = LOCAL_HOST) -> list[str]:
+    """Records of this host left `starting` by a `labctl up` that is gone (SIGKILL, a crash, a lost machine):
+    a healthy container is adopted, anything else is taken down, and the record says which; on a remote
+    host, claims of an `up` that is gone are removed too. Returns what was done."""
     from labctl.host.identity import process_alive
     from labctl.run.down import project_name, save_logs
     from labctl.run.keys import KeyStore
@@ -102,15 +179,12 @@ def reconcile(runs: Runs) -> list[str]:
             record = runs.load(run_id)
         except BadInput:
             continue  # a corrupt record is reported by `labctl runs`, never fatal here
-        if record.status != "starting" or process_alive(record.up_process):
+        if record.status != "starting" or process_alive(record.up_process) or record.host_entry != host.name:
             continue
         serve = next(
             (c for c in dk.labctl_containers(run_id=run_id, all_states=False) if dk.service_of(c) == "serve"), None
         )
-        healthy = (
-            serve is not None
-            and probe_now(record.base_url.removesuffix("/v1"), record.probe, record.probe_timeout_s) == "healthy"
-        )
+        healthy = serve is not None and _probe_record(runs, host, record) == "healthy"
         if healthy:
             runs.update(run_id, status="running", reason="adopted: its labctl up was gone, the engine was healthy")
             runs.event(run_id, "adopted")
@@ -125,5 +199,16 @@ def reconcile(runs: Runs) -> list[str]:
         )
         runs.event(run_id, "aborted", reason="labctl up gone")
         KeyStore(runs.home).remove(run_id)
+        if host.is_remote:
+            release_claims(run_id)
+            close_run_forward(record.forward)
         done.append(f"aborted {run_id}: its labctl up was gone; whatever it started was taken down")
-    return done + watch.reconcile_watchers(runs)
+    return done + watch.reconcile_watchers(runs) + (stale_claims() if host.is_remote else [])
+
+
+def _probe_record(runs: Runs, host: HostEntry, record: Record) -> str:
+    if host.is_remote and record.forward is not None:
+        base = ensure_forward(runs, record.run_id, host, record.forward).base
+    else:
+        base = record.base_url.removesuffix("/v1")
+    return probe_now(base, record.probe, record.probe_timeout_s)

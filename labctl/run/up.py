@@ -28,6 +28,7 @@ from labctl.compose.render import build_key, render_compose
 from labctl.errors import BadInput, Conflict, LabctlError
 from labctl.host import docker as dk
 from labctl.host.files import write_atomically
+from labctl.host.forward import Forward
 from labctl.host.gpu import Gpu
 from labctl.host.hosts import LOCAL_HOST, HostEntry
 from labctl.host.identity import current_user, host_name, process_token
@@ -63,6 +64,7 @@ from labctl.run.record import (
     Timings,
     new_record,
 )
+from labctl.run.remote import close_run_forward, open_run_forward, release_claims, take_claims
 from labctl.run.resident import (
     RESTART_POLICY,
     ResidentPlan,
@@ -131,6 +133,8 @@ class Starter:
         self.record: Record | None = None
         self.plan: ResidentPlan | None = None
         self.started_anything = False
+        self.claimed = False  # a remote host: this run's claims exist on the host
+        self.forward: Forward | None = None
         self.t0 = time.monotonic()
 
     # --- the pipeline ------------------------------------------------------------------------------
@@ -149,13 +153,20 @@ class Starter:
         self.plan = (
             plan_resident(profile, request.key_file, request.keys, request.allow_no_auth) if request.resident else None
         )
+        if request.resident and request.host.is_remote:
+            raise BadInput(
+                f"--resident on a remote host ({request.host.name}) is not supported yet: its keys would stay on this "
+                "controller. Run resident deployments with labctl on the GPU host itself."
+            )
         # The checks are independent Docker CLI calls: asking them at once saves their start-up costs.
-        with ThreadPoolExecutor(max_workers=3) as pool:
+        with ThreadPoolExecutor(max_workers=4) as pool:
             docker_ok = pool.submit(dk.check_docker)
             compose_ok = pool.submit(dk.check_compose)
             local_image = pool.submit(dk.image_facts, profile.spec["image"])
+            daemon = pool.submit(dk.daemon_facts)
             docker_ok.result()
             compose_ok.result()
+            self.daemon = daemon.result()
         gpu_host = check_gpu_host(profile)
         found_gpus = gpu_host.found
         self.simulated = gpu_host.simulated or request.host.simulated
@@ -168,8 +179,9 @@ class Starter:
         image, image_pull = self.ensure_image(profile, local_image.result())
         check_device_request(profile, gpu_host, str(image.reference))
         try:
-            with host_lock():
-                profile, replaced = self.claim(profile, found_gpus)
+            # A remote host's claims live on the host (host/claims.py); the lock file covers this machine only.
+            with contextlib.nullcontext() if request.host.is_remote else host_lock():
+                profile, replaced = self.claim(profile, found_gpus, str(image.reference))
                 compose_file = self.prepare(profile, image, image_pull, found_gpus, replaced)
                 build = self.build_if_needed(profile, compose_file)
                 start = time.monotonic()
@@ -192,7 +204,7 @@ class Starter:
             self.fail("aborted", f"interrupted ({exc.args[0] if exc.args else 'Ctrl-C'}) during up")
             raise
         except LabctlError as exc:
-            if self.record or self.started_anything:
+            if self.record or self.started_anything or self.claimed:
                 self.fail("failed", str(exc))
             raise
         except Exception as exc:  # a disk error, a bug: nothing may stay up unaccounted
@@ -228,7 +240,7 @@ class Starter:
             pulled=not part.cached,
         ), part
 
-    def claim(self, profile: Profile, found_gpus: list[Any]) -> tuple[Profile, list[str]]:
+    def claim(self, profile: Profile, found_gpus: list[Any], image: str) -> tuple[Profile, list[str]]:
         """Under the host lock: place a `count:` profile on free GPUs, then refuse (or replace) whoever
         holds our GPUs or port. Returns the profile with concrete GPU ids."""
         holders = current_holders()
@@ -265,6 +277,22 @@ class Starter:
             )
         if port_holders:
             raise refuse(f"port {profile.spec['port']}", port_holders)
+        if self.request.host.is_remote:
+            self.claimed = True
+            notes = take_claims(
+                self.request.host,
+                self.run_id,
+                self.request.owner or current_user(),
+                self.runs.home,
+                list(profile.gpu_ids) if profile.engine.needs_gpu else [],
+                found_gpus,
+                profile.spec["port"],
+                image,
+                self.request.timeout,
+            )
+            for note in notes:
+                self.say(note)
+            return profile, replaced
         if port_in_use(profile.spec["host"], profile.spec["port"]):
             raise Conflict(
                 f"port {profile.spec['port']} on {profile.spec['host']} is in use by a process labctl did "
@@ -307,16 +335,18 @@ class Starter:
         compose_file = self.runs.make_dir(self.run_id) / "compose.yaml"
         write_atomically(compose_file, text, RUN_FILE_MODE)
         engine = profile.engine
+        reach = base_url(profile.spec["host"], profile.spec["port"])
+        if request.host.is_remote:
+            self.forward = open_run_forward(
+                self.runs, self.run_id, request.host, profile.spec["host"], profile.spec["port"]
+            )
+            reach = self.forward.base
         self.record = new_record(
             self.run_id,
             engine.name,
             profile.name,
             profile.spec["served_model_name"],
-            Endpoint(
-                host=profile.spec["host"],
-                port=profile.spec["port"],
-                base_url=base_url(profile.spec["host"], profile.spec["port"]) + "/v1",
-            ),
+            Endpoint(host=profile.spec["host"], port=profile.spec["port"], base_url=reach + "/v1"),
             owner,
             "harness-check" if self.simulated else engine.environment_label,
             created_at=created,
@@ -346,6 +376,9 @@ class Starter:
             ),
             host_entry=request.host.name,
             docker_endpoint=request.host.docker,
+            docker_host_id=self.daemon.id,
+            docker_host_name=self.daemon.name,
+            forward=self.forward,
             timings=Timings(image_pull_s=None if image_pull.cached else image_pull.seconds),
             prep={"image_pull": image_pull},
             replaced=tuple(replaced),
@@ -427,7 +460,7 @@ class Starter:
         serve = next((c for c in containers if dk.service_of(c) == "serve"), None)
         if serve is None:
             raise LabctlError("docker compose up returned but no serve container exists")
-        base = base_url(profile.spec["host"], profile.spec["port"])
+        base = self.current.base_url.removesuffix("/v1")
 
         def watch() -> None:
             state = dk.container_state(serve)
@@ -521,6 +554,9 @@ class Starter:
                 if self.plan:
                     watch.remove(self.run_id)
                 dk.compose_down(self.project)
+            if self.claimed:
+                release_claims(self.run_id)
+            close_run_forward(self.forward)
             on_disk = self.runs.try_load(self.run_id) if self.record else None
             if on_disk is not None and on_disk.status not in ENDED:  # never overwrite who stopped it, and why
                 self.update(status=status, reason=reason, stopped_at=now())
