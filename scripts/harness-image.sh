@@ -22,6 +22,9 @@ trap 'rm -rf "$log" "$ctx"' EXIT
 build() { DOCKER_BUILDKIT=0 docker build "$@" >"$log" 2>&1 || { cat "$log" >&2; exit 1; }; }
 digest() { docker image inspect -f '{{range .RepoDigests}}{{.}} {{end}}' "$1"; }
 
+# The bench client in the image reads workloads with PyYAML: its pure-Python modules, staged in build/.
+yaml_dir=$("$PYTHON" -c 'import os, yaml; print(os.path.dirname(yaml.__file__))')
+rm -rf build/image-site && mkdir -p build/image-site/yaml && cp "$yaml_dir"/*.py build/image-site/yaml/
 say "building $IMAGE on $BASE"
 build --build-arg "BASE=$BASE" -f engines/harness/Dockerfile -t "$IMAGE" .
 say "pushing $IMAGE"
@@ -36,7 +39,6 @@ cp labctl/catalog/__init__.py labctl/catalog/contracts.py labctl/catalog/sourcef
 for f in engines/*/cli/*.yaml; do mkdir -p "$ctx/$(dirname "$f")"; cp "$f" "$ctx/$f"; done
 cp -r engines/harness/persona/bin engines/harness/persona/site engines/harness/persona/app "$ctx/persona/"
 cp engines/harness/persona/Dockerfile "$ctx/Dockerfile"
-yaml_dir=$("$PYTHON" -c 'import os, yaml; print(os.path.dirname(yaml.__file__))')
 cp "$yaml_dir"/*.py "$ctx/persona/site/yaml/"
 find "$ctx" -name __pycache__ -prune -exec rm -rf {} +
 find "$ctx" -exec touch -h -d 2000-01-01 {} +  # content, not copy times, decides the legacy builder's cache

@@ -21,11 +21,13 @@ from labctl.bench import capacity
 from labctl.bench.client import Target
 from labctl.bench.metrics import clean
 from labctl.bench.plan import PlannedLevel, SweepClock, plan_levels, plan_line
+from labctl.bench.remote import engine_address, run_on_host
 from labctl.bench.runner import LevelProgress, outcome_of, run_level
 from labctl.bench.tokens import counter_for
 from labctl.bench.workloads import Workload
 from labctl.catalog.limits import check_seconds
 from labctl.errors import BadInput, LabctlError
+from labctl.host.hosts import HostEntry, endpoint_url
 from labctl.host.identity import host_name
 from labctl.run.keys import KeyStore
 from labctl.run.record import Endpoint, Record, new_record
@@ -64,6 +66,7 @@ class BenchRequest:
     thinking: str | None = None  # an external endpoint: "off" asks every chat request not to think
     find_max_rate: bool = False  # search the rates (labctl.bench.capacity) instead of sweeping the workload's
     tokenizer: str | None = None  # the Hub repository whose cached tokenizer counts lengths (default: the model's)
+    host: HostEntry | None = None  # a run on a remote host: its client runs there (bench/remote.py)
 
 
 # (phase, done, total, whole-sweep ETA in seconds or None)
@@ -223,8 +226,12 @@ def run_bench(
         )
     target, record = resolve_target(runs, request)
     limit = check_batch_limits(record, workload, request.force)
-    model_id = request.tokenizer or ((record.resolved_profile or {}).get("model") or {}).get("id") or target.model
-    workload = workload.with_counter(counter_for(str(model_id)))
+    remote = request.host is not None and request.host.is_remote and record.host_entry == request.host.name
+    if remote:
+        check_remote_bench(request, workload)
+    else:
+        model_id = request.tokenizer or ((record.resolved_profile or {}).get("model") or {}).get("id") or target.model
+        workload = workload.with_counter(counter_for(str(model_id)))
     server = preflight(target)
     if record.status == "external":
         runs.save(record)
@@ -262,6 +269,8 @@ def run_bench(
             f"the file's is {(workload.file_sha256 or '')[:12]})"
         )
     say(f"lengths in {workload.counter.unit}: {workload.counter.source}")
+    if remote and request.host is not None:
+        return run_remote(request, request.host, record, target, workload, limit, path, result), path
     sweep = _Sweep(request, workload, target, limit, result, path, progress, say, end)
     if request.find_max_rate:
         sweep.search()
@@ -393,6 +402,75 @@ def level_line(level: dict[str, Any]) -> str:
     )
 
 
+def check_remote_bench(request: BenchRequest, workload: Workload) -> None:
+    """What the client on a remote host runs today: the workload's levels (concurrency and rates) over random
+    prompts whose lengths count words; the rest is refused before anything is sent."""
+    where = f"a run on {request.host.name if request.host else 'a remote host'} (its client runs there)"
+    if request.find_max_rate:
+        raise BadInput(f"--find-max-rate is not supported yet for {where}: run it on the GPU host itself.")
+    if request.tokenizer:
+        raise BadInput(f"--tokenizer is not supported yet for {where}: lengths are counted in words there.")
+    if workload.spec["dataset"]["kind"] != "random":
+        raise BadInput(
+            f"workload {workload.name}: {workload.spec['dataset']['kind']} datasets are not supported yet for {where}; "
+            "use a random-dataset workload (chat-sweep, latency-probe)."
+        )
+
+
+def run_remote(
+    request: BenchRequest,
+    host: HostEntry,
+    record: Record,
+    target: Target,
+    workload: Workload,
+    limit: int | None,
+    path: Path,
+    result: dict[str, Any],
+) -> dict[str, Any]:
+    """The client runs on the run's host, next to the engine; each level it reports is saved here at once."""
+    on_host = Target(engine_address(record), target.model, target.api_key, target.thinking)
+    result["target"]["base_url"] = on_host.base_url
+    result["target"]["controller_base_url"] = target.base_url
+
+    def on_level(summary: dict[str, Any]) -> None:
+        result["levels"].append(_mark_over_limit(summary, limit))
+        save_result(path, result | {"status": "running"})
+
+    try:
+        environment, ended = run_on_host(
+            host,
+            endpoint_url(host),
+            result["bench_id"],
+            on_host,
+            workload,
+            request.request_timeout,
+            request.deadline,
+            on_level,
+        )
+    except KeyboardInterrupt:
+        result.update(status="interrupted", finished_at=now())
+        save_result(path, result)
+        raise
+    result["client"] = {**environment, "docker_host_id": record.docker_host_id}
+    if ended == "timed_out":
+        result.update(status="timed_out", finished_at=now())
+        save_result(path, result)
+        raise LabctlError(
+            f"the bench passed its deadline of {request.deadline:g} s (--deadline) on {host.name}; the partial "
+            f"result is saved, marked timed_out: {path}"
+        )
+    failed = next((lv for lv in result["levels"] if lv["requests"] and not lv["completed"]), None)
+    if failed is not None:
+        result.update(status="failed", finished_at=now())
+        save_result(path, result)
+        where = f"requests at concurrency {failed['concurrency']}"
+        raise LabctlError(every_request_failed(failed["failures"], where, path))
+    result.update(status="complete", finished_at=now())
+    result["warnings"] = sorted({w for level in result["levels"] for w in level["warnings"]})
+    save_result(path, result)
+    return result
+
+
 def every_request_failed(failures: dict[str, int], where: str, path: Path) -> str:
     """The one line for an endpoint that answered nothing: its commonest reason, and where the result is."""
     reason = max(failures, key=lambda r: failures[r]) if failures else "no reason given"
@@ -403,11 +481,15 @@ def every_request_failed(failures: dict[str, int], where: str, path: Path) -> st
 
 
 def _level(outcome: Any, workload: Workload, limit: int | None) -> dict[str, Any]:
-    level: dict[str, Any] = outcome.summary(workload.spec["slo"])
-    if limit is not None and outcome.concurrency > limit:
+    return _mark_over_limit(outcome.summary(workload.spec["slo"]), limit)
+
+
+def _mark_over_limit(level: dict[str, Any], limit: int | None) -> dict[str, Any]:
+    level = {**level, "warnings": list(level["warnings"])}
+    if limit is not None and level["concurrency"] > limit:
         level["over_max_batch_size"] = True
         level["warnings"].append(
-            f"concurrency {outcome.concurrency} is above the engine's built max_batch_size {limit} (--allow-over-batch-limit)"
+            f"concurrency {level['concurrency']} is above the engine's built max_batch_size {limit} (--allow-over-batch-limit)"
         )
     return level
 

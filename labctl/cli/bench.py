@@ -9,7 +9,7 @@ from typing import Annotated, Any
 
 import typer
 
-from labctl.cli.context import Thinking, listing, out, state, table, warn
+from labctl.cli.context import HOST_HELP, Thinking, listing, out, state, table, warn
 from labctl.cli.groups import GroupWithDefault
 
 
@@ -118,6 +118,7 @@ def run(
     ] = False,
     force: Annotated[bool, typer.Option(hidden=True, help="Old spelling of --allow-over-batch-limit.")] = False,
     as_json: Annotated[bool, typer.Option("--json", help="Print the whole result as one JSON document.")] = False,
+    host: Annotated[str | None, typer.Option("--host", help=HOST_HELP)] = None,
 ) -> None:
     """Load-test an engine with a fixed workload; results go beside the run's record.
 
@@ -127,6 +128,8 @@ def run(
     from labctl.bench.workloads import load_workload, parse_slo, with_overrides
     from labctl.errors import BadInput
 
+    state.choose_host(host)
+    state.follow_run(run_id)
     runs = state.runs()
     if not workload:
         raise BadInput("--workload NAME is required (see `labctl workloads`).")
@@ -152,6 +155,7 @@ def run(
         thinking=thinking.value if thinking else None,
         find_max_rate=find_max_rate,
         tokenizer=tokenizer,
+        host=state.host(),
     )
     with _progress() as progress:
         result, path = run_bench(runs, request, progress, warn)

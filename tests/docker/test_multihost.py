@@ -303,3 +303,55 @@ def test_status_reports_a_dead_and_a_hung_host_unreachable_without_hanging(
     assert f"host hung (ssh://labctl-remote@127.0.0.1:{silent_listener}): unreachable" in status.stderr
     assert "host labb" not in status.stderr and "host local" not in status.stderr
     assert took < 25, f"status took {took:.1f} s with a hung host"
+
+
+def test_bench_on_a_labb_run_runs_the_client_on_labb_and_stores_the_result_here(labb: dict, homes: list[Path]) -> None:
+    """The client runs in a container of labctl's image with host networking on labb (LABCTL_CLIENT_IMAGE
+    names a locally built one; default: the harness image `make harness-image` builds with the client)."""
+    home = homes[0]
+    up = labctl(
+        home,
+        "up",
+        "harness",
+        "--profile",
+        "smoke",
+        "--allow-unpinned",
+        "--host",
+        "labb",
+        "--json",
+        "--port",
+        str(free_labb_port()),
+    )
+    assert up.code == 0, up.stderr
+    info = json.loads(up.stdout.strip().splitlines()[-1])
+    record = json.loads((home / "runs" / info["run_id"] / "record.json").read_text())
+    bench = labctl(
+        home,
+        "bench",
+        "run",
+        info["run_id"],
+        "--workload",
+        "latency-probe",
+        "--concurrency",
+        "1,2",
+        "--requests",
+        "6",
+        "--json",
+    )
+    assert bench.code == 0, bench.stderr
+    result = json.loads(bench.stdout)
+    stored = home / "runs" / info["run_id"] / "bench" / f"{result['bench_id']}.json"
+    assert json.loads(stored.read_text()) == result
+    client = result["client"]
+    assert client["ran_on"] == "labb" and client["host"] == "labb" and client["network"] == "host"
+    assert client["docker_endpoint"] == DOCKER_URL and client["docker_host_id"] == record["docker_host_id"]
+    assert client["container_image_digests"], client
+    assert result["status"] == "complete" and [lv["concurrency"] for lv in result["levels"]] == [1, 2]
+    assert all(lv["completed"] == lv["requests"] == 6 for lv in result["levels"])
+    # The client reached the engine on labb's own loopback, not through the controller's forward.
+    assert result["target"]["base_url"] == f"http://127.0.0.1:{record['endpoint']['port']}/v1"
+    assert result["target"]["controller_base_url"] == info["base_url"]
+    assert remote_names("labctl.bench_client=true") == [] or all(
+        not name.endswith(result["bench_id"]) for name in remote_names("labctl.bench_client=true")
+    )
+    assert labctl(home, "down", info["run_id"]).code == 0
