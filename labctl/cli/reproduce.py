@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from labctl.cli.context import out, state, table, warn
+from labctl.cli.context import HOST_HELP, out, state, table, warn
 
 if TYPE_CHECKING:
     pass
@@ -59,6 +59,7 @@ def reproduce(
     ] = False,
     timeout: Annotated[float, typer.Option(help="Seconds to wait for readiness.")] = 900.0,
     as_json: Annotated[bool, typer.Option("--json", help="End with the new run's summary as JSON.")] = False,
+    host: Annotated[str | None, typer.Option("--host", help=HOST_HELP)] = None,
 ) -> None:
     """Rebuild a recorded setup here: same image digest, engine args and model revision; new run linked to it.
 
@@ -70,6 +71,7 @@ def reproduce(
     from labctl.run.reproduce import ReproduceRequest
     from labctl.run.reproduce import reproduce as rebuild
 
+    state.choose_host(host)
     record = rebuild(
         state.lab(),
         state.runs(),
@@ -83,6 +85,7 @@ def reproduce(
             timeout=timeout,
             bind=bind,
             replace=replace,
+            host=state.host(),
         ),
         say=warn,
     )

@@ -112,7 +112,9 @@ class Observed:
 class Reproduction:
     source: str = ""
     original_run_id: str | None = None
-    original_host: str | None = None
+    original_host: str | None = None  # the controller machine that started the original
+    original_host_entry: str | None = None  # the labctl host (and Docker daemon) it ran on
+    original_docker_host_id: str | None = None
     compose_sha256_matches: bool = False
     forced: bool = False
 

@@ -23,6 +23,7 @@ from labctl.compose.canonical import canonical_compose, sha256_text
 from labctl.compose.labels import RunLabels
 from labctl.compose.render import RenderOptions, render_compose
 from labctl.errors import BadInput
+from labctl.host.hosts import LOCAL_HOST, HostEntry
 from labctl.run.record import SCHEMA_VERSION, Record, Reproduction
 from labctl.run.resident import check_bind
 from labctl.run.store import MAX_RECORD_BYTES, Runs, is_run_id, read_text_file
@@ -111,6 +112,10 @@ def build_export(record: Record, compose_text: str) -> dict[str, Any]:
         "bind": spec["host"],
         "gpu_ids": list(record.gpus.ids),
         "gpu_devices": data["gpus"]["devices"],
+        "host_entry": record.host_entry,
+        "docker_endpoint": record.docker_endpoint,
+        "docker_host_id": record.docker_host_id,
+        "docker_host_name": record.docker_host_name,
         "cache_dir": options.get("cache_dir"),
         "engine_store": options.get("engine_store"),
         "run_labels": data["run_labels"] or {},
@@ -311,6 +316,7 @@ class ReproduceRequest:
     timeout: float = 900.0
     bind: str | None = None  # the export's bind address is only a suggestion: a non-loopback one needs --bind
     replace: bool = False
+    host: HostEntry = LOCAL_HOST  # where the setup is rebuilt (any host: the export says where it ran)
 
 
 def reproduce(lab: Lab, runs: Runs, request: ReproduceRequest, say: Any, progress: Any = None) -> Record:
@@ -356,6 +362,7 @@ def reproduce(lab: Lab, runs: Runs, request: ReproduceRequest, say: Any, progres
             bind=request.bind if resident else None,
             keys=int(resident.get("keys") or 1) if isinstance(resident, dict) and resident.get("keys") else None,
             allow_no_auth=bool(isinstance(resident, dict) and resident.get("allow_no_auth")),
+            host=request.host,
         ),
         say,
         progress,
@@ -367,6 +374,8 @@ def reproduce(lab: Lab, runs: Runs, request: ReproduceRequest, say: Any, progres
             source=export.source,
             original_run_id=export.run_id,
             original_host=export.host.get("host"),
+            original_host_entry=export.host.get("host_entry"),
+            original_docker_host_id=export.host.get("docker_host_id"),
             compose_sha256_matches=same,
             forced=bool(check.problems),
         ),

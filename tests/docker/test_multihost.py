@@ -355,3 +355,33 @@ def test_bench_on_a_labb_run_runs_the_client_on_labb_and_stores_the_result_here(
         not name.endswith(result["bench_id"]) for name in remote_names("labctl.bench_client=true")
     )
     assert labctl(home, "down", info["run_id"]).code == 0
+
+
+def test_reproduce_host_labb_rebuilds_a_local_run_there_with_the_same_setup(labb: dict, homes: list[Path]) -> None:
+    home = homes[0]
+    local_port = free_labb_port()  # any free port in the helpers' range serves on this machine too
+    original = labctl(
+        home, "up", "harness", "--profile", "smoke", "--allow-unpinned", "--json", "--port", str(local_port)
+    )
+    if original.code == 3:
+        pytest.skip(f"port {local_port} is held on this machine by another run: {original.stderr.strip()}")
+    assert original.code == 0, original.stderr
+    first = json.loads(original.stdout.strip().splitlines()[-1])
+    try:
+        again = labctl(home, "reproduce", first["run_id"], "--host", "labb", "--port", str(free_labb_port()), "--json")
+        assert again.code == 0, again.stderr
+        second = json.loads(again.stdout.strip().splitlines()[-1])
+        assert second["host"] == "labb" and second["reproduced_from"] == first["run_id"]
+        one = json.loads((home / "runs" / first["run_id"] / "record.json").read_text())
+        two = json.loads((home / "runs" / second["run_id"] / "record.json").read_text())
+        assert two["image"]["digest"] == one["image"]["digest"]
+        assert two["setup"]["compose_sha256"] == one["setup"]["compose_sha256"]
+        assert two["reproduction"]["compose_sha256_matches"] is True
+        assert two["reproduction"]["original_host_entry"] == "local"
+        assert two["reproduction"]["original_docker_host_id"] == one["docker_host_id"] != two["docker_host_id"]
+        reply = openai.OpenAI(base_url=second["base_url"], api_key="none", timeout=30).models.list()
+        assert [m.id for m in reply.data] == [second["model"]]
+        assert labctl(home, "diff", first["run_id"], second["run_id"]).code == 0
+        assert labctl(home, "down", second["run_id"]).code == 0
+    finally:
+        labctl(home, "down", first["run_id"])
