@@ -92,7 +92,13 @@ def resolve_target(runs: Runs, request: BenchRequest) -> tuple[Target, Record]:
         if key is None and record.resident and record.resident.keys:
             key = KeyStore(runs.home).read(request.run_id)[0]
         thinking = record.engine_setup.thinking if record.engine_setup else None
-        return Target(record.base_url, record.served_model_name, key, thinking), record
+        base = record.base_url
+        host = request.host
+        if host is not None and host.is_remote and record.host_entry == host.name and record.forward is not None:
+            from labctl.run.remote import ensure_forward  # the forward may have died (a reboot, a killed ssh)
+
+            base = ensure_forward(runs, record.run_id, host, record.forward).base + "/v1"
+        return Target(base, record.served_model_name, key, thinking), record
     if not request.base_url or not request.model:
         raise BadInput("give a RUN_ID, or both --base-url URL and --model NAME.")
     base = request.base_url.rstrip("/")

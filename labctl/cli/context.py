@@ -49,6 +49,16 @@ class State:
                 raise AssertionError("choose_host after the host was resolved")
             self.host_option = name
 
+    def host_of_run(self, run_id: str | None) -> HostEntry:
+        """The host a run's record names (without driving it): to reach the run, not to run Docker there."""
+        from labctl.host.hosts import load_hosts
+        from labctl.run.store import is_run_id
+
+        record = self.runs().try_load(run_id) if run_id and is_run_id(run_id) else None
+        if self.host_option or record is None:
+            return self.host()
+        return load_hosts(self.lab().root).get(record.host_entry)
+
     def follow_run(self, run_id: str | None) -> None:
         """A command about one run drives the host its record names, unless --host chose one."""
         from labctl.host.hosts import activate, load_hosts

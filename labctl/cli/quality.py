@@ -97,6 +97,7 @@ def evaluate(
         api_key_env=api_key_env,
         environment_label=environment_label,
         thinking=thinking.value if thinking else None,
+        host=state.host_of_run(run_id),  # answers come through the run's SSH forward; checks run here
     )
     live = sys.stderr.isatty() and not as_json
 

@@ -379,6 +379,11 @@ def share(
     )
     if len(info["api_keys"]) > 1:
         out("other keys: " + ", ".join(info["api_keys"][1:]))
+    out(
+        "owner     ownership is advisory: labctl records who started a deployment and refuses to stop another "
+        "owner's without --force --reason, but anyone who can drive the host's Docker (its docker group, or the "
+        "shared account of a remote host) can stop it"
+    )
     out("")
     out(snippets(info))
 

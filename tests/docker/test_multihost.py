@@ -141,6 +141,15 @@ def test_up_on_labb_answers_from_the_controller_status_lists_it_and_down_removes
     assert len(mine) == 1 and mine[0]["host"] == "labb" and mine[0]["health"] == "healthy", mine
     assert mine[0]["base_url"] == base_url
 
+    # The forward dies (a reboot, a killed ssh): the next status reopens it, on the same local port.
+    os.kill(int(record["forward"]["process"].split(":")[0]), 15)
+    time.sleep(0.5)
+    again = [r for r in json.loads(labctl(home, "status", "--json", "--host", "labb").stdout) if r["run_id"] == run_id]
+    assert again[0]["health"] == "healthy" and again[0]["base_url"] == base_url, again
+    events = (home / "runs" / run_id / "events.jsonl").read_text()
+    assert '"forward reopened"' in events
+    assert client.models.list().data[0].id == info["model"]
+
     down = labctl(home, "down", run_id)  # no --host: the record says where it runs
     assert down.code == 0, down.stderr
     assert remote_names(f"labctl.run_id={run_id}") == []

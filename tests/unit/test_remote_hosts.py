@@ -1,0 +1,74 @@
+"""Pure parts of the remote hosts: which hosts are known and listed, and the on-host claim's labels."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import yaml
+
+from labctl.errors import BadInput
+from labctl.host.claims import Claim, gpu_claim_name, port_claim_name
+from labctl.host.hosts import load_hosts
+
+
+def write_hosts(path: Path, hosts: dict[str, dict[str, object]], default: str | None = None) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    doc: dict[str, object] = {"hosts": hosts}
+    if default:
+        doc["default"] = default
+    path.write_text(yaml.safe_dump(doc))
+
+
+@pytest.fixture(autouse=True)
+def no_user_hosts(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("LABCTL_HOSTS", str(tmp_path / "user-hosts.yaml"))
+
+
+def test_a_test_labs_host_is_known_by_name_but_not_listed(tmp_path: Path) -> None:
+    write_hosts(tmp_path / "hosts.yaml", {"gpu-a": {"docker": "ssh://lab@10.0.0.5"}})
+    write_hosts(
+        tmp_path / "build" / "remote-lab" / "hosts.yaml", {"labb": {"docker": "ssh://labctl-remote@10.201.0.2"}}
+    )
+    hosts = load_hosts(tmp_path)
+    assert hosts.get("labb").docker == "ssh://labctl-remote@10.201.0.2" and hosts.get("labb").is_remote
+    assert [e.name for e in hosts.listed()] == ["local", "gpu-a"]
+    with pytest.raises(BadInput, match="known hosts are gpu-a, labb, local"):
+        hosts.get("nope")
+
+
+def test_the_default_host_is_listed_first_and_local_always(tmp_path: Path) -> None:
+    write_hosts(tmp_path / "hosts.yaml", {"b": {"docker": "local"}, "a": {"docker": "unix:///x.sock"}}, default="b")
+    assert [e.name for e in load_hosts(tmp_path).listed()] == ["b", "a", "local"]
+
+
+def test_ssh_argv_uses_dockers_own_account_address_and_port() -> None:
+    from labctl.host.hosts import HostEntry
+
+    entry = HostEntry("h", "ssh://lab@10.0.0.5:2222", ("nvidia-smi", "-L"))
+    assert entry.ssh_argv() == ["ssh", "-o", "BatchMode=yes", "-p", "2222", "lab@10.0.0.5"]
+    assert entry.nvidia_smi_argv()[-3:] == ["--", "nvidia-smi", "-L"]
+
+
+def test_a_claim_survives_its_labels_and_names_are_docker_safe() -> None:
+    claim = Claim(
+        name=gpu_claim_name("GPU-5a1b0000-0000-4000-8000-0000000000b1"),
+        what="GPU 0 (GPU-5a1b…)",
+        run_id="20261203-120000-abcdef",
+        owner="alice",
+        controller="laptop-a",
+        home="/home/alice/lab",
+        up_process="123:456",
+        claimed_at="2026-12-03T12:00:00.000Z",
+        deadline=1_800_000_000.0,
+    )
+    back = Claim.from_labels(claim.name, "c0ffee", claim.labels())
+    assert back == Claim(**{**claim.__dict__, "container_id": "c0ffee"})
+    assert claim.name == "labctl-gpu-GPU-5a1b0000-0000-4000-8000-0000000000b1"
+    assert gpu_claim_name("a/b c$d") == "labctl-gpu-a_b_c_d" and port_claim_name(18000) == "labctl-port-18000"
+    assert "laptop-a" in back.describe() and "alice" in back.describe()
+
+
+def test_a_claim_with_a_malformed_deadline_counts_as_expired() -> None:
+    labels = {"labctl.claim.run_id": "20261203-120000-abcdef", "labctl.claim.deadline": "soon"}
+    assert Claim.from_labels("labctl-port-1", "x", labels).deadline == 0.0
