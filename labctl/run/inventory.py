@@ -7,7 +7,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from labctl.catalog.lab import Lab
-from labctl.errors import BadInput
+from labctl.errors import BadInput, LabctlError
 from labctl.host import docker as dk
 from labctl.host import gpu as gpus_mod
 from labctl.host.hosts import HostEntry, endpoint_url, load_hosts
@@ -17,10 +17,13 @@ HOST_TIMEOUT_S = 10.0
 
 
 def describe_host(entry: HostEntry) -> dict[str, Any]:
-    version = dk.server_version(endpoint_url(entry), HOST_TIMEOUT_S)
+    url = endpoint_url(entry)
+    version = dk.server_version(url, HOST_TIMEOUT_S)
     gpus: list[gpus_mod.Gpu] = []
+    held: dict[str, str] = {}
     if version is not None:
         gpus = gpus_mod.list_gpus(entry.nvidia_smi_argv())
+        held = holders_by_gpu(url, entry, gpus)
     return {
         "name": entry.name,
         "docker": entry.docker,
@@ -35,11 +38,36 @@ def describe_host(entry: HostEntry) -> dict[str, Any]:
                 "memory_total": g.memory_total_mib,
                 "memory_used": g.memory_used_mib,
                 "driver": g.driver,
+                "held_by": held.get(g.index),
             }
             for g in gpus
         ],
-        "gpus_text": ", ".join(f"{g.index}: {g.name} ({g.memory_total_mib}, driver {g.driver})" for g in gpus) or "-",
+        "gpus_text": ", ".join(
+            f"{g.index}: {g.name} ({g.memory_total_mib}, driver {g.driver}"
+            + (f", held by run {held[g.index]})" if g.index in held else ")")
+            for g in gpus
+        )
+        or "-",
     }
+
+
+def holders_by_gpu(url: str, entry: HostEntry, gpus: list[gpus_mod.Gpu]) -> dict[str, str]:
+    """GPU index -> the run holding it: running containers' labels, and on a remote host its on-host claims
+    (which also cover an `up` that has not started its engine yet)."""
+    from labctl.host import claims
+    from labctl.run.preflight import current_holders
+
+    held: dict[str, str] = {}
+    try:
+        with dk.on_endpoint(url):
+            for holder in current_holders():
+                held.update({gpu: holder.run_id for gpu in holder.gpus})
+            if entry.is_remote:
+                by_name = {claims.gpu_claim_name(g.uuid): g.index for g in gpus}
+                held.update({by_name[c.name]: c.run_id for c in claims.claims() if c.name in by_name})
+    except LabctlError:
+        return held  # the daemon answered its version but not the listing: GPUs are still worth showing
+    return held
 
 
 def describe_hosts(lab: Lab) -> list[dict[str, Any]]:

@@ -94,8 +94,8 @@ def _reach(runs: Runs, host: HostEntry, labels: RunLabels, record: Record | None
         log = runs.home / ".state" / "forwards" / f"{labels.run_id or 'unknown'}.log"
         with temporary_forward(host, labels.host or "127.0.0.1", int(labels.port), log) as forward:
             yield forward.base
-    else:
-        yield f"http://{host.name}:{labels.port}"
+    else:  # not probed (`down` choosing what to stop): the engine's own address on its host
+        yield base_url(labels.host or "127.0.0.1", labels.port)
 
 
 @dataclass(frozen=True)
@@ -131,6 +131,8 @@ def host_sections(runs: Runs, hosts: list[HostEntry], timeout: float) -> list[Ho
             found[host.name] = host_section(runs, host, timeout)
         except LabctlError as exc:
             found[host.name] = HostSection(host, False, problem=f"failed: {exc}")
+        except Exception as exc:  # one host's surprise must not pass for a hung host, nor hide the others
+            found[host.name] = HostSection(host, False, problem=f"failed: {type(exc).__name__}: {exc}")
 
     # Daemon threads: one that hangs past its deadline must not keep labctl from exiting either.
     threads = [threading.Thread(target=ask, args=(h,), daemon=True) for h in hosts]

@@ -203,6 +203,9 @@ def test_two_controllers_racing_for_labbs_gpu_exactly_one_wins(labb: dict, homes
         assert remote_names(f"labctl.run_id={run_dir.name}") == []
         assert remote_names(f"labctl.claim.run_id={run_dir.name}") == []
 
+    listed = {h["name"]: h for h in json.loads(labctl(homes[1 - winner], "hosts", "--json", lab=lab).stdout)}
+    assert listed["labb"]["gpus"][0]["held_by"] == info["run_id"], listed["labb"]
+
     down = labctl(homes[winner], "down", info["run_id"], lab=lab)
     assert down.code == 0, down.stderr
     assert remote_names(f"labctl.claim.run_id={info['run_id']}") == []
