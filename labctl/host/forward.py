@@ -97,7 +97,7 @@ def close_forward(forward: Forward | None) -> bool:
     except ProcessLookupError:
         return False
     for _ in range(40):
-        if not process_alive(forward.process):
+        if not process_alive(forward.process) or _exited(pid):
             break
         time.sleep(0.05)
     return True
@@ -111,6 +111,15 @@ def temporary_forward(entry: HostEntry, host: str, port: int, log: Path) -> Iter
         yield forward
     finally:
         close_forward(forward)
+
+
+def _exited(pid: int) -> bool:
+    """A zombie: it has exited and waits for its parent (init, once the `up` that opened it is gone)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text(encoding="ascii", errors="replace")
+    except OSError:
+        return True
+    return stat.rsplit(")", 1)[-1].split()[:1] == ["Z"]
 
 
 def _listens(port: int) -> bool:
