@@ -150,7 +150,10 @@ def test_up_on_labb_answers_from_the_controller_status_lists_it_and_down_removes
     assert '"forward reopened"' in events
     assert client.models.list().data[0].id == info["model"]
 
-    down = labctl(home, "down", run_id)  # no --host: the record says where it runs
+    logs = labctl(home, "logs", run_id)  # no --host: the record says where it runs
+    assert logs.code == 0 and f"serving {info['model']} on http://127.0.0.1:{port}" in logs.stdout, logs.stderr
+
+    down = labctl(home, "down", run_id)
     assert down.code == 0, down.stderr
     assert remote_names(f"labctl.run_id={run_id}") == []
     assert remote_names(f"labctl.claim.run_id={run_id}") == []
