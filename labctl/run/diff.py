@@ -55,6 +55,7 @@ def setup_view(source: str, record: Record, canonical: str | None) -> SetupView:
         "GPU ids": ",".join(record.gpus.ids) or "-",
         "port": str(record.endpoint.port),
         "host": record.host or "?",
+        "Docker host": f"{record.host_entry} ({record.docker_host_name or record.docker_endpoint})",
         "run id": record.run_id,
     }
     return SetupView(source=source, rows=rows, host_rows=host_rows, info_rows=info_rows)
