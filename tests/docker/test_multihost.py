@@ -172,13 +172,22 @@ def gpu_lab(lab: Path, labb: dict) -> Path:
     return lab
 
 
+def write_gpu_profile(lab: Path, name: str, port: int) -> None:
+    """A harness profile asking for labb's GPU 0 (the lab's harness engine is a GPU engine here)."""
+    write_profile(lab, name, port)
+    path = lab / "engines" / "harness" / "profiles" / f"{name}.yaml"
+    data = yaml.safe_load(path.read_text())
+    data["gpus"] = {"device_ids": ["0"]}
+    path.write_text(yaml.safe_dump(data, sort_keys=False))
+
+
 def test_two_controllers_racing_for_labbs_gpu_exactly_one_wins(labb: dict, homes: list[Path], lab: Path) -> None:
     gpu_lab(lab, labb)
     ports = [free_labb_port(), free_labb_port()]
     while ports[1] == ports[0]:
         ports[1] = free_labb_port()
     for name, port in zip(("race-a", "race-b"), ports, strict=True):
-        write_profile(lab, name, port, gpus=["0"])
+        write_gpu_profile(lab, name, port)
     procs = [
         subprocess.Popen(
             [*LABCTL, "--host", "labb", "up", "harness", "--profile", name, "--allow-unpinned", "--json"],
@@ -250,7 +259,7 @@ def test_a_claim_left_by_a_killed_up_is_reconciled_and_a_live_one_from_elsewhere
         made = remote_docker("create", "--name", claim.name, *labels, "--network", "none", image, "true")
         assert made.returncode == 0, made.stderr
 
-    write_profile(lab, "claimed", free_labb_port(), gpus=["0"])
+    write_gpu_profile(lab, "claimed", free_labb_port())
     plant("another-laptop", "1:1", "20261203-000000-0000aa")
     try:
         held = labctl(homes[0], "--host", "labb", "up", "harness", "--profile", "claimed", "--allow-unpinned", lab=lab)
