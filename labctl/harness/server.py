@@ -21,7 +21,15 @@ from typing import TYPE_CHECKING, Any
 
 from labctl import __version__
 from labctl.harness.model import Answer, Schedule, Settings, make_answer, stable_seed
-from labctl.harness.persona_http import Reply, metrics_text, models_reply, persona_reply, unauthorized
+from labctl.harness.persona_http import (
+    METRICS_PATHS,
+    Reply,
+    metrics_text,
+    models_reply,
+    persona_reply,
+    trtllm_iteration_stats,
+    unauthorized,
+)
 from labctl.harness.protocol import (
     REASONS,
     HttpError,
@@ -190,7 +198,9 @@ class Harness:
                 )
                 if path == "/v1/models" and method == "GET":
                     reply = models_reply(self.persona, self.created, self.s.max_model_len)
-                elif path == "/metrics" and method == "GET":
+                elif path == "/metrics" and method == "GET" and self.persona.engine == "trtllm":
+                    reply = trtllm_iteration_stats()
+                elif path == METRICS_PATHS.get(self.persona.engine, "/metrics") and method == "GET":
                     text = metrics_text(self.persona, self.counters, self.running, self.waiting, self.s.max_num_seqs)
                     reply = Reply(200, text.encode(), "text/plain; version=0.0.4")
                 if reply is not None:
