@@ -29,6 +29,7 @@ from labctl.bench.telemetry import (
 )
 
 INTERVAL_S = 1.0
+SCRAPE_SECONDS = 5.0
 perf = time.perf_counter
 
 
@@ -42,6 +43,7 @@ class Plan:
     metrics_url: str | None
     engine_hint: str | None
     missing: dict[str, str] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
 
 
 @dataclass
@@ -127,6 +129,8 @@ class Sampler:
                     body += chunk
                     if len(body) > MAX_SCRAPE_BYTES:
                         raise ValueError(f"answer beyond {MAX_SCRAPE_BYTES // (1024 * 1024)} MiB")
+                    if perf() - t > SCRAPE_SECONDS:  # a trickling endpoint must not hold the sampler
+                        raise ValueError(f"still answering after {SCRAPE_SECONDS:g} s")
             if response.status_code != 200:
                 raise ValueError(f"HTTP {response.status_code}")
         except (httpx.HTTPError, ValueError) as exc:
@@ -184,6 +188,7 @@ class Sampler:
                 "failures": self.engine.failures,
             },
             "missing": missing,
+            "notes": self.plan.notes,
         }
 
 
@@ -204,7 +209,8 @@ def plan_for(
         missing["gpu"] = f"the run is on host {run_host} but this bench drives {active_host}: pass --host {run_host}"
     elif command is None:
         missing["gpu"] = f"no nvidia-smi on host {active_host} (no NVIDIA GPU there, or not on PATH)"
-    elif run_host is None:
-        missing["gpu_placement"] = f"an endpoint labctl did not start: every GPU of host {active_host} is sampled"
+    notes = []
+    if command is not None and run_host is None:
+        notes.append(f"an endpoint labctl did not start: every GPU of host {active_host} is sampled")
     root = base_url.removesuffix("/").removesuffix("/v1")
-    return Plan(command, list(gpu_ids), root + METRICS_PATHS.get(engine, "/metrics"), engine, missing)
+    return Plan(command, list(gpu_ids), root + METRICS_PATHS.get(engine, "/metrics"), engine, missing, notes)
