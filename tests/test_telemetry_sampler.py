@@ -72,6 +72,7 @@ def test_endpoints_that_give_nothing_are_named_with_why(server: str, tmp_path: P
     assert "HTTP 404" in missing["missing"]["engine"]
     unknown = sample(Plan(None, [], f"{server}/unknown/metrics", None), tmp_path / "b.jsonl").description()
     assert "no metric name of a known engine" in unknown["missing"]["engine"]
+    assert "/unknown/prometheus/metrics: ValueError: HTTP 404" in unknown["missing"]["engine"]  # tried next
     started = time.perf_counter()
     trickle = sample(Plan(None, [], f"{server}/trickle/metrics", "vllm"), tmp_path / "c.jsonl", 0.2)
     assert time.perf_counter() - started < 15

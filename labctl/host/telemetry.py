@@ -50,7 +50,7 @@ class Plan:
 class _Stream:
     samples: list[dict[str, Any]] = field(default_factory=list)
     failures: int = 0
-    last_error: str | None = None
+    errors: list[str] = field(default_factory=list)  # the distinct reasons, first three
 
 
 class Sampler:
@@ -141,7 +141,11 @@ class Sampler:
             self.engine_name = engine_of(values, self.plan.engine_hint)
             self.raw_names = values
         if self.engine_name is None:
-            self._fail(self.engine, "no metric name of a known engine (vLLM, SGLang, TensorRT-LLM, Atlas, harness)")
+            url = self.plan.metrics_url
+            if url.endswith("/metrics") and not url.endswith("/prometheus/metrics"):
+                # an endpoint labctl did not start may be trtllm-serve, whose /metrics is JSON
+                self.plan.metrics_url = url.removesuffix("/metrics") + "/prometheus/metrics"
+            self._fail(self.engine, f"GET {url}: no metric name of a known engine (vLLM, SGLang, TensorRT-LLM, Atlas)")
             return
         sample = {"source": "engine", "t": t, "wall": time.time(), "values": map_metrics(self.engine_name, values)}
         self.engine.samples.append(sample)
@@ -150,7 +154,8 @@ class Sampler:
     @staticmethod
     def _fail(stream: _Stream, error: str) -> None:
         stream.failures += 1
-        stream.last_error = error
+        if error not in stream.errors and len(stream.errors) < 3:
+            stream.errors.append(error)
 
     def kinds(self) -> dict[str, str]:
         if self.engine_name is None:
@@ -163,9 +168,9 @@ class Sampler:
         """What was sampled, from where, and what is missing and why (stored in the result)."""
         missing = dict(self.plan.missing)
         if self.plan.gpu_command is not None and not self.gpu.samples:
-            missing["gpu"] = f"no GPU sample: {self.gpu.last_error or 'none taken'}"
+            missing["gpu"] = f"no GPU sample: {'; '.join(self.gpu.errors) or 'none taken'}"
         if self.plan.metrics_url is not None and not self.engine.samples:
-            missing["engine"] = f"no engine metrics: {self.engine.last_error or 'none taken'}"
+            missing["engine"] = f"no engine metrics: {'; '.join(self.engine.errors) or 'none taken'}"
         mapping = mapping_used(self.engine_name, self.raw_names) if self.engine_name else {}
         for common, source in mapping.items():
             if source is None:
