@@ -87,6 +87,8 @@ def test_failures_are_counted_with_reasons(lab: Path, tmp_path: Path) -> None:
             "--requests 0: give a number of requests > 0.",
         ),
         (("--concurrency", "1,a", "--base-url", "http://127.0.0.1:9/v1", "--model", "x"), "expected whole numbers"),
+        (("--repeat", "0", "--base-url", "http://127.0.0.1:9/v1", "--model", "x"), "--repeat 0: give a whole number"),
+        (("--repeat", "101", "--base-url", "http://127.0.0.1:9/v1", "--model", "x"), "from 1 to 100"),
     ],
 )
 def test_bad_targets_and_overrides(lab: Path, tmp_path: Path, args: tuple[str, ...], message: str) -> None:
