@@ -37,6 +37,7 @@ def request_line(level: int, repeat: int, concurrency: int, index: int, r: Reque
 
 
 def append_requests(path: Path, level: int, repeat: int, concurrency: int, results: Iterable[RequestResult]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
     with path.open("a", encoding="utf-8") as out:
         if out.tell() == 0:
             out.write(json.dumps({"format": FORMAT}) + "\n")

@@ -65,8 +65,9 @@ class Sampler:
         self.file: Any = None
 
     def start(self) -> Sampler:
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        self.file = self.path.open("a", encoding="utf-8")
+        if self.plan.gpu_command is not None or self.plan.metrics_url is not None:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            self.file = self.path.open("a", encoding="utf-8")
         if self.plan.gpu_command is not None:
             self.threads.append(threading.Thread(target=self._loop, args=(self._sample_gpu,), daemon=True))
         if self.plan.metrics_url is not None:
