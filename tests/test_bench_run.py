@@ -79,5 +79,7 @@ def test_a_bench_keeps_telemetry_series_and_a_per_request_file(lab: Path, home: 
     per_level = level["telemetry"]["engine"]
     assert per_level["samples"] >= 2 and per_level["running"]["max"] >= 1
     assert per_level["generation_tokens"]["increase"] > 0
+    for name in (doc["requests_file"], doc["telemetry_file"]):  # group-writable like the result beside them
+        assert (folder / name).stat().st_mode & 0o777 == (folder / f"{doc['bench_id']}.json").stat().st_mode & 0o777
     series = [json.loads(line) for line in (folder / doc["telemetry_file"]).read_text().splitlines()]
     assert {s["source"] for s in series} == {"engine"} and all("running" in s["values"] for s in series)

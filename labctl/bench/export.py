@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from labctl.bench.client import RequestResult
+from labctl.run.store import write_run_file
 
 FORMAT = "labctl-requests/1"
 
@@ -37,10 +38,9 @@ def request_line(level: int, repeat: int, concurrency: int, index: int, r: Reque
 
 
 def append_requests(path: Path, level: int, repeat: int, concurrency: int, results: Iterable[RequestResult]) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
+    if not path.exists():  # group-writable like the run and its result
+        write_run_file(path, json.dumps({"format": FORMAT}) + "\n")
     with path.open("a", encoding="utf-8") as out:
-        if out.tell() == 0:
-            out.write(json.dumps({"format": FORMAT}) + "\n")
         for index, r in enumerate(results):
             out.write(json.dumps(request_line(level, repeat, concurrency, index, r)) + "\n")
 
