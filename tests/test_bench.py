@@ -21,6 +21,18 @@ def bench(lab: Path, home: Path, *args: str, env: dict[str, str] | None = None) 
     return run_labctl("bench", *args, lab=lab, env={"LABCTL_HOME": str(home), **(env or {})})  # type: ignore[return-value]
 
 
+def test_without_telemetry_the_per_request_file_is_still_written(lab: Path, tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    with harness("--ttft-ms", "5", "--tpot-ms", "1", model="truth") as (base, _):
+        result = bench(lab, home, "--base-url", f"{base}/v1", "--model", "truth", *SMALL, "--no-telemetry", "--json")
+    assert result.code == 0, result.stderr
+    doc = json.loads(result.stdout)
+    folder = home / "runs" / doc["run_id"] / "bench"
+    assert doc["telemetry_file"] is None and "--no-telemetry" in doc["telemetry"]["missing"]["engine"]
+    assert sorted(p.name for p in folder.iterdir()) == sorted([f"{doc['bench_id']}.json", doc["requests_file"]])
+    assert len((folder / doc["requests_file"]).read_text().splitlines()) == 1 + doc["levels"][0]["requests"]
+
+
 def test_bench_external_url_json_and_storage(lab: Path, tmp_path: Path) -> None:
     home = tmp_path / "home"
     with harness("--ttft-ms", "40", "--tpot-ms", "5", model="truth") as (base, _):
@@ -87,6 +99,8 @@ def test_failures_are_counted_with_reasons(lab: Path, tmp_path: Path) -> None:
             "--requests 0: give a number of requests > 0.",
         ),
         (("--concurrency", "1,a", "--base-url", "http://127.0.0.1:9/v1", "--model", "x"), "expected whole numbers"),
+        (("--repeat", "0", "--base-url", "http://127.0.0.1:9/v1", "--model", "x"), "--repeat 0: give a whole number"),
+        (("--repeat", "101", "--base-url", "http://127.0.0.1:9/v1", "--model", "x"), "from 1 to 100"),
     ],
 )
 def test_bad_targets_and_overrides(lab: Path, tmp_path: Path, args: tuple[str, ...], message: str) -> None:

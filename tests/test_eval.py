@@ -83,6 +83,9 @@ def test_coding_suite_perfect_then_wrong_and_diff(lab: Path, tmp_path: Path, doc
     expected = {c.id for c in suite.cases if random.Random(stable_seed("wrong", seed, c.prompt)).random() < rate}
     assert expected, "the seed should make some cases wrong"
     assert {c["id"] for c in wrong["cases"] if not c["passed"]} == expected
+    low, high = wrong["score_ci95"]  # n/N with a 95 % interval that holds the score and excludes a perfect one
+    assert wrong["passed"] == wrong["total"] - len(expected) and low <= wrong["score"] <= high < 1.0
+    assert perfect["score_ci95"] == [1.0, 1.0] and "bootstrap" in wrong["interval_method"]
     flips = run_labctl(
         "eval", "--diff", perfect["eval_id"], wrong["eval_id"], "--json", lab=lab, env={"LABCTL_HOME": str(home)}
     )

@@ -7,7 +7,9 @@ concurrency (shared/reference/benchmarking.md); this path costs a few µs per ch
 from __future__ import annotations
 
 import asyncio
+import itertools
 import json
+import os
 import re
 import ssl
 import time
@@ -16,6 +18,8 @@ from typing import Any
 from urllib.parse import urlsplit
 
 perf = time.perf_counter
+_PID = os.getpid()
+_REQUEST_IDS = itertools.count()
 
 
 @dataclass
@@ -50,6 +54,7 @@ class RequestResult:
     prompt_tokens: int | None = None
     usage_reported: bool = False
     input_len: int = 0
+    request_id: str = ""  # sent as X-Request-Id (engines log it; the harness engine can log its first token's time)
 
 
 MAX_HEAD = 64 * 1024
@@ -315,6 +320,8 @@ class Connection:
         path = f"{self.prefix}/{'chat/completions' if chat else 'completions'}"
         payload = json.dumps(body).encode()
         auth = f"authorization: Bearer {self.target.api_key}\r\n" if self.target.api_key else ""
+        result.request_id = result.request_id or f"labctl-{_PID}-{next(_REQUEST_IDS)}"
+        auth += f"x-request-id: {result.request_id}\r\n"
         head = (
             f"POST {path} HTTP/1.1\r\nhost: {self.host}:{self.port}\r\ncontent-type: application/json\r\n"
             f"accept: {'text/event-stream' if stream else 'application/json'}\r\n{auth}"

@@ -77,7 +77,7 @@ def level_metrics(results: list[RequestResult], duration_s: float, slo: dict[str
     }
     out |= describe("ttft", ttft) | describe("tpot", tpot) | describe("itl", itl, with_max=True) | describe("e2el", e2e)
     if slo:
-        good = [r for r in done if _meets(r, slo)]
+        good = [r for r in done if meets_slo(r, slo)]
         out["goodput"] = len(good) / duration_s if duration_s > 0 else math.nan
         out["good_requests"] = len(good)
         out["slo"] = dict(slo)
@@ -86,7 +86,7 @@ def level_metrics(results: list[RequestResult], duration_s: float, slo: dict[str
     return out
 
 
-def _meets(r: RequestResult, slo: dict[str, float]) -> bool:
+def meets_slo(r: RequestResult, slo: dict[str, float]) -> bool:
     assert r.first_token is not None
     ttft = (r.first_token - r.sent) * 1000
     e2e = (r.chunk_times[-1] - r.sent) * 1000

@@ -29,6 +29,7 @@ class LevelOutcome:
     target_rate: float | None
     interrupted: bool = False
     warnings: list[str] = field(default_factory=list)
+    started: float | None = None  # perf_counter when measuring began (telemetry windows)
 
     def summary(self, slo: dict[str, float] | None) -> dict[str, Any]:
         metrics = level_metrics(self.results, self.duration_s, slo)
@@ -225,4 +226,6 @@ async def run_level(
 def outcome_of(concurrency: int, partial: LevelProgress, rate: float | None, interrupted: bool = False) -> LevelOutcome:
     duration = time.perf_counter() - partial.started if partial.started else 0.0
     cpu = time.process_time() - partial.cpu_started if partial.started else 0.0
-    return LevelOutcome(concurrency, list(partial.results), duration, cpu, rate, interrupted=interrupted)
+    outcome = LevelOutcome(concurrency, list(partial.results), duration, cpu, rate, interrupted=interrupted)
+    outcome.started = partial.started
+    return outcome

@@ -19,16 +19,20 @@ import httpx
 from labctl import __version__
 from labctl.bench import capacity
 from labctl.bench.client import Target
+from labctl.bench.export import append_requests
+from labctl.bench.intervals import RESAMPLES, SEED, combine_repeats, request_intervals
 from labctl.bench.metrics import clean
 from labctl.bench.plan import PlannedLevel, SweepClock, plan_levels, plan_line
 from labctl.bench.remote import engine_address, run_on_host
-from labctl.bench.runner import LevelProgress, outcome_of, run_level
+from labctl.bench.runner import LevelOutcome, LevelProgress, outcome_of, run_level
+from labctl.bench.telemetry import Window, summarise_engine, summarise_gpus
 from labctl.bench.tokens import counter_for
 from labctl.bench.workloads import Workload
 from labctl.catalog.limits import check_seconds
 from labctl.errors import BadInput, LabctlError
 from labctl.host.hosts import HostEntry, endpoint_url
 from labctl.host.identity import host_name
+from labctl.host.telemetry import Sampler, plan_for
 from labctl.run.keys import KeyStore
 from labctl.run.record import Endpoint, Record, new_record
 from labctl.run.store import (
@@ -50,6 +54,7 @@ BENCH_DEADLINE = 6 * 3600.0
 # GET /models: an honest list is a few KiB even with hundreds of models (a 240 MB answer took 4.4 GB).
 MAX_MODELS_BYTES = 8 * 1024 * 1024
 PREFLIGHT_SECONDS = 30.0
+MAX_REPEAT = 100
 
 
 @dataclass
@@ -66,7 +71,11 @@ class BenchRequest:
     thinking: str | None = None  # an external endpoint: "off" asks every chat request not to think
     find_max_rate: bool = False  # search the rates (labctl.bench.capacity) instead of sweeping the workload's
     tokenizer: str | None = None  # the Hub repository whose cached tokenizer counts lengths (default: the model's)
-    host: HostEntry | None = None  # a run on a remote host: its client runs there (bench/remote.py)
+    repeat: int = 1  # each level runs this many times; intervals then come from the per-run values
+    telemetry: bool = True
+    # The host this bench drives (labctl hosts): GPU samples come from its nvidia-smi; for a run on a remote
+    # host the client itself runs there (bench/remote.py).
+    host: HostEntry | None = None
 
 
 # (phase, done, total, whole-sweep ETA in seconds or None)
@@ -221,6 +230,8 @@ def run_bench(
 ) -> tuple[dict[str, Any], Path]:
     check_seconds("--request-timeout", request.request_timeout)
     check_seconds("--deadline", request.deadline)
+    if not 1 <= request.repeat <= MAX_REPEAT:
+        raise BadInput(f"--repeat {request.repeat}: give a whole number from 1 to {MAX_REPEAT}.")
     end = time.monotonic() + request.deadline
     assert request.workload is not None
     workload = request.workload
@@ -277,15 +288,76 @@ def run_bench(
     say(f"lengths in {workload.counter.unit}: {workload.counter.source}")
     if remote and request.host is not None:
         return run_remote(request, request.host, record, target, workload, limit, path, result), path
+    requests_path = path.with_name(f"{bench_id}.requests.jsonl")
+    telemetry_path = path.with_name(f"{bench_id}.telemetry.jsonl")
+    result["requests_file"] = requests_path.name
+    result["telemetry_file"] = telemetry_path.name
+    result["repeat"] = request.repeat
+    result["interval_method"] = (
+        f"95 % percentile bootstrap over requests within a run ({RESAMPLES} resamples, seed {SEED}); "
+        "with --repeat N > 1, over the N per-run values"
+    )
+    plan = plan_for(
+        record.engine,
+        list(record.gpus.ids),
+        None if record.status == "external" else record.host_entry,
+        request.host.name if request.host else "local",
+        target.base_url,
+        request.telemetry,
+    )
+    if plan.gpu_command is not None or plan.metrics_url is not None:
+        write_run_file(telemetry_path, "")  # group-writable like the result; the sampler appends
+    sampler = Sampler(plan, telemetry_path).start()
     sweep = _Sweep(request, workload, target, limit, result, path, progress, say, end)
-    if request.find_max_rate:
-        sweep.search()
-    else:
-        sweep.run_all()
+    sweep.requests_path, sweep.sampler = requests_path, sampler
+    try:
+        if request.find_max_rate:
+            sweep.search()
+        else:
+            sweep.run_all()
+    finally:
+        sampler.stop()
+        result["telemetry"] = sampler.description()
+        if not telemetry_path.exists():
+            result["telemetry_file"] = None
+        save_result(path, result)
     result.update(status="complete", finished_at=now())
     result["warnings"] = sorted({w for level in result["levels"] for w in level["warnings"]})
+    for name in ("gpu", "engine"):
+        if name in result["telemetry"]["missing"]:
+            say(f"telemetry: no {name} samples: {result['telemetry']['missing'][name]}")
     save_result(path, result)
     return result, path
+
+
+def _finish_run(
+    outcome: LevelOutcome,
+    workload: Workload,
+    limit: int | None,
+    index: int,
+    repeat: int,
+    requests_path: Path,
+    sampler: Sampler,
+    windows: list[Window],
+) -> dict[str, Any]:
+    """One run of a level: its requests appended to the per-request file, its summary with intervals
+    over its requests, and the telemetry of its measured window."""
+    append_requests(requests_path, index, repeat, outcome.concurrency, outcome.results)
+    run = _level(outcome, workload, limit)
+    run |= request_intervals(outcome.results, outcome.duration_s, workload.spec["slo"])
+    run["level"], run["repeat_index"] = index, repeat
+    if outcome.started is not None:
+        window = (outcome.started, outcome.started + outcome.duration_s)
+        windows.append(window)
+        run["telemetry"] = _telemetry(sampler, [window])
+    return run
+
+
+def _telemetry(sampler: Sampler, windows: list[Window]) -> dict[str, Any]:
+    return {
+        "gpu": summarise_gpus(sampler.gpu.samples, windows),
+        "engine": summarise_engine(sampler.engine.samples, sampler.kinds(), windows),
+    }
 
 
 def workload_facts(workload: Workload) -> dict[str, Any]:
@@ -313,6 +385,14 @@ class _Sweep:
     ) -> None:
         self.request, self.workload, self.target, self.limit = request, workload, target, limit
         self.result, self.path, self.progress, self.say, self.end = result, path, progress, say, end
+        self.requests_path: Path = path.with_name(path.stem + ".requests.jsonl")
+        self.sampler: Sampler | None = None
+
+    def finish_run(
+        self, outcome: LevelOutcome, workload: Workload, index: int, repeat: int, windows: list[Window]
+    ) -> dict[str, Any]:
+        assert self.sampler is not None
+        return _finish_run(outcome, workload, self.limit, index, repeat, self.requests_path, self.sampler, windows)
 
     def run_all(self) -> None:
         planned = plan_levels(self.workload)
@@ -355,38 +435,45 @@ class _Sweep:
     def measure(self, index: int, planned: PlannedLevel, clock: SweepClock, count: int | None) -> dict[str, Any]:
         concurrency, workload, request = planned.concurrency, self.workload.at_rate(planned.rate), self.request
         result, path = self.result, self.path
-        partial = LevelProgress()
         where = f"level {index + 1}" + (f"/{count}" if count else "") + f" {planned.name}"
 
         def tick(phase: str, done: int, total: int) -> None:
             in_level = done + (planned.warmup if phase.startswith("measure") else 0)
             self.progress(f"{where} {phase.split(' ')[0]}", done, total, clock.eta(in_level))
 
-        level_run = run_level(self.target, workload, concurrency, index, request.request_timeout, tick, partial)
-        try:
-            outcome = asyncio.run(asyncio.wait_for(level_run, max(0.0, self.end - time.monotonic())))
-        except TimeoutError:
-            outcome = outcome_of(concurrency, partial, planned.rate, interrupted=True)
-            result["levels"].append(_level(outcome, workload, self.limit))
-            result.update(status="timed_out", finished_at=now())
-            save_result(path, result)
-            raise LabctlError(
-                f"the bench passed its deadline of {request.deadline:g} s (--deadline) at {planned.name}; "
-                f"the partial result is saved, marked timed_out: {path}"
-            ) from None
-        except KeyboardInterrupt:
-            outcome = outcome_of(concurrency, partial, planned.rate, interrupted=True)
-            result["levels"].append(_level(outcome, workload, self.limit))
-            result.update(status="interrupted", finished_at=now())
-            save_result(path, result)
-            self.say(f"interrupted: partial result saved to {path}")
-            raise
-        level = _level(outcome, workload, self.limit)
+        runs: list[dict[str, Any]] = []
+        windows: list[Window] = []
+        for repeat in range(request.repeat):
+            partial = LevelProgress()
+            level_run = run_level(self.target, workload, concurrency, index, request.request_timeout, tick, partial)
+            try:
+                outcome = asyncio.run(asyncio.wait_for(level_run, max(0.0, self.end - time.monotonic())))
+            except (TimeoutError, KeyboardInterrupt) as exc:
+                outcome = outcome_of(concurrency, partial, planned.rate, interrupted=True)
+                runs.append(self.finish_run(outcome, workload, index, repeat, windows))
+                result["levels"].append(runs[0] if len(runs) == 1 else combine_repeats(runs))
+                if isinstance(exc, KeyboardInterrupt):
+                    result.update(status="interrupted", finished_at=now())
+                    save_result(path, result)
+                    self.say(f"interrupted: partial result saved to {path}")
+                    raise
+                result.update(status="timed_out", finished_at=now())
+                save_result(path, result)
+                raise LabctlError(
+                    f"the bench passed its deadline of {request.deadline:g} s (--deadline) at {planned.name}; "
+                    f"the partial result is saved, marked timed_out: {path}"
+                ) from None
+            run = self.finish_run(outcome, workload, index, repeat, windows)
+            runs.append(run)
+            if run["requests"] and not run["completed"]:
+                result["levels"].append(run)
+                result.update(status="failed", finished_at=now())
+                save_result(path, result)
+                raise LabctlError(every_request_failed(run["failures"], f"requests at {planned.name}", path))
+        level = runs[0] if len(runs) == 1 else combine_repeats(runs)
+        if len(runs) > 1 and self.sampler is not None:
+            level["telemetry"] = _telemetry(self.sampler, windows)
         result["levels"].append(level)
-        if level["requests"] and not level["completed"]:
-            result.update(status="failed", finished_at=now())
-            save_result(path, result)
-            raise LabctlError(every_request_failed(level["failures"], f"requests at {planned.name}", path))
         self.say(f"{where} done: {level_line(level)}")
         for warning in level["warnings"]:
             self.say(f"warning ({planned.name}): {warning}")

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import sys
 import time
+from pathlib import Path
 from typing import Annotated, Any
 
 import typer
@@ -117,6 +118,12 @@ def run(
         bool, typer.Option(help="Run levels above a TensorRT engine's built max batch size (marked).")
     ] = False,
     force: Annotated[bool, typer.Option(hidden=True, help="Old spelling of --allow-over-batch-limit.")] = False,
+    repeat: Annotated[
+        int, typer.Option(help="Run each level N times; intervals then come from the per-run values.")
+    ] = 1,
+    telemetry: Annotated[
+        bool, typer.Option(help="Sample the GPUs (nvidia-smi) and the engine's /metrics once a second.")
+    ] = True,
     as_json: Annotated[bool, typer.Option("--json", help="Print the whole result as one JSON document.")] = False,
     host: Annotated[str | None, typer.Option("--host", help=HOST_HELP)] = None,
 ) -> None:
@@ -155,6 +162,8 @@ def run(
         thinking=thinking.value if thinking else None,
         find_max_rate=find_max_rate,
         tokenizer=tokenizer,
+        repeat=repeat,
+        telemetry=telemetry,
         host=state.host(),
     )
     with _progress() as progress:
@@ -270,12 +279,48 @@ def print_result(result: dict[str, Any], path: str) -> None:
             ],
         )
     )
+    for level in result["levels"]:
+        out(_level_detail(level))
+    telemetry = result.get("telemetry") or {}
+    for name, why in (telemetry.get("missing") or {}).items():
+        out(f"telemetry {name}: {why}")
     for warning in result.get("warnings", []):
         out(f"warning: {warning}")
     found = result.get("max_rate_meeting_slo")
     if found:
         out(f"max_rate_meeting_slo: {found['note']} (SLO {_flag(found['slo'])}; {found['rule']})")
+    folder = Path(path).parent
+    for key in ("requests_file", "telemetry_file"):
+        if result.get(key):
+            out(f"{key.replace('_', ' ')}: {folder / result[key]}")
     out(f"(ms; TTFT = first token-bearing chunk; TPOT = (e2e-ttft)/(n-1); ITL = pooled chunk gaps)  result: {path}")
+
+
+def _ci(level: dict[str, Any], key: str) -> str:
+    interval = level.get(f"{key}_ci95")
+    return "-" if not interval else f"[{interval[0]:.1f}, {interval[1]:.1f}]"
+
+
+def _level_detail(level: dict[str, Any]) -> str:
+    """One line per level: the 95 % intervals of the headline figures, and what telemetry saw."""
+    parts = [
+        f"c={level['concurrency']}" + (f" x{level['repeat']}" if level.get("repeat", 1) > 1 else ""),
+        f"95% TTFT p50 {_ci(level, 'median_ttft_ms')}",
+        f"TPOT p50 {_ci(level, 'median_tpot_ms')}",
+        f"out tok/s {_ci(level, 'output_throughput')}",
+    ]
+    telemetry = level.get("telemetry") or {}
+    for index, gpu in ((telemetry.get("gpu") or {}).get("gpus") or {}).items():
+        util = gpu.get("utilization_gpu_pct")
+        simulated = " simulated" if gpu["name"].startswith("Simulated ") else ""
+        if util:
+            parts.append(f"GPU{index}{simulated} util mean {util['mean']:.0f}% max {util['max']:.0f}%")
+    engine = telemetry.get("engine") or {}
+    for name in ("running", "waiting", "kv_cache_usage"):
+        value = engine.get(name)
+        if value:
+            parts.append(f"{name} mean {value['mean']:.2f} max {value['max']:.2f}")
+    return "  ".join(parts)
 
 
 def list_results(

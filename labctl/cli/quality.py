@@ -115,7 +115,7 @@ def evaluate(
     out(
         f"eval {result['eval_id']}: {result['suite']['name']} {result['suite']['full_version']} on "
         f"{result['target']['engine']}/{result['target']['profile']}: {result['passed']}/{result['total']} "
-        f"passed ({result['score']:.1%})"
+        f"passed ({result['score']:.1%}; 95% interval {_interval(result)})"
     )
     failed = [c for c in result["cases"] if not c["passed"]]
     if failed:
@@ -206,7 +206,10 @@ def list_evaluations(
     if as_json:
         print(
             json.dumps(
-                [{k: e[k] for k in ("eval_id", "suite", "score", "passed", "total", "created_at")} for e in evals]
+                [
+                    {k: e.get(k) for k in ("eval_id", "suite", "score", "passed", "total", "score_ci95", "created_at")}
+                    for e in evals
+                ]
             )
         )
         return
@@ -216,11 +219,22 @@ def list_evaluations(
             e["suite"]["name"],
             e["suite"]["full_version"],
             "failed" if e["score"] is None else f"{e['score']:.1%}",
+            f"{e['passed']}/{e['total']}",
+            _interval(e),
             e["created_at"][:19],
         ]
         for e in evals
     ]
-    out(table(rows, ["EVAL", "SUITE", "VERSION", "SCORE", "CREATED"]) if rows else f"no evaluations for run {run_id}")
+    out(
+        table(rows, ["EVAL", "SUITE", "VERSION", "SCORE", "N/N", "95% INTERVAL", "CREATED"])
+        if rows
+        else f"no evaluations for run {run_id}"
+    )
+
+
+def _interval(result: dict[str, Any]) -> str:
+    interval = result.get("score_ci95")  # absent from evaluations made before intervals
+    return f"{interval[0]:.0%}–{interval[1]:.0%}" if interval else "-"
 
 
 def diff_evaluations(

@@ -193,7 +193,7 @@ def rows(entries: list[Entry], checks: list[Check]) -> list[dict[str, Any]]:
     out = []
     for e in entries:
         facts = e.facts()
-        quality = "; ".join(f"{n} {ev['score']:.0%}" for n, ev in sorted(e.evals.items())) or "-"
+        quality = "; ".join(score_text(n, ev) for n, ev in sorted(e.evals.items())) or "-"
         suites = "; ".join(f"{n} {ev['suite']['full_version']}" for n, ev in sorted(e.evals.items())) or "-"
         for level in e.result["levels"]:
             mismatch = sorted(
@@ -225,6 +225,7 @@ def rows(entries: list[Entry], checks: list[Check]) -> list[dict[str, Any]]:
                     "interrupted": bool(level.get("interrupted")),
                     **{k: level.get(k) for k in LEVEL_KEYS},
                     **{f"{k}_ci95": level[f"{k}_ci95"] for k in LEVEL_KEYS if f"{k}_ci95" in level},
+                    "repeat": level.get("repeat", 1),
                     "quality": quality,
                     "suite_version": suites,
                     "bench_date": str(e.result.get("created_at") or "-")[:16].replace("T", " "),
@@ -233,7 +234,39 @@ def rows(entries: list[Entry], checks: list[Check]) -> list[dict[str, Any]]:
                     "mismatch": mismatch,
                 }
             )
+    mark_indistinguishable(out)
     return out
+
+
+def score_text(name: str, ev: dict[str, Any]) -> str:
+    """`coding 80% (8/10, 95% 55–100%)`: the score with its n/N and interval."""
+    if ev.get("score") is None:
+        return f"{name} failed"
+    text = f"{name} {ev['score']:.0%} ({ev['passed']}/{ev['total']}"
+    interval = ev.get("score_ci95")
+    return text + (f", 95% {interval[0]:.0%}–{interval[1]:.0%})" if interval else ")")
+
+
+def mark_indistinguishable(table: list[dict[str, Any]]) -> None:
+    """`not_distinguishable`: the metrics whose 95 % interval overlaps another result's at the same
+    concurrency; a difference between them is not shown by the data."""
+    for row in table:
+        row["not_distinguishable"] = sorted(
+            key
+            for key in LEVEL_KEYS
+            if any(
+                other["id"] != row["id"]
+                and other["concurrency"] == row["concurrency"]
+                and _overlap(row.get(f"{key}_ci95"), other.get(f"{key}_ci95"))
+                for other in table
+            )
+        )
+
+
+def _overlap(a: list[float] | None, b: list[float] | None) -> bool:
+    if not a or not b:
+        return False
+    return a[0] <= b[1] and b[0] <= a[1]
 
 
 def compare(runs: Runs, ids: list[str]) -> tuple[list[Check], list[dict[str, Any]], list[Entry]]:

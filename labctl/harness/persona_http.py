@@ -1,8 +1,9 @@
 """What each engine persona answers on the routes where engines differ: health, version and info
 endpoints, the 401 body, the model list's owner, and /metrics under the engine's own metric names.
 
-vLLM and SGLang metric names are the engines' own (the ones labctl reads); TensorRT-LLM's and Atlas'
-(`trtllm_*`, `atlas_*`) are persona-only names: labctl reads no metric of those engines.
+Every metric name is the engine's own, read from its source (labctl/bench/telemetry.py says where);
+TensorRT-LLM serves them at /prometheus/metrics (its /metrics is JSON iteration statistics). Values the
+harness has no notion of (preemptions, prefix-cache hits) are served as zero, honestly: none happened.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ if TYPE_CHECKING:  # the plain harness image carries no contract code: import Pe
     from labctl.harness.personas import Persona
 
 SGLANG_HEALTH_SLEEP_S = 1.1  # SGLang's /health sleeps 1 s in its loop before it can answer 200
+METRICS_PATHS = {"trtllm": "/prometheus/metrics"}  # where each engine serves Prometheus text (else /metrics)
 OWNED_BY = {"vllm": "vllm", "sglang": "sglang", "trtllm": "tensorrt_llm", "atlas": "atlas"}
 
 
@@ -92,7 +94,7 @@ def metrics_text(persona: Persona, counters: dict[str, int], running: int, waiti
     engine = persona.engine
     lines: list[str] = []
     if engine == "vllm":
-        labels = f'model_name="{model}"'
+        labels = f'model_name="{model}",engine="0"'
         kv = "vllm:kv_cache_usage_perc" if persona.version_tuple() >= (0, 11) else "vllm:gpu_cache_usage_perc"
         lines += _line(
             "vllm:request_success_total",
@@ -105,6 +107,9 @@ def metrics_text(persona: Persona, counters: dict[str, int], running: int, waiti
         lines += _line("vllm:num_requests_running", "gauge", running, labels)
         lines += _line("vllm:num_requests_waiting", "gauge", waiting, labels)
         lines += _line(kv, "gauge", usage, labels)
+        lines += _line("vllm:num_preemptions_total", "counter", 0, labels)
+        lines += _line("vllm:prefix_cache_queries_total", "counter", counters["prompt_tokens_total"], labels)
+        lines += _line("vllm:prefix_cache_hits_total", "counter", 0, labels)
     elif engine == "sglang":
         labels = f'model_name="{model}"'
         lines += _line("sglang:num_requests_total", "counter", counters["requests_success_total"], labels)
@@ -113,12 +118,38 @@ def metrics_text(persona: Persona, counters: dict[str, int], running: int, waiti
         lines += _line("sglang:num_running_reqs", "gauge", running, labels)
         lines += _line("sglang:num_queue_reqs", "gauge", waiting, labels)
         lines += _line("sglang:token_usage", "gauge", usage, labels)
-    else:  # persona-only names
-        labels = f'model="{model}"'
-        lines += _line(f"{engine}_request_success_total", "counter", counters["requests_success_total"], labels)
-        lines += _line(f"{engine}_prompt_tokens_total", "counter", counters["prompt_tokens_total"], labels)
-        lines += _line(f"{engine}_generation_tokens_total", "counter", counters["generation_tokens_total"], labels)
-        lines += _line(f"{engine}_num_requests_running", "gauge", running, labels)
-        lines += _line(f"{engine}_num_requests_waiting", "gauge", waiting, labels)
-        lines += _line(f"{engine}_kv_cache_usage_ratio", "gauge", usage, labels)
+        lines += _line("sglang:cache_hit_rate", "gauge", 0.0, labels)
+        lines += _line("sglang:num_retracted_requests_total", "counter", 0, labels)
+    elif engine == "trtllm":
+        labels = f'model_name="{model}",engine_type="trtllm"'
+        lines += _line(
+            "trtllm_request_success_total",
+            "counter",
+            counters["requests_success_total"],
+            labels + ',finished_reason="stop"',
+        )
+        lines += _line("trtllm_prompt_tokens_total", "counter", counters["prompt_tokens_total"], labels)
+        lines += _line("trtllm_generation_tokens_total", "counter", counters["generation_tokens_total"], labels)
+        lines += _line("trtllm_num_requests_running", "gauge", running, labels)
+        lines += _line("trtllm_num_requests_waiting", "gauge", waiting, labels)
+        lines += _line("trtllm_kv_cache_utilization", "gauge", usage, labels)
+        lines += _line("trtllm_kv_cache_hit_rate", "gauge", 0.0, labels)
+    else:  # Atlas: unlabelled process totals, active requests only (no queue, no KV-cache gauge)
+        lines += ["# TYPE atlas_requests_total counter", f"atlas_requests_total {counters['requests_success_total']}"]
+        lines += ["# TYPE atlas_requests_active gauge", f"atlas_requests_active {running + waiting}"]
+        lines += [
+            "# TYPE atlas_prompt_tokens_total counter",
+            f"atlas_prompt_tokens_total {counters['prompt_tokens_total']}",
+        ]
+        lines += [
+            "# TYPE atlas_generation_tokens_total counter",
+            f"atlas_generation_tokens_total {counters['generation_tokens_total']}",
+        ]
+        lines += ["# TYPE atlas_prefix_cache_hits_total counter", "atlas_prefix_cache_hits_total 0"]
+        lines += ["# TYPE atlas_prefix_cache_hit_rate gauge", "atlas_prefix_cache_hit_rate 0.0000"]
     return "\n".join(lines) + "\n"
+
+
+def trtllm_iteration_stats() -> Reply:
+    """TensorRT-LLM's /metrics: a JSON list of recent iteration statistics (the harness keeps none)."""
+    return _json(200, [])

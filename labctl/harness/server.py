@@ -21,7 +21,15 @@ from typing import TYPE_CHECKING, Any
 
 from labctl import __version__
 from labctl.harness.model import Answer, Schedule, Settings, make_answer, stable_seed
-from labctl.harness.persona_http import Reply, metrics_text, models_reply, persona_reply, unauthorized
+from labctl.harness.persona_http import (
+    METRICS_PATHS,
+    Reply,
+    metrics_text,
+    models_reply,
+    persona_reply,
+    trtllm_iteration_stats,
+    unauthorized,
+)
 from labctl.harness.protocol import (
     REASONS,
     HttpError,
@@ -66,6 +74,7 @@ class Harness:
             "streams_dropped_total": 0,
         }
         self.lateness: deque[float] = deque(maxlen=200_000)
+        self.first_tokens: deque[tuple[str, float]] = deque(maxlen=200_000)
         self.rng = random.Random(settings.seed)
         self.created = int(time.time())
         self.arrived_at = 0.0
@@ -190,7 +199,9 @@ class Harness:
                 )
                 if path == "/v1/models" and method == "GET":
                     reply = models_reply(self.persona, self.created, self.s.max_model_len)
-                elif path == "/metrics" and method == "GET":
+                elif path == "/metrics" and method == "GET" and self.persona.engine == "trtllm":
+                    reply = trtllm_iteration_stats()
+                elif path == METRICS_PATHS.get(self.persona.engine, "/metrics") and method == "GET":
                     text = metrics_text(self.persona, self.counters, self.running, self.waiting, self.s.max_num_seqs)
                     reply = Reply(200, text.encode(), "text/plain; version=0.0.4")
                 if reply is not None:
@@ -231,6 +242,14 @@ class Harness:
             elif path == "/metrics":
                 self.expect(method, "GET")
                 await self.send(writer, 200, self.metrics().encode(), "text/plain; version=0.0.4")
+            elif path == "/harness/first-tokens":
+                # When each stream's first token was written (CLOCK_MONOTONIC s), by X-Request-Id: a
+                # client on this machine subtracts it from when it received that token (its receive lag).
+                if method == "DELETE":
+                    self.first_tokens.clear()
+                    await self.send_json(writer, 200, {"cleared": True})
+                else:
+                    await self.send_json(writer, 200, dict(self.first_tokens))
             elif path == "/harness/lateness":
                 if method == "DELETE":
                     self.lateness.clear()
@@ -239,7 +258,7 @@ class Harness:
                     await self.send_json(writer, 200, self.lateness_summary())
             elif path in ("/v1/chat/completions", "/v1/completions"):
                 self.expect(method, "POST")
-                await self.complete(path == "/v1/chat/completions", body, writer)
+                await self.complete(path == "/v1/chat/completions", body, writer, headers.get("x-request-id", ""))
             else:
                 raise HttpError(404, f"no route {path}")
         except HttpError as exc:
@@ -265,7 +284,7 @@ class Harness:
         await self.send(writer, reply.status, reply.body, reply.content_type)
 
     # --- completions -----------------------------------------------------------------------------
-    async def complete(self, chat: bool, body: bytes, writer: asyncio.StreamWriter) -> None:
+    async def complete(self, chat: bool, body: bytes, writer: asyncio.StreamWriter, request_id: str = "") -> None:
         # The latency model counts from the request's arrival, as a client sees it. Yield once so that
         # every request of a burst is stamped before any of them is parsed: parsing is part of the
         # simulated prefill, not a queue in front of it.
@@ -279,6 +298,7 @@ class Harness:
         if not self.ready():
             raise HttpError(503, "the engine is warming up; retry shortly")
         request = parse_request(body, chat, self.s)
+        request["request_id"] = request_id[:128]
         if self.s.error_rate and self.rng.random() < self.s.error_rate:
             raise HttpError(503, "injected fault: service unavailable (--error-rate)")
         thinking = request["thinking"] if request["thinking"] is not None else self.s.thinking_default
@@ -390,6 +410,8 @@ class Harness:
             writer, tokens, prefix, suffix, schedule.first, lambda: schedule.gap(self.running), self.lateness, drop_at
         )
         job.thought, job.thinking = thought, answer.reasoning
+        if request["request_id"]:
+            job.request_id, job.first_log = request["request_id"], self.first_tokens
         self.stepper.add(job)
         outcome = await job.finished
         if outcome == "dropped":

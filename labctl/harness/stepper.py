@@ -7,6 +7,7 @@ import asyncio
 import heapq
 import itertools
 import json
+import time
 from collections import deque
 from collections.abc import Callable
 
@@ -39,6 +40,8 @@ class StreamJob:
         self.gap, self.lateness, self.drop_at = gap, lateness, drop_at
         self.index = 0
         self.thought, self.thinking = prefix, 0  # the first `thinking` tokens go out under `thought`
+        self.request_id = ""
+        self.first_log: deque[tuple[str, float]] | None = None  # (X-Request-Id, when its first token was written)
         self.finished: asyncio.Future[str] = asyncio.get_running_loop().create_future()
 
     def emit(self, now: float) -> float | None:
@@ -48,6 +51,7 @@ class StreamJob:
         if self.index == 0:
             self.lateness.append(now - self.first_due)
         parts: list[bytes] = []
+        started = self.index
         tokens, prefix, suffix = self.tokens, self.prefix, self.suffix
         while self.index < len(tokens) and self.due <= now:
             if self.index == self.drop_at:
@@ -60,6 +64,8 @@ class StreamJob:
             if self.index < len(tokens):
                 self.due += self.gap()
         self.writer.write(frame(b"".join(parts)))
+        if started == 0 and parts and self.first_log is not None:
+            self.first_log.append((self.request_id, time.perf_counter()))
         if self.writer.transport.get_write_buffer_size() > SLOW_READER_BYTES:
             self.writer.transport.abort()
             return self._finish("gone")

@@ -15,6 +15,7 @@ import httpx
 
 from labctl import __version__
 from labctl.bench.client import Target
+from labctl.bench.intervals import RESAMPLES, SEED, mean_interval
 from labctl.bench.session import BenchRequest, every_request_failed, preflight, resolve_target
 from labctl.catalog.limits import MAX_CONCURRENCY, check_count, check_seconds
 from labctl.errors import BadInput, LabctlError
@@ -107,6 +108,9 @@ def grade(case: Case, answer: dict[str, Any]) -> dict[str, Any]:
     return {"passed": verdict.passed, "reason": verdict.reason}
 
 
+SCORE_INTERVAL = f"95 % percentile bootstrap over the cases ({RESAMPLES} resamples, seed {SEED})"
+
+
 def run_eval(
     runs: Runs,
     suite: Suite,
@@ -179,6 +183,8 @@ def run_eval(
         "score": passed / len(cases),
         "passed": passed,
         "total": len(cases),
+        "score_ci95": mean_interval([1.0 if c["passed"] else 0.0 for c in cases]),
+        "interval_method": SCORE_INTERVAL,
         "cases": cases,
     }
     path = runs.dir(record.run_id) / "eval" / f"{eval_id}.json"

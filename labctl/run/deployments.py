@@ -21,8 +21,20 @@ from labctl.run.resident import flag_key_note, image_user_ids
 from labctl.run.store import Runs, now
 
 # Counters an engine's /metrics exposes for requests served and tokens generated.
-REQUEST_METRICS = ("harness_requests_success_total", "vllm:request_success_total", "sglang:num_requests_total")
-TOKEN_METRICS = ("harness_generation_tokens_total", "vllm:generation_tokens_total", "sglang:generation_tokens_total")
+REQUEST_METRICS = (
+    "harness_requests_success_total",
+    "vllm:request_success_total",
+    "sglang:num_requests_total",
+    "trtllm_request_success_total",
+    "atlas_requests_total",
+)
+TOKEN_METRICS = (
+    "harness_generation_tokens_total",
+    "vllm:generation_tokens_total",
+    "sglang:generation_tokens_total",
+    "trtllm_generation_tokens_total",
+    "atlas_generation_tokens_total",
+)
 
 
 def share(runs: Runs, run_id: str) -> dict[str, Any]:

@@ -25,6 +25,7 @@ import pytest
 import yaml
 from support import REPO, _missing, docker_available, run_labctl
 
+from labctl.bench.telemetry import METRICS_PATHS, parse_prometheus
 from labctl.catalog.lab import Lab
 from labctl.catalog.profiles import load_profile, with_overrides
 from labctl.compose.render import RenderOptions, render_compose
@@ -47,7 +48,7 @@ METRICS = {
     "vllm": ["vllm:request_success_total", "vllm:generation_tokens_total", "vllm:kv_cache_usage_perc"],
     "sglang": ["sglang:num_requests_total", "sglang:generation_tokens_total", "sglang:token_usage"],
     "trtllm": ["trtllm_request_success_total", "trtllm_generation_tokens_total"],
-    "atlas": ["atlas_request_success_total", "atlas_generation_tokens_total"],
+    "atlas": ["atlas_requests_total", "atlas_generation_tokens_total"],
 }
 KEY = "persona-key-" + uuid.uuid4().hex[:8]
 
@@ -191,8 +192,7 @@ def test_serves_the_rendered_command_line(engine: str, profile_name: str, contai
     assert [m["id"] for m in models["data"]] == [served_name(engine, profile_name)]
     answer = chat(base, served_name(engine, profile_name))
     assert answer.choices[0].message.content
-    metrics = httpx.get(base + "/metrics", timeout=5).text
-    values = {line.split("{")[0]: float(line.rsplit(" ", 1)[1]) for line in metrics.splitlines() if "{" in line}
+    values = parse_prometheus(httpx.get(base + METRICS_PATHS.get(engine, "/metrics"), timeout=5).text)
     assert set(METRICS[engine]) <= set(values)
     assert values[METRICS[engine][0]] >= 1  # the request counter labctl reads counted the completion
     if engine in ("vllm", "trtllm"):

@@ -392,3 +392,34 @@ def test_hosts_lists_each_host_with_its_gpus_and_a_dead_one_quickly(sim: Path) -
     assert listed["sim-h100"]["reachable"] == "yes" and len(listed["sim-h100"]["gpus"]) == 2
     assert listed["sim-h100"]["simulated"] and listed["sim-gb10"]["gpus"][0]["memory_total"] == "[N/A]"
     assert listed["gone"]["reachable"] == "no" and listed["gone"]["gpus"] == []
+
+
+def test_a_bench_on_the_simulated_host_samples_its_gpus_and_the_personas_metrics(sim: Path) -> None:
+    """GPU samples come from the host's nvidia-smi stand-in (its configured figures, labelled simulated)
+    for exactly the run's GPUs; the vLLM persona's /metrics is read under vLLM's own names."""
+    path = stand_in(sim, "sim-h100")
+    config = json.loads(path.read_text())
+    for gpu in config["gpus"]:
+        gpu.update(utilization_gpu=87, power_draw_w=512.25, clocks_sm_mhz=1755)
+    path.write_text(json.dumps(config))
+    info = up(sim, "vllm", "qwen3-32b")
+    result = labctl(
+        sim, "bench", "run", info["run_id"], "--workload", "latency-probe", "--requests", "8", "--json", timeout=300
+    )
+    assert result.code == 0, result.stderr
+    doc = json.loads(result.stdout)
+    telemetry = doc["telemetry"]
+    assert telemetry["gpu"]["simulated"] and telemetry["gpu"]["samples"] >= 2 and "gpu" not in telemetry["missing"]
+    assert telemetry["gpu"]["gpu_ids"] == info["gpus"]
+    assert telemetry["engine"]["names_of"] == "vllm"
+    assert telemetry["engine"]["mapping"]["running"] == "vllm:num_requests_running"
+    gpus = doc["levels"][0]["telemetry"]["gpu"]["gpus"]
+    assert sorted(gpus) == sorted(info["gpus"])
+    for gpu in gpus.values():
+        assert gpu["name"].startswith("Simulated NVIDIA H100")
+        assert gpu["utilization_gpu_pct"] == {"mean": 87.0, "max": 87.0}
+        assert gpu["power_draw_w"]["mean"] == 512.25 and gpu["clocks_sm_mhz"]["max"] == 1755.0
+    assert doc["levels"][0]["telemetry"]["engine"]["running"]["max"] >= 1
+    shown = labctl(sim, "bench", "show", doc["bench_id"])
+    assert "simulated util mean 87%" in shown.stdout
+    assert labctl(sim, "down", info["run_id"]).code == 0

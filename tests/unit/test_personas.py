@@ -277,12 +277,12 @@ def test_metric_names_per_engine() -> None:
             "sglang:token_usage",
         ],
         "trtllm": ["trtllm_request_success_total", "trtllm_generation_tokens_total"],
-        "atlas": ["atlas_request_success_total", "atlas_generation_tokens_total"],
+        "atlas": ["atlas_requests_total", "atlas_generation_tokens_total"],
     }
     argv = {"vllm": ["serve", "M"], "sglang": ["--model-path", "M"], "trtllm": ["M"], "atlas": ["serve", "M"]}
     for engine, names in expected.items():
         text = metrics_text(persona(engine, *argv[engine]), counters, 1, 2, 8)
-        found = {line.split("{")[0] for line in text.splitlines() if not line.startswith("#")}
+        found = {line.split("{")[0].split(" ")[0] for line in text.splitlines() if not line.startswith("#")}
         assert set(names) <= found, engine
     old = build_persona("vllm", None, ["serve", "M"], GPUS, str(VLLM_0110.parent / "vllm-0.11.0.yaml"))[0]
     old.version = "0.10.2"

@@ -1,0 +1,83 @@
+"""95 % intervals: a percentile bootstrap over requests (fixed seed), checked against a distribution
+whose truth is known, and across repeats over the per-run values."""
+
+from __future__ import annotations
+
+import math
+import random
+import statistics
+
+import numpy as np
+
+from labctl.bench.client import RequestResult
+from labctl.bench.intervals import _weighted_stats, combine_repeats, mean_interval, request_intervals
+from labctl.bench.metrics import describe, level_metrics
+
+
+def requests_with_ttft(ttfts_ms: list[float], tokens: int = 8, gap_ms: float = 20.0) -> list[RequestResult]:
+    out = []
+    for i, ttft in enumerate(ttfts_ms):
+        sent = i * 0.01
+        first = sent + ttft / 1000
+        chunks = [first + k * gap_ms / 1000 for k in range(tokens)]
+        out.append(
+            RequestResult(
+                ok=True, sent=sent, first_token=first, chunk_times=chunks, output_tokens=tokens, usage_reported=True
+            )
+        )
+    return out
+
+
+def test_the_median_interval_covers_the_true_median_with_the_width_theory_gives() -> None:
+    rng = random.Random(7)
+    sigma, n = 10.0, 400
+    results = requests_with_ttft([rng.gauss(100.0, sigma) for _ in range(n)])
+    ci = request_intervals(results, duration_s=10.0, slo=None)
+    low, high = ci["median_ttft_ms_ci95"] or [math.nan, math.nan]
+    assert low < 100.0 < high
+    # the sample median's standard error is sigma * sqrt(pi / 2) / sqrt(n): a 95 % interval ~ 2 * 1.96 of it
+    expected = 2 * 1.96 * sigma * math.sqrt(math.pi / 2) / math.sqrt(n)
+    assert 0.6 * expected < high - low < 1.5 * expected
+    mean_low, mean_high = ci["mean_ttft_ms_ci95"] or [math.nan, math.nan]
+    assert 0.7 * (2 * 1.96 * sigma / math.sqrt(n)) < mean_high - mean_low < 1.3 * (2 * 1.96 * sigma / math.sqrt(n))
+    point = level_metrics(results, 10.0, None)
+    for key in ("median_ttft_ms", "p99_ttft_ms", "mean_itl_ms", "output_throughput", "request_throughput"):
+        interval = ci[f"{key}_ci95"]
+        assert interval is not None and interval[0] <= point[key] + 1e-9 and point[key] - 1e-9 <= interval[1], key
+
+
+def test_a_fixed_seed_gives_the_same_interval_and_another_seed_a_different_one() -> None:
+    results = requests_with_ttft([float(v) for v in range(50, 150)])
+    first = request_intervals(results, 5.0, {"ttft_ms": 120})
+    assert first == request_intervals(results, 5.0, {"ttft_ms": 120})
+    assert first != request_intervals(results, 5.0, {"ttft_ms": 120}, seed=1)
+    assert first["goodput_ci95"] is not None
+
+
+def test_drawing_every_request_once_reproduces_the_point_statistics_exactly() -> None:
+    rng = random.Random(3)
+    values = sorted(rng.uniform(1, 500) for _ in range(257))
+    stats = _weighted_stats(
+        np.array(values), np.arange(len(values), dtype=np.intp), np.ones(len(values), dtype=np.int64)
+    )
+    point = describe("x", values, with_max=True)
+    for name in ("mean", "median", "std", "p90", "p95", "p99", "max"):
+        assert math.isclose(stats[name], point[f"{name}_x_ms"], rel_tol=1e-12), name
+
+
+def test_across_repeats_the_interval_is_over_the_per_run_values() -> None:
+    assert mean_interval([10.0, 10.0, 10.0]) == [10.0, 10.0]
+    low, high = mean_interval([9.0, 10.0, 11.0]) or [0.0, 0.0]
+    assert 9.0 <= low < 10.0 < high <= 11.0
+    runs = []
+    for offset in (0.0, 5.0, 10.0):
+        results = requests_with_ttft([100.0 + offset] * 20)
+        run = {"concurrency": 4, "requests": 20, "client_cpu_share": 0.1, "interrupted": False, "warnings": []}
+        run |= level_metrics(results, 2.0, None) | request_intervals(results, 2.0, None)
+        runs.append(run)
+    level = combine_repeats(runs)
+    assert level["repeat"] == 3 and level["requests"] == 60 and level["completed"] == 60
+    assert math.isclose(level["median_ttft_ms"], statistics.fmean([100.0, 105.0, 110.0]))
+    ci_low, ci_high = level["median_ttft_ms_ci95"]
+    assert 100.0 <= ci_low < 105.0 < ci_high <= 110.0
+    assert [r["median_ttft_ms"] for r in level["repeats"]] == [100.0, 105.0, 110.0]
