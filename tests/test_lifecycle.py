@@ -108,11 +108,13 @@ def test_port_held_by_another_run(lab: Path, home: Path) -> None:
 def test_crash_on_start_fails_fast_with_logs(lab: Path, home: Path) -> None:
     write_profile(lab, "crash", free_port(), extra=["--fail-on-start"])
     start = time.monotonic()
-    result = up(lab, home, "crash")
+    result = up(lab, home, "crash", "--timeout", "120")
     elapsed = time.monotonic() - start
     assert result.code == 1
     assert "exit code 3" in result.stderr and "failing during start-up" in result.stderr
-    assert elapsed < 3.0, f"crash detected after {elapsed:.1f} s"
+    # Noticed by the container's state, not by running out the readiness timeout (a loaded CI host can
+    # take seconds to start a container, so the bound is the timeout, not a stopwatch figure).
+    assert elapsed < 60, f"crash detected after {elapsed:.1f} s of a 120 s readiness timeout"
     run_id = next((home / "runs").iterdir()).name
     rec = record(home, run_id)
     assert rec["status"] == "failed" and "exit code 3" in rec["reason"]
