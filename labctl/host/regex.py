@@ -27,8 +27,9 @@ sys.exit(0 if re.fullmatch(pattern, text, re.S) else 1)
 """
 
 
-def timed_fullmatch(pattern: str, text: str, seconds: float = MATCH_SECONDS) -> bool | None:
+def timed_fullmatch(pattern: str, text: str, seconds: float | None = None) -> bool | None:
     """Whether the whole text matches; None when the match ran past the time limit (or its memory)."""
+    seconds = MATCH_SECONDS if seconds is None else seconds
     try:
         proc = subprocess.run(
             [sys.executable, "-I", "-S", "-c", _CHILD],

@@ -29,6 +29,12 @@ def deadline(seconds: float) -> Iterator[None]:
         signal.signal(signal.SIGALRM, previous)
 
 
+@pytest.fixture(autouse=True)
+def quick_limit(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A quarter of the shipped second: the bound is what is tested, and the unit tier stays fast."""
+    monkeypatch.setattr("labctl.host.regex.MATCH_SECONDS", 0.25)
+
+
 SUITE = """\
 version: '1'
 description: test
