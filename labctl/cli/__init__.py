@@ -10,7 +10,7 @@ from typing import Annotated
 
 import typer
 
-from labctl.cli import bench, catalog, hosts, quality, reproduce, runs
+from labctl.cli import bench, catalog, fetch, hosts, quality, reproduce, runs
 from labctl.cli.context import state
 
 app = typer.Typer(
@@ -56,6 +56,7 @@ def _global(
 
 catalog.register(app)
 runs.register(app)
+fetch.register(app)
 reproduce.register(app)
 bench.register(app)
 quality.register(app)

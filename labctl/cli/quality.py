@@ -145,7 +145,7 @@ def compare(
     if fmt not in FORMATS:
         raise BadInput(f"--format {fmt!r}: choose one of {', '.join(FORMATS)}.")
     checks, rows, entries = gather(state.runs(), ids)
-    failed = ", ".join(c.rule for c in checks if not c.ok)
+    failed = ", ".join(c.rule for c in checks if not c.ok and c.blocking)
     _refuse_mixed(
         checks,
         allow_mismatch,
@@ -187,7 +187,7 @@ def _refuse_mixed(checks: list[Any], allow_mismatch: bool, message: str) -> None
     from labctl.compare.formats import checklist_lines
     from labctl.errors import BadInput
 
-    if not all(c.ok for c in checks) and not allow_mismatch:
+    if not all(c.ok for c in checks if c.blocking) and not allow_mismatch:
         out("\n".join(checklist_lines(checks)))
         raise BadInput(message)
 

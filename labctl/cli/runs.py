@@ -76,12 +76,20 @@ def up(
         bool, typer.Option(help="Resident: serve an engine without key support beyond loopback.")
     ] = False,
     host: Annotated[str | None, typer.Option("--host", help=HOST_HELP)] = None,
+    fetch: Annotated[
+        bool,
+        typer.Option(
+            "--fetch/--no-fetch",
+            help="Download the model into the cache first (default); --no-fetch starts from the cache as it is.",
+        ),
+    ] = True,
 ) -> None:
     """Start one engine from a profile, wait until its OpenAI API answers, and record the run.
 
     Example: labctl up sglang --profile qwen3-32b --gpus 0
     """
     from labctl.catalog.profiles import parse_gpu_ids, parse_port
+    from labctl.run.prep_view import prep_rows
     from labctl.run.up import UpRequest
     from labctl.run.up import up as start
 
@@ -104,6 +112,7 @@ def up(
         allow_no_auth=allow_no_auth,
         allow_uncontracted=allow_uncontracted,
         allow_unfit=allow_unfit,
+        fetch=fetch,
         host=state.host(),
     )
     record = start(state.lab(), state.runs(), request, say=warn, progress=_progress())
@@ -118,11 +127,8 @@ def up(
         names = ", ".join(f"{g.index} {g.name} {g.uuid}" for g in record.gpus.devices)
         out(f"  GPUs             {names}" + ("  (simulated GPU: harness-check)" if record.gpus.simulated else ""))
     out(f"  cold start       {t.cold_start_s} s (port open {t.port_open_s} s, ready {t.ready_s} s)")
-    pull = record.prep.get("image_pull")
-    if pull is not None:
-        downloaded = "" if pull.bytes is None else f", {size_text(pull.bytes)} downloaded"
-        pulled = "cached" if pull.cached else f"{pull.seconds} s{downloaded}"
-        out(f"  image pull       {pulled} ({pull.detail})")
+    for name, text in prep_rows(record.prep):
+        out(f"  {name:<16} {text}")
     out(f"  record           {record.record_path}")
     if record.resident:
         out(
@@ -255,6 +261,7 @@ def runs(
 
     store = state.runs()
     rows = []
+    preps: list[dict[str, Any]] = []
     for run_id in store.all_ids():
         try:
             r = store.load(run_id)
@@ -262,9 +269,17 @@ def runs(
             warn(f"skipped run {run_id}: {exc}")
             continue
         rows.append([run_id, f"{r.engine}/{r.profile}", r.status, r.environment_label, r.owner, r.image.digest or "-"])
+        preps.append({name: part.to_json() for name, part in r.prep.items()})
     header = ["RUN", "ENGINE/PROFILE", "STATUS", "ENVIRONMENT", "OWNER", "DIGEST"]
-    shown = rows if as_json else [[*row[:5], row[5][:19]] for row in rows]
-    listing(shown, header, as_json, empty=f"no runs under {store.root}")
+    if as_json:  # each run's prep parts too, as the record holds them
+        keys = ["run", "engine_profile", "status", "environment", "owner", "digest"]
+        print(
+            json.dumps(
+                [{**dict(zip(keys, row, strict=True)), "prep": prep} for row, prep in zip(rows, preps, strict=True)]
+            )
+        )
+        return
+    listing([[*row[:5], row[5][:19]] for row in rows], header, as_json, empty=f"no runs under {store.root}")
 
 
 def show(

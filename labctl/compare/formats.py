@@ -22,8 +22,12 @@ SETUP_COLUMNS = [
     ("engine_version", "version"),
     ("image", "image"),
     ("pull_s", "pull s"),
+    ("fetch_s", "fetch s"),
     ("build_s", "build s"),
+    ("load_s", "load s"),
+    ("warmup_s", "warm-up s"),
     ("cold_start_s", "cold start s"),
+    ("cache", "served from cache"),
     ("model", "model@rev"),
     ("thinking", "thinking"),
     ("memory", "memory option"),
@@ -68,7 +72,7 @@ def cell(row: dict[str, Any], key: str) -> str:
 def checklist_lines(checks: list[Check]) -> list[str]:
     lines = []
     for check in checks:
-        mark = "✓" if check.ok else "✗"
+        mark = "✓" if check.ok else ("✗" if check.blocking else "!")
         distinct = sorted(set(check.values.values()))
         detail = distinct[0] if len(distinct) == 1 else "; ".join(f"{k}: {v}" for k, v in check.values.items())
         lines.append(f"{mark} {check.rule}: {detail}")
@@ -139,8 +143,8 @@ def render(checks: list[Check], rows: list[dict[str, Any]], entries: list[Entry]
     if fmt == "json":
         return json.dumps(
             {
-                "checklist": [{"rule": c.rule, "ok": c.ok, "values": c.values} for c in checks],
-                "same_rules": all(c.ok for c in checks),
+                "checklist": [{"rule": c.rule, "ok": c.ok, "values": c.values, "blocking": c.blocking} for c in checks],
+                "same_rules": all(c.ok for c in checks if c.blocking),
                 "results": legend(entries),
                 "rows": rows,
                 "pivot": [

@@ -86,7 +86,7 @@ class PivotRow:
 
 
 def pivot(entries: list[Entry], checks: list[Check]) -> list[PivotRow]:
-    failed = {c.rule for c in checks if not c.ok}
+    failed = {c.rule for c in checks if not c.ok and c.blocking}
     by_entry = [{level_key(lv): lv for lv in e.result["levels"]} for e in entries]
     keys = sorted({k for levels in by_entry for k in levels})
     out = []
@@ -152,7 +152,7 @@ def legend(entries: list[Entry]) -> list[str]:
 
 
 def all_caveats(entries: list[Entry], checks: list[Check]) -> list[str]:
-    failed = {c.rule for c in checks if not c.ok}
+    failed = {c.rule for c in checks if not c.ok and c.blocking}
     lines = []
     for index, e in enumerate(entries):
         if e.result.get("status") == "interrupted":

@@ -88,7 +88,7 @@ def draw_plots(folder: Path, entries: list[Entry], checks: list[Check]) -> list[
         import matplotlib.pyplot as plt
     except ImportError:
         raise LabctlError("labctl report needs matplotlib: pip install 'labctl[report]'.") from None
-    failed = sorted(c.rule for c in checks if not c.ok)
+    failed = sorted(c.rule for c in checks if not c.ok and c.blocking)  # a cold/warm start moves no point
     caveats = [c for c in all_caveats(entries, checks) if not c.startswith("rule not met")]
     colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
     written = [_pareto(plt, folder, entries, failed, caveats, colors)]

@@ -10,6 +10,7 @@ from typing import Any
 from labctl.bench.session import find_result, list_results
 from labctl.errors import BadInput
 from labctl.quality.evaluate import list_evals
+from labctl.run.prep_view import cache_state, seconds
 from labctl.run.record import Record
 from labctl.run.store import Runs, is_run_id
 
@@ -22,6 +23,9 @@ RULES = (
     "quality suite version",
     "concurrency within built max batch size",
 )
+# Said, not enforced: a cold and a warm start serve the same tokens at the same speed once ready, but their
+# prep times (fetch, pull, build) do not compare; the checklist says so instead of comparing them silently.
+CACHE_RULE = "what a cache served (prep times compare only when equal)"
 LEVEL_KEYS = ("median_ttft_ms", "p99_ttft_ms", "median_tpot_ms", "p99_itl_ms", "output_throughput", "goodput")
 REQUIRED_RESULT_KEYS = ("bench_id", "run_id", "target", "workload", "levels")
 
@@ -136,6 +140,7 @@ class Check:
     rule: str
     ok: bool
     values: dict[str, str]  # entry label -> value
+    blocking: bool = True  # a failed blocking rule refuses the table (unless --allow-mismatch)
 
 
 def checklist(entries: list[Entry]) -> list[Check]:
@@ -149,6 +154,8 @@ def checklist(entries: list[Entry]) -> list[Check]:
             checks.append(Check(rule, all(v == "ok" for v in values.values()), values))
         else:
             checks.append(Check(rule, len(set(values.values())) == 1, values))
+    cached = {e.given: cache_state(e.record.prep) for e in entries}
+    checks.append(Check(CACHE_RULE, len(set(cached.values())) == 1, cached, blocking=False))
     return checks
 
 
@@ -180,10 +187,16 @@ def _version(record: Record) -> str:
 def _prep(record: Record) -> dict[str, Any]:
     timings = record.timings
     build = timings.engine_build_s
+    prep = record.prep
+    pull = seconds(prep, "image_pull")
     return {
-        "pull_s": timings.image_pull_s,
-        "build_s": build.seconds if build else None,
+        "pull_s": pull if pull is not None else timings.image_pull_s,
+        "fetch_s": seconds(prep, "model_fetch"),
+        "build_s": build.seconds if build else seconds(prep, "engine_build"),
+        "load_s": seconds(prep, "engine_load"),
+        "warmup_s": seconds(prep, "warmup"),
         "cold_start_s": timings.cold_start_s,
+        "cache": cache_state(prep),
     }
 
 
@@ -288,4 +301,5 @@ RULE_COLUMNS = {
     "GPU model": "gpu",
     "quality suite version": "suite_version",
     "concurrency within built max batch size": "concurrency",
+    CACHE_RULE: "cache",
 }

@@ -43,7 +43,7 @@ def docker_run_argv(service: dict[str, Any], image: str, name: str) -> list[str]
         mount = f"type=bind,source={_unescape(volume['source'])},target={_unescape(volume['target'])}"
         argv += ["--mount", mount + (",readonly" if volume.get("read_only") else "")]
     for env_name in service.get("environment") or []:
-        argv += ["--env", _unescape(env_name)]  # a name only: the value comes from your environment
+        argv += ["--env", _unescape(env_name)]  # a name (its value from your environment) or HF_HUB_OFFLINE=1
     for label, value in sorted((service.get("labels") or {}).items()):
         if label not in RUN_SPECIFIC:
             argv += ["--label", f"{label}={_unescape(value)}"]

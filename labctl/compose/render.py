@@ -29,6 +29,7 @@ from labctl.host.files import write_atomically
 TEMPLATE = "compose.yaml.j2"
 ENGINE_STORE_TARGET = "/engines"
 SECRETS_TARGET = "/run/labctl"
+HUB_OFFLINE = "HF_HUB_OFFLINE=1"
 
 
 @dataclass(frozen=True)
@@ -199,6 +200,9 @@ def compose_context(profile: Profile, options: RenderOptions) -> dict[str, Any]:
     command = serve.words
     entrypoint = serve.entrypoint or None
     environment = list(profile.env_names)
+    if engine.model_cache:
+        # labctl fetched the model before the start (`labctl fetch`): a cold start never includes a download.
+        environment.append(HUB_OFFLINE)
     wrapper = None
     if key_file and auth.kind == "file":
         command += [w.text for w in serve.auth_argv]

@@ -144,6 +144,7 @@ class EngineSetup:
     revision_pinned: bool = True
     driver_cuda: str | None = None  # the driver's CUDA version when up checked it
     memory_fit: Fit | None = None  # False: the engine cannot name a revision and served the hub's main
+    model_commit: str | None = None  # the commit the model revision resolved to when labctl fetched it
 
 
 @dataclass(frozen=True)

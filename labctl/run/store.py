@@ -19,6 +19,7 @@ from labctl.errors import BadInput, LabctlError
 from labctl.host.files import write_atomically
 from labctl.host.identity import current_user
 from labctl.host.lock import file_lock
+from labctl.run.prep_view import prep_rows
 from labctl.run.record import Record
 
 _RUN_ID = re.compile(r"[0-9]{8}-[0-9]{6}-[0-9a-f]{6}")  # always fullmatch: `$` accepts a trailing newline
@@ -266,7 +267,9 @@ def describe(record: Record) -> list[tuple[str, str]]:
     if record.container:
         rows.append(("command", " ".join(record.container.command_line)))
     rows.append(("timings", json.dumps(record.to_json()["timings"])))
-    return rows
+    if record.engine_setup and record.engine_setup.model_commit:
+        rows.append(("model commit", record.engine_setup.model_commit))
+    return rows + prep_rows(record.prep)
 
 
 def docker_run_lines(runs: Runs, record: Record) -> list[str]:

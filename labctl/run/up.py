@@ -36,6 +36,7 @@ from labctl.host.lock import host_lock
 from labctl.host.probes import check_openai_api, port_in_use, status_without_key, wait_until_ready
 from labctl.run import watch
 from labctl.run.down import project_name, save_logs, stop_run
+from labctl.run.fetch import Fetched, fetch_model, needs_fetch
 from labctl.run.image_pull import pull_for_up
 from labctl.run.keys import KeyAccess, KeyStore, fingerprint
 from labctl.run.preflight import (
@@ -98,6 +99,7 @@ class UpRequest:
     allow_no_auth: bool = False
     allow_uncontracted: bool = False
     allow_unfit: bool = False
+    fetch: bool = True  # download the model into the cache before anything starts (--no-fetch: the cache as is)
     host: HostEntry = LOCAL_HOST
     home: Path | None = None  # where keys live (the runs folder's home)
 
@@ -136,6 +138,8 @@ class Starter:
         self.claimed = False  # a remote host: this run's claims exist on the host
         self.forward: Forward | None = None
         self.t0 = time.monotonic()
+        self.fetched: Fetched | None = None
+        self.prep: dict[str, PrepPart] = {}
 
     # --- the pipeline ------------------------------------------------------------------------------
     def run(self) -> Record:
@@ -173,10 +177,12 @@ class Starter:
         if self.simulated:
             self.say(f"simulated GPU host {request.host.name}: this run is labelled harness-check, never real-gpu")
         self.driver_cuda = check_cuda(profile)
+        self.fetched = self.fetch(profile)
         self.memory_fit = check_memory_fit(
             profile, found_gpus, request.cache_dir, request.allow_unfit, request.host.unified_memory_gib
         )
         image, image_pull = self.ensure_image(profile, local_image.result())
+        self.prep["image_pull"] = image_pull
         check_device_request(profile, gpu_host, str(image.reference))
         try:
             # A remote host's claims live on the host (host/claims.py); the lock file covers this machine only.
@@ -184,6 +190,10 @@ class Starter:
                 profile, replaced = self.claim(profile, found_gpus, str(image.reference))
                 compose_file = self.prepare(profile, image, image_pull, found_gpus, replaced)
                 build = self.build_if_needed(profile, compose_file)
+                if build is not None:
+                    self.prep["engine_build"] = PrepPart(
+                        seconds=build.seconds, cached=build.skipped, detail=build.engine_dir
+                    )
                 start = time.monotonic()
                 self.started_anything = True
                 with dk.docker_errors("docker compose up"):
@@ -198,8 +208,9 @@ class Starter:
                 timings=dataclasses.replace(
                     self.current.timings, engine_build_s=build, compose_up_s=round(started - start, 3)
                 ),
+                prep=dict(self.prep),
             )
-            return self.wait_ready(profile, started)
+            return self.wait_ready(profile, start, started)
         except KeyboardInterrupt as exc:
             self.fail("aborted", f"interrupted ({exc.args[0] if exc.args else 'Ctrl-C'}) during up")
             raise
@@ -210,6 +221,22 @@ class Starter:
         except Exception as exc:  # a disk error, a bug: nothing may stay up unaccounted
             self.fail("failed", f"{type(exc).__name__}: {exc}")
             raise
+
+    def fetch(self, profile: Profile) -> Fetched | None:
+        if not needs_fetch(profile):
+            return None
+        if not self.request.fetch:
+            self.say("--no-fetch: the engine starts from what the model cache holds; it cannot download (offline)")
+            return None
+        if self.request.host.is_remote:
+            raise BadInput(
+                f"host {self.request.host.name} is reached over SSH: the model cache the engine mounts is on that "
+                f"machine, and labctl fetches only into this one's. Run `labctl fetch {profile.engine.name} --profile "
+                f"{profile.name}` on that host, then `up` here with --no-fetch."
+            )
+        fetched = fetch_model(profile, self.request.cache_dir, self.say, self.progress if self.live else None)
+        self.prep["model_fetch"] = fetched.part()
+        return fetched
 
     def ensure_image(self, profile: Profile, facts: dk.ImageFacts | None) -> tuple[ImageInfo, PrepPart]:
         reference = profile.image_text
@@ -380,7 +407,7 @@ class Starter:
             docker_host_name=self.daemon.name,
             forward=self.forward,
             timings=Timings(image_pull_s=None if image_pull.cached else image_pull.seconds),
-            prep={"image_pull": image_pull},
+            prep=dict(self.prep),
             replaced=tuple(replaced),
             reproduced_from=request.reproduced_from,
             run_labels=labels,
@@ -389,6 +416,7 @@ class Starter:
                 engine_setup(profile, self.contract, request.allow_uncontracted),
                 driver_cuda=self.driver_cuda,
                 memory_fit=self.memory_fit,
+                model_commit=self.fetched.commit if self.fetched else None,
             ),
             setup={
                 "compose_sha256": sha256_text(
@@ -454,7 +482,7 @@ class Starter:
             )
         return EngineBuild(skipped=False, engine_dir=str(engine_dir), seconds=round(time.monotonic() - start, 3))
 
-    def wait_ready(self, profile: Profile, started: float) -> Record:
+    def wait_ready(self, profile: Profile, start: float, started: float) -> Record:
         engine = profile.engine
         containers = dk.labctl_containers(run_id=self.run_id)
         serve = next((c for c in containers if dk.service_of(c) == "serve"), None)
@@ -518,10 +546,17 @@ class Starter:
             cold_start_s=round(api.completion_at - container_start, 3),
             total_s=round(time.monotonic() - self.t0, 3),
         )
+        port_open = readiness.port_open or readiness.ready
+        self.prep["engine_load"] = PrepPart(seconds=round(port_open - start, 3), detail="container start -> port open")
+        self.prep["warmup"] = PrepPart(seconds=round(readiness.ready - port_open, 3), detail="port open -> ready")
+        self.prep["first_completion"] = PrepPart(
+            seconds=round(api.completion_at - readiness.ready, 3), detail="ready -> first chat completion answered"
+        )
         self.update(
             status="running",
             ready_at=now(),
             timings=timings,
+            prep=dict(self.prep),
             container=ContainerInfo(
                 name=serve.name,
                 id=serve.id,

@@ -86,7 +86,8 @@ def test_header_and_labels() -> None:
     assert service["network_mode"] == "host"
     device = service["deploy"]["resources"]["reservations"]["devices"][0]
     assert device == {"driver": "nvidia", "device_ids": ["0", "1"], "capabilities": ["gpu"]}
-    assert service["environment"] == ["HF_TOKEN"]  # a name, never a value
+    # a name, never a value; and the Hub offline: labctl fetched the model before the start
+    assert service["environment"] == ["HF_TOKEN", "HF_HUB_OFFLINE=1"]
     assert service["ipc"] == "host" and "shm_size" not in service  # no shm_size beside ipc: host
     assert service["ulimits"] == {"memlock": -1, "stack": 67108864}
     command = service["command"]

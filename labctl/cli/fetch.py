@@ -1,0 +1,53 @@
+"""fetch: a profile's model into the cache its engine mounts, before anything starts."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from typing import Annotated
+
+import typer
+
+from labctl.cli.context import out, state, warn
+
+
+def register(app: typer.Typer) -> None:
+    app.command("fetch")(fetch)
+
+
+def fetch(
+    engine: Annotated[str, typer.Argument(help="The engine, e.g. vllm.")],
+    profile: Annotated[str, typer.Option("--profile", "-p", help="The launch profile whose model to fetch.")],
+    cache_dir: Annotated[
+        str | None, typer.Option(help="Host model cache (default: $LABCTL_CACHE_DIR or ~/.cache/huggingface).")
+    ] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="End with what was fetched as one JSON object.")] = False,
+) -> None:
+    """Download a profile's model at its pinned revision into the cache its engine mounts (resumable; HF_TOKEN from the environment).
+
+    Example: labctl fetch vllm --profile qwen3-32b
+    """
+    from labctl.catalog.profiles import load_profile
+    from labctl.cli.runs import _progress
+    from labctl.errors import BadInput
+    from labctl.run.fetch import fetch_model
+    from labctl.run.prep_view import part_text
+
+    lab = state.lab()
+    host = state.host()
+    if host.is_remote:
+        raise BadInput(
+            f"host {host.name} is reached over SSH: labctl fetches into this machine's cache only. "
+            "Run labctl fetch on that host."
+        )
+    fetched = fetch_model(
+        load_profile(lab, engine, profile, allow_unsupported=True),
+        cache_dir,
+        say=warn,
+        live=None if as_json else _progress(),
+    )
+    if as_json:
+        print(json.dumps({**dataclasses.asdict(fetched), "prep": fetched.part().to_json()}))
+        return
+    out(f"model {fetched.repo_id}@{fetched.revision}: commit {fetched.commit} in {fetched.cache_dir}")
+    out(f"  model_fetch  {part_text(fetched.part())}")

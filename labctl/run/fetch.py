@@ -1,0 +1,135 @@
+"""labctl fetch (and `up` before anything starts): the profile's model at its pinned revision, downloaded
+into the cache folder the engine mounts, so that the engine's cold start never includes a download (it
+runs with HF_HUB_OFFLINE=1). A missing or gated model, or too little disk, is refused here."""
+
+from __future__ import annotations
+
+import shutil
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from labctl.catalog.profiles import Profile
+from labctl.compose.options import default_cache_dir
+from labctl.errors import BadInput, LabctlError
+from labctl.host import hub
+from labctl.run.prep import PrepPart
+from labctl.run.prep_view import size as human
+
+Say = Callable[[str], None]
+HEADROOM = 1 << 30  # left free after a fetch: the engine's logs, its compile caches and the OS need room too
+PLAIN_EVERY_S = 5.0  # progress lines when no terminal watches (CI logs stay readable)
+LIVE_EVERY_S = 0.25
+
+
+@dataclass(frozen=True)
+class Fetched:
+    repo_id: str
+    revision: str
+    commit: str
+    cache_dir: str
+    files: int
+    total_bytes: int
+    received_bytes: int
+    seconds: float
+    cached: bool
+    endpoint: str
+
+    def part(self) -> PrepPart:
+        pinned = self.revision if self.revision == self.commit else f"{self.revision} -> {self.commit}"
+        return PrepPart(
+            seconds=self.seconds,
+            bytes=self.received_bytes,
+            cached=self.cached,
+            detail=f"{self.repo_id}@{pinned}: {self.files} files, {human(self.total_bytes)} from {self.endpoint}",
+        )
+
+
+def needs_fetch(profile: Profile) -> bool:
+    """Engines that mount a model cache read their model from the Hub; the harness engine has no model files."""
+    return profile.engine.model_cache is not None
+
+
+def check_disk_space(needed: int, folder: Path) -> None:
+    existing = folder
+    while not existing.exists() and existing != existing.parent:
+        existing = existing.parent
+    free = shutil.disk_usage(existing).free
+    if needed + HEADROOM > free:
+        raise LabctlError(
+            f"not enough disk space to fetch the model: {human(needed)} to download plus {human(HEADROOM)} headroom, "
+            f"{human(free)} free under {existing}. Free space there (labctl gc removes what no record needs) or "
+            "pick another --cache-dir."
+        )
+
+
+class Meter:
+    """Bytes, rate and ETA: rewritten in place on a terminal, a plain line every few seconds otherwise."""
+
+    def __init__(self, total: int, say: Say, live: Say | None) -> None:
+        self.total, self.say, self.live = total, say, live
+        self.start = self.last = time.monotonic()
+
+    def __call__(self, received: int) -> None:
+        now = time.monotonic()
+        if now - self.last < (LIVE_EVERY_S if self.live else PLAIN_EVERY_S) and received < self.total:
+            return
+        self.last = now
+        (self.live or self.say)(self.line(received, now))
+
+    def line(self, received: int, now: float) -> str:
+        elapsed = max(now - self.start, 1e-6)
+        rate = received / elapsed
+        left = max(self.total - received, 0)
+        eta = f"{left / rate:.0f} s" if rate > 0 else "?"
+        share = f" ({received / self.total:.0%})" if self.total else ""
+        return f"fetch: {human(received)} of {human(self.total)}{share}, {human(rate)}/s, ETA {eta}"
+
+
+def fetch_model(profile: Profile, cache_dir: str | None, say: Say, live: Say | None = None) -> Fetched:
+    if not needs_fetch(profile):
+        raise BadInput(
+            f"{profile.engine.name} mounts no model cache (model_cache is null in engines/{profile.engine.name}/"
+            "engine.yaml): there is nothing to fetch."
+        )
+    model = profile.model
+    cache = cache_dir or default_cache_dir()
+    if not Path(cache).is_absolute():
+        raise BadInput(f"--cache-dir {cache!r}: give an absolute path.")
+    hub_dir = Path(cache) / "hub"
+    where = f"model.id and model.revision in engines/{profile.engine.name}/profiles/{profile.name}.yaml"
+    start = time.monotonic()
+    plan = hub.plan_fetch(model.id, model.revision, hub_dir, where)
+    resolved = "" if plan.commit == plan.revision else f" (commit {plan.commit})"
+    if plan.cached:
+        hub.download(plan, hub_dir, lambda _n: None)  # links and refs only: a branch may have moved to this commit
+        say(f"model {plan.repo_id}@{plan.revision}{resolved}: cached in {cache}, nothing to download")
+        received = 0
+    else:
+        check_disk_space(plan.missing_bytes, hub_dir)
+        resume = sum(f.partial for f in plan.files if not f.cached)
+        say(
+            f"fetching {plan.repo_id}@{plan.revision}{resolved} from {plan.endpoint} into {cache}: "
+            f"{human(plan.missing_bytes)} to download of {human(plan.total_bytes)}"
+            + (f" (resuming: {human(resume)} already here)" if resume else "")
+        )
+        meter = Meter(plan.missing_bytes, say, live)
+        received = hub.download(plan, hub_dir, meter)
+        if live is not None:
+            live("")
+    seconds = round(time.monotonic() - start, 3)
+    if not plan.cached:
+        say(f"fetched {human(received)} in {seconds:.1f} s")
+    return Fetched(
+        repo_id=plan.repo_id,
+        revision=plan.revision,
+        commit=plan.commit,
+        cache_dir=cache,
+        files=len(plan.files),
+        total_bytes=plan.total_bytes,
+        received_bytes=received,
+        seconds=seconds,
+        cached=plan.cached,
+        endpoint=plan.endpoint,
+    )
