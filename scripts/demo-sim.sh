@@ -10,8 +10,9 @@ echo "SIMULATED: the GPUs below are the test lab's nvidia-smi stand-in and the e
 step "labctl --lab build/sim-lab hosts"
 $LABCTL hosts
 
-step "labctl --lab build/sim-lab up sglang --profile qwen3-32b   (simulated GPU host)"
-summary=$($LABCTL up sglang --profile qwen3-32b --json)
+# --no-fetch: the simulated lab has no Hub to fetch Qwen3-32B from, and the persona reads no weights.
+step "labctl --lab build/sim-lab up sglang --profile qwen3-32b --no-fetch   (simulated GPU host)"
+summary=$($LABCTL up sglang --profile qwen3-32b --no-fetch --json)
 echo "$summary"
 run_id=$(.venv/bin/python -c 'import json,sys; print(json.loads(sys.argv[1])["run_id"])' "$summary")
 trap '$LABCTL down "$run_id" >/dev/null 2>&1 || true' EXIT

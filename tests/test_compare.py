@@ -81,6 +81,8 @@ def test_same_rules_table(world: dict) -> None:
     assert slow["median_tpot_ms_ci95"][0] > fast["median_tpot_ms_ci95"][1]  # intervals from the real runs
     assert "median_tpot_ms" not in slow["not_distinguishable"] + fast["not_distinguishable"]
     assert "✓ quality suite version: short-answer 1.0+" in result.stdout
+    assert "✓ what a cache served (prep times compare only when equal): pull cached, fetch -, build -" in result.stdout
+    assert all(r["load_s"] > 0 and r["warmup_s"] >= 0 and r["fetch_s"] is None for r in as_json["rows"])
 
 
 def test_other_suite_version_refused(world: dict) -> None:

@@ -19,6 +19,7 @@ import openai
 import pytest
 import yaml
 from harness_proc import free_port
+from loopback_hub import GRANTED_TOKEN, LoopbackHub, loopback_hub
 from support import IN_CI, LABCTL, REPO, Result, ensure_second_user, run_labctl
 
 SIM = REPO / "build" / "sim-lab"
@@ -36,7 +37,17 @@ pytestmark = pytest.mark.docker
 
 
 @pytest.fixture
-def sim(tmp_path: Path) -> Iterator[Path]:
+def hub(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[LoopbackHub]:
+    """The Hub `up` fetches models from: the shipped stand-in repositories on loopback, into a private cache."""
+    with loopback_hub() as server:
+        monkeypatch.setenv("HF_ENDPOINT", server.endpoint)
+        monkeypatch.setenv("LABCTL_CACHE_DIR", str(tmp_path / "hf"))
+        monkeypatch.delenv("HF_TOKEN", raising=False)
+        yield server
+
+
+@pytest.fixture
+def sim(tmp_path: Path, hub: LoopbackHub) -> Iterator[Path]:
     """A private copy of build/sim-lab (profiles and the hosts' stand-in configs may be changed here)."""
     missing = [s for s in SOCKETS.values() if not Path(s).is_socket()]
     if missing or not (SIM / "hosts.yaml").is_file():
@@ -345,6 +356,10 @@ def test_tensorrt_build_then_serve_then_reuse(sim: Path, tmp_path: Path) -> None
     record = json.loads(Path(info["record"]).read_text())
     build = record["timings"]["engine_build_s"]
     assert build["skipped"] is False and (Path(build["engine_dir"]) / "config.json").is_file()
+    assert (
+        record["prep"]["engine_build"]["cached"] is False
+        and record["prep"]["engine_build"]["detail"] == build["engine_dir"]
+    )
     assert not list(store.glob("*/*.ckpt")), "the converted checkpoint is deleted after a build"
     assert info["model"] == "qwen3-32b" and chat(info)
     bench = run_labctl(
@@ -371,6 +386,7 @@ def test_tensorrt_build_then_serve_then_reuse(sim: Path, tmp_path: Path) -> None
     assert second.code == 0, second.stderr
     again = json.loads(Path(json.loads(second.stdout.strip().splitlines()[-1])["record"]).read_text())
     assert again["timings"]["engine_build_s"]["skipped"] is True
+    assert again["prep"]["engine_build"]["cached"] is True and again["prep"]["model_fetch"]["cached"] is True
     assert run_labctl("--host", "sim-h100", "down", again["run_id"], lab=sim, env=env).code == 0
     profile = sim / "engines" / "trtllm" / "profiles" / "qwen3-32b-engine.yaml"
     profile.write_text(profile.read_text().replace("max_batch_size: 64", "max_batch_size: 32"))
@@ -423,3 +439,62 @@ def test_a_bench_on_the_simulated_host_samples_its_gpus_and_the_personas_metrics
     shown = labctl(sim, "bench", "show", doc["bench_id"])
     assert "simulated util mean 87%" in shown.stdout
     assert labctl(sim, "down", info["run_id"]).code == 0
+
+
+def test_up_fetches_the_model_first_then_a_second_up_finds_it_cached(
+    sim: Path, hub: LoopbackHub, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The issue's "done when": on the simulated GPU host, `up` of a profile whose model is not cached fetches it
+    from the loopback Hub first; the record keeps fetch, pull, load and warm-up apart; the engine runs with the Hub
+    offline; a second `up` finds the model cached. The model is gated here, so HF_TOKEN is needed and is then
+    looked for in everything labctl wrote."""
+    repo = hub.repos["Qwen/Qwen2.5-7B-Instruct"]
+    repo.gated = True
+    monkeypatch.setenv("HF_TOKEN", GRANTED_TOKEN)
+    first = labctl(sim, "up", "vllm", "--profile", "qwen2.5-7b", "--port", str(free_port()), "--json")
+    assert first.code == 0, first.stderr
+    assert "fetching Qwen/Qwen2.5-7B-Instruct@main" in first.stderr
+    info = json.loads(first.stdout.strip().splitlines()[-1])
+    record = json.loads(Path(info["record"]).read_text())
+    prep = record["prep"]
+    assert {"model_fetch", "image_pull", "engine_load", "warmup", "first_completion"} <= set(prep)
+    total = sum(len(d) for d in repo.files.values())
+    assert prep["model_fetch"]["cached"] is False and prep["model_fetch"]["bytes"] == total == hub.bytes_sent(
+        repo.repo_id
+    )
+    assert record["engine_setup"]["model_commit"] == repo.commit
+    assert all(prep[p]["seconds"] >= 0 for p in prep)
+    compose = (Path(info["record"]).parent / "compose.yaml").read_text()
+    assert '"HF_HUB_OFFLINE=1"' in compose
+    env = {**os.environ, "DOCKER_HOST": f"unix://{SOCKETS['sim-h100']}"}
+    container = record["container"]["id"]
+    inspect = subprocess.run(["docker", "inspect", container], capture_output=True, text=True, env=env).stdout
+    assert "HF_HUB_OFFLINE=1" in inspect
+    assert chat(info)
+    shown = labctl(sim, "show", info["run_id"])
+    assert "prep model_fetch" in shown.stdout and "prep warmup" in shown.stdout
+    listed = json.loads(labctl(sim, "runs", "--json").stdout)
+    assert next(r for r in listed if r["run"] == info["run_id"])["prep"]["model_fetch"]["cached"] is False
+    assert labctl(sim, "down", info["run_id"]).code == 0
+
+    second = labctl(sim, "up", "vllm", "--profile", "qwen2.5-7b", "--port", str(free_port()), "--json")
+    assert second.code == 0, second.stderr
+    again = json.loads(second.stdout.strip().splitlines()[-1])
+    warm = json.loads(Path(again["record"]).read_text())["prep"]
+    assert warm["model_fetch"]["cached"] is True and warm["model_fetch"]["bytes"] == 0
+    assert hub.bytes_sent(repo.repo_id) == total
+    assert labctl(sim, "down", again["run_id"]).code == 0
+
+    written = [first.stdout, first.stderr, second.stdout, second.stderr]
+    for run in (info, again):
+        folder = Path(run["record"]).parent
+        written += [p.read_text(errors="replace") for p in folder.iterdir() if p.is_file()]
+    assert not [text for text in written if GRANTED_TOKEN in text]
+
+
+def test_a_missing_model_fails_before_any_container_starts(sim: Path, hub: LoopbackHub) -> None:
+    del hub.repos["Qwen/Qwen3-32B"]
+    result = labctl(sim, "up", "sglang", "--profile", "qwen3-32b", "--port", str(free_port()))
+    assert result.code == 2 and "Qwen/Qwen3-32B does not exist on the Hub" in result.stderr
+    assert "Traceback" not in result.stderr
+    assert not list(sim.glob("runs/*/record.json")), "refused before a record, a compose file or a container"
