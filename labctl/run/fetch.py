@@ -4,12 +4,14 @@ runs with HF_HUB_OFFLINE=1). A missing or gated model, or too little disk, is re
 
 from __future__ import annotations
 
+import contextlib
 import shutil
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from labctl.catalog.memory import find_config
 from labctl.catalog.profiles import Profile
 from labctl.compose.options import default_cache_dir
 from labctl.errors import BadInput, LabctlError
@@ -133,3 +135,29 @@ def fetch_model(profile: Profile, cache_dir: str | None, say: Say, live: Say | N
         cached=plan.cached,
         endpoint=plan.endpoint,
     )
+
+
+def fetch_before_start(
+    profile: Profile, cache_dir: str | None, fetch: bool, remote_host: str | None, say: Say, live: Say | None
+) -> Fetched | None:
+    """`up`'s step: fetch unless --no-fetch; with --no-fetch, warn when the cache lacks the model."""
+    if not needs_fetch(profile):
+        return None
+    model = profile.spec["model"]
+    if not fetch:
+        say("--no-fetch: the engine starts from what the model cache holds; it cannot download (offline)")
+        cache = Path(cache_dir or default_cache_dir())
+        with contextlib.suppress(ValueError):
+            if remote_host is None and find_config(cache, model["id"], model["revision"]) is None:
+                say(
+                    f"warning: {model['id']}@{model['revision']} is not in {cache}: an engine that loads weights "
+                    f"will fail to start offline. Fetch it: labctl fetch {profile.engine.name} --profile {profile.name}"
+                )
+        return None
+    if remote_host is not None:
+        raise BadInput(
+            f"host {remote_host} is reached over SSH: the model cache the engine mounts is on that machine, and "
+            f"labctl fetches only into this one's. Run `labctl fetch {profile.engine.name} --profile {profile.name}` "
+            "on that host, then `up` here with --no-fetch."
+        )
+    return fetch_model(profile, cache_dir, say, live)

@@ -36,7 +36,7 @@ from labctl.host.lock import host_lock
 from labctl.host.probes import check_openai_api, port_in_use, status_without_key, wait_until_ready
 from labctl.run import watch
 from labctl.run.down import project_name, save_logs, stop_run
-from labctl.run.fetch import Fetched, fetch_model, needs_fetch
+from labctl.run.fetch import Fetched, fetch_before_start
 from labctl.run.image_pull import pull_for_up
 from labctl.run.keys import KeyAccess, KeyStore, fingerprint
 from labctl.run.preflight import (
@@ -223,19 +223,12 @@ class Starter:
             raise
 
     def fetch(self, profile: Profile) -> Fetched | None:
-        if not needs_fetch(profile):
-            return None
-        if not self.request.fetch:
-            self.say("--no-fetch: the engine starts from what the model cache holds; it cannot download (offline)")
-            return None
-        if self.request.host.is_remote:
-            raise BadInput(
-                f"host {self.request.host.name} is reached over SSH: the model cache the engine mounts is on that "
-                f"machine, and labctl fetches only into this one's. Run `labctl fetch {profile.engine.name} --profile "
-                f"{profile.name}` on that host, then `up` here with --no-fetch."
-            )
-        fetched = fetch_model(profile, self.request.cache_dir, self.say, self.progress if self.live else None)
-        self.prep["model_fetch"] = fetched.part()
+        request = self.request
+        remote = request.host.name if request.host.is_remote else None
+        live = self.progress if self.live else None
+        fetched = fetch_before_start(profile, request.cache_dir, request.fetch, remote, self.say, live)
+        if fetched is not None:
+            self.prep["model_fetch"] = fetched.part()
         return fetched
 
     def ensure_image(self, profile: Profile, facts: dk.ImageFacts | None) -> tuple[ImageInfo, PrepPart]:

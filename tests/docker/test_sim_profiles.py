@@ -498,3 +498,9 @@ def test_a_missing_model_fails_before_any_container_starts(sim: Path, hub: Loopb
     assert result.code == 2 and "Qwen/Qwen3-32B does not exist on the Hub" in result.stderr
     assert "Traceback" not in result.stderr
     assert not list(sim.glob("runs/*/record.json")), "refused before a record, a compose file or a container"
+    offline = labctl(sim, "up", "sglang", "--profile", "qwen3-32b", "--port", str(free_port()), "--no-fetch", "--json")
+    assert offline.code == 0, offline.stderr  # the persona loads no weights; a real engine would fail offline
+    assert "warning: Qwen/Qwen3-32B@main is not in " in offline.stderr and "labctl fetch sglang" in offline.stderr
+    record = json.loads(Path(json.loads(offline.stdout.strip().splitlines()[-1])["record"]).read_text())
+    assert "model_fetch" not in record["prep"] and record["engine_setup"]["model_commit"] is None
+    assert labctl(sim, "down", record["run_id"]).code == 0
