@@ -72,38 +72,46 @@ def test_fetch_shows_progress_records_bytes_and_a_second_fetch_is_cached(tmp_pat
         assert "cached in" in second.stderr and "nothing to download" in second.stderr
 
 
+def kill_mid_download(hub: LoopbackHub, cache: Path) -> Path:
+    """Start `labctl fetch`, SIGKILL it once the big file's partial holds 1 MiB (the user's kill -9, a closed
+    laptop: nothing is cleaned up), and wait until the server noticed; returns the partial file."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("HF_")}
+    env.update({"HF_ENDPOINT": hub.endpoint, "LABCTL_LAB": str(REPO)})
+    proc = subprocess.Popen(
+        [*LABCTL, "fetch", "vllm", "--profile", "qwen3-32b", "--cache-dir", str(cache)],
+        env=env,
+        cwd=REPO,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    blobs = folder(cache) / "blobs"
+    deadline = time.monotonic() + 60
+    partial: list[Path] = []
+    while time.monotonic() < deadline:
+        partial = list(blobs.glob("*.incomplete")) if blobs.is_dir() else []
+        if partial and partial[0].stat().st_size >= 1 << 20:
+            break
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait(timeout=10)
+    assert partial, "the fetch never started writing the big file"
+    while not any(s.method == "GET" and s.path.endswith("/stand-in-shard.bin") for s in hub.served):
+        time.sleep(0.05)  # the server notices the dead connection at its next write
+    hub.rate = None
+    return partial[0]
+
+
 def test_a_killed_fetch_resumes_and_transfers_only_the_rest(tmp_path: Path) -> None:
     size = 6 << 20
     repo = with_stand_in_blob(size)
     blob = repo.files["stand-in-shard.bin"]
     cache = tmp_path / "hf"
     with loopback_hub({MODEL: repo}, rate=1 << 20) as hub:
-        env = {k: v for k, v in os.environ.items() if not k.startswith("HF_")}
-        env.update({"HF_ENDPOINT": hub.endpoint, "LABCTL_LAB": str(REPO)})
-        proc = subprocess.Popen(
-            [*LABCTL, "fetch", "vllm", "--profile", "qwen3-32b", "--cache-dir", str(cache)],
-            env=env,
-            cwd=REPO,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-        )
-        deadline = time.monotonic() + 60
-        partial: list[Path] = []
-        while time.monotonic() < deadline:
-            partial = list((folder(cache) / "blobs").glob("*.incomplete")) if (folder(cache) / "blobs").is_dir() else []
-            if partial and partial[0].stat().st_size >= 1 << 20:
-                break
-            time.sleep(0.05)
-        proc.send_signal(signal.SIGKILL)  # the user's kill -9, a closed laptop: nothing is cleaned up
-        proc.wait(timeout=10)
-        assert partial, "the fetch never started writing the big file"
-        have = partial[0].stat().st_size
+        partial = kill_mid_download(hub, cache)
+        have = partial.stat().st_size
         assert 0 < have < size
         blobs = folder(cache) / "blobs"
         complete = sum(p.stat().st_size for p in blobs.iterdir() if not p.name.endswith(".incomplete"))
-        hub.rate = None
-        while not any(s.method == "GET" and s.path.endswith("/stand-in-shard.bin") for s in hub.served):
-            time.sleep(0.05)  # the server notices the dead connection at its next write
         before = hub.bytes_sent(MODEL)
         second = fetch(hub, cache, "--json")
         assert second.code == 0, second.stderr
@@ -115,7 +123,27 @@ def test_a_killed_fetch_resumes_and_transfers_only_the_rest(tmp_path: Path) -> N
         assert ranged, "the second fetch asked for the rest with Range"
         done = folder(cache) / "snapshots" / repo.commit / "stand-in-shard.bin"
         assert hashlib.sha256(done.read_bytes()).digest() == hashlib.sha256(blob).digest()
-        assert not list((folder(cache) / "blobs").glob("*.incomplete"))
+        assert not list(blobs.glob("*.incomplete"))
+
+
+def test_a_damaged_partial_file_is_caught_by_the_hash_and_fetched_whole_again(tmp_path: Path) -> None:
+    repo = with_stand_in_blob(4 << 20)
+    cache = tmp_path / "hf"
+    with loopback_hub({MODEL: repo}, rate=1 << 20) as hub:
+        partial = kill_mid_download(hub, cache)
+        with open(partial, "r+b") as damaged:
+            damaged.write(b"\0" * 4096)  # a bad sector, or another tool writing there
+        refused = fetch(hub, cache)
+        assert refused.code == 1 and "do not match the Hub's hash" in refused.stderr
+        assert not partial.exists(), "the damaged partial file is deleted"
+        blobs = folder(cache) / "blobs"
+        complete = sum(p.stat().st_size for p in blobs.iterdir() if not p.name.endswith(".incomplete"))
+        whole = fetch(hub, cache, "--json")
+        assert whole.code == 0, whole.stderr
+        assert json.loads(whole.stdout)["received_bytes"] == sum(len(d) for d in repo.files.values()) - complete
+        assert "resuming" not in whole.stderr
+        done = folder(cache) / "snapshots" / repo.commit / "stand-in-shard.bin"
+        assert done.read_bytes() == repo.files["stand-in-shard.bin"]
 
 
 def test_a_branch_resolves_to_its_commit_and_a_moved_branch_fetches_the_new_one(tmp_path: Path) -> None:

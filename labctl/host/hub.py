@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import hashlib
 import os
 import re
 from collections.abc import Callable, Iterator
@@ -226,17 +227,38 @@ def _fetch_blob(
                     f"{file.path}: the Hub answered HTTP {response.status_code} to the download; its metadata answered "
                     "a moment ago, so try again (fetch resumes)."
                 )
-            mode = "ab" if have and response.status_code == 206 else "wb"  # a 200 to a Range: start over
-            with open(partial, mode) as out:
+            resumed = bool(have) and response.status_code == 206  # a 200 to a Range: start over
+            digest = _hasher(file)
+            if resumed:
+                with open(partial, "rb") as done:
+                    for chunk in iter(lambda: done.read(CHUNK), b""):
+                        digest.update(chunk)
+            with open(partial, "ab" if resumed else "wb") as out:
                 for chunk in response.iter_bytes(CHUNK):
                     out.write(chunk)
+                    digest.update(chunk)
                     count(len(chunk))
         size = partial.stat().st_size
         if size != file.size:
             raise LabctlError(
                 f"{file.path}: the Hub sent {size} of {file.size} bytes; fetch again to resume from byte {size}."
             )
+        if digest.hexdigest() != file.etag:
+            partial.unlink()
+            raise LabctlError(
+                f"{file.path}: the downloaded bytes do not match the Hub's hash {file.etag} (a damaged partial "
+                "file, or a changed file): it was deleted; fetch again to download it whole."
+            )
         os.replace(partial, blob)
+
+
+def _hasher(file: HubFile) -> Any:
+    """The Hub's ETag is the content's hash: sha256 for an LFS file, git's blob sha1 for the others."""
+    if len(file.etag) == 64:
+        return hashlib.sha256()
+    digest = hashlib.sha1(usedforsecurity=False)
+    digest.update(b"blob %d\0" % file.size)
+    return digest
 
 
 def _link(folder: Path, commit: str, path: str, blob: Path) -> None:
