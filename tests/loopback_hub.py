@@ -21,6 +21,7 @@ fetch transferred. `rate` throttles file bodies (bytes per second) so a test can
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import re
@@ -37,6 +38,7 @@ FIXTURES = Path(__file__).resolve().parent / "fixtures" / "hub"
 GRANTED_TOKEN = "hf_labctl_test_granted_0123456789"  # the one token a gated repository accepts
 
 
+@functools.lru_cache(maxsize=256)  # a bytes object caches its own hash: a hit costs no rehash of the content
 def blob_id(data: bytes) -> str:
     """git's blob sha1, which the Hub gives as a non-LFS file's oid and ETag."""
     return hashlib.sha1(b"blob %d\0" % len(data) + data).hexdigest()
