@@ -181,6 +181,9 @@ def test_missing_and_gated_repositories_fail_in_one_line_with_nothing_fetched(tm
     assert "export HF_TOKEN=" in wrong.stderr and "hf_not_granted_0000" not in wrong.stderr
     assert not (folder(tmp_path / "hf") / "snapshots").exists()
 
+    offline = fetch(hub, tmp_path / "hf", env={"HF_HUB_OFFLINE": "1"})
+    assert offline.code == 2 and "HF_HUB_OFFLINE is set in this shell" in offline.stderr
+
     with loopback_hub({}) as hub:
         pass  # closed: nobody listens at its address any more
     unreachable = fetch(hub, tmp_path / "hf")
