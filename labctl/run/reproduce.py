@@ -385,4 +385,13 @@ def reproduce(lab: Lab, runs: Runs, request: ReproduceRequest, say: Any, progres
             f"warning: the reproduced setup's compose hash {record.setup.get('compose_sha256')} differs from the "
             f"original's {export.setup['compose_sha256']}"
         )
+    original = ((export.doc.get("record") or {}).get("engine_setup") or {}).get("model_commit")
+    now_commit = record.engine_setup.model_commit if record.engine_setup else None
+    if isinstance(original, str) and now_commit and original != now_commit:
+        text = (
+            f"the model's revision {placed.spec['model']['revision']!r} now names commit {now_commit}; the original "
+            f"ran {original}: the weights may differ"
+        )
+        say(f"warning: {text}")
+        runs.event(record.run_id, "warning", text=text)
     return record
