@@ -228,3 +228,35 @@ def test_an_engine_without_a_model_cache_has_nothing_to_fetch(tmp_path: Path, en
         timeout=60,
     )
     assert proc.returncode == 2 and "there is nothing to fetch" in proc.stderr
+
+
+def test_on_a_terminal_progress_is_one_line_rewritten_in_place(tmp_path: Path) -> None:
+    import pty
+
+    repo = with_stand_in_blob(2 << 20)
+    with loopback_hub({MODEL: repo}, rate=1 << 20) as hub:
+        env = {k: v for k, v in os.environ.items() if not k.startswith("HF_")}
+        env.update({"HF_ENDPOINT": hub.endpoint, "LABCTL_LAB": str(REPO)})
+        leader, follower = pty.openpty()
+        proc = subprocess.Popen(
+            [*LABCTL, "fetch", "vllm", "--profile", "qwen3-32b", "--cache-dir", str(tmp_path / "hf")],
+            env=env,
+            cwd=REPO,
+            stdout=subprocess.DEVNULL,
+            stderr=follower,
+        )
+        os.close(follower)
+        seen = b""
+        while True:
+            try:
+                chunk = os.read(leader, 4096)
+            except OSError:  # the child closed the terminal
+                break
+            if not chunk:
+                break
+            seen += chunk
+        assert proc.wait(timeout=60) == 0
+        os.close(leader)
+    rewrites = seen.count(b"\r\x1b[Kfetch: ")
+    assert rewrites >= 3, seen[-400:]  # bytes, rate and ETA refreshed several times a second
+    assert b"/s, ETA " in seen and b"fetched 2.0 MiB" in seen
