@@ -143,14 +143,14 @@ def fetch_before_start(
     """`up`'s step: fetch unless --no-fetch; with --no-fetch, warn when the cache lacks the model."""
     if not needs_fetch(profile):
         return None
-    model = profile.spec["model"]
+    model = profile.model
     if not fetch:
         say("--no-fetch: the engine starts from what the model cache holds; it cannot download (offline)")
         cache = Path(cache_dir or default_cache_dir())
         with contextlib.suppress(ValueError):
-            if remote_host is None and find_config(cache, model["id"], model["revision"]) is None:
+            if remote_host is None and find_config(cache, model.id, model.revision) is None:
                 say(
-                    f"warning: {model['id']}@{model['revision']} is not in {cache}: an engine that loads weights "
+                    f"warning: {model.id}@{model.revision} is not in {cache}: an engine that loads weights "
                     f"will fail to start offline. Fetch it: labctl fetch {profile.engine.name} --profile {profile.name}"
                 )
         return None

@@ -389,7 +389,7 @@ def reproduce(lab: Lab, runs: Runs, request: ReproduceRequest, say: Any, progres
     now_commit = record.engine_setup.model_commit if record.engine_setup else None
     if isinstance(original, str) and now_commit and original != now_commit:
         text = (
-            f"the model's revision {placed.spec['model']['revision']!r} now names commit {now_commit}; the original "
+            f"the model's revision {placed.model.revision!r} now names commit {now_commit}; the original "
             f"ran {original}: the weights may differ"
         )
         say(f"warning: {text}")
