@@ -60,6 +60,10 @@ def reproduce(
     timeout: Annotated[float, typer.Option(help="Seconds to wait for readiness.")] = 900.0,
     as_json: Annotated[bool, typer.Option("--json", help="End with the new run's summary as JSON.")] = False,
     host: Annotated[str | None, typer.Option("--host", help=HOST_HELP)] = None,
+    fetch: Annotated[
+        bool,
+        typer.Option("--fetch/--no-fetch", help="Download the model into the cache first (default), as up does."),
+    ] = True,
 ) -> None:
     """Rebuild a recorded setup here: same image digest, engine args and model revision; new run linked to it.
 
@@ -86,6 +90,7 @@ def reproduce(
             bind=bind,
             replace=replace,
             host=state.host(),
+            fetch=fetch,
         ),
         say=warn,
     )

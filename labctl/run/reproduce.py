@@ -317,6 +317,7 @@ class ReproduceRequest:
     bind: str | None = None  # the export's bind address is only a suggestion: a non-loopback one needs --bind
     replace: bool = False
     host: HostEntry = LOCAL_HOST  # where the setup is rebuilt (any host: the export says where it ran)
+    fetch: bool = True  # the model into this host's cache first (up's --no-fetch)
 
 
 def reproduce(lab: Lab, runs: Runs, request: ReproduceRequest, say: Any, progress: Any = None) -> Record:
@@ -358,6 +359,7 @@ def reproduce(lab: Lab, runs: Runs, request: ReproduceRequest, say: Any, progres
             reproduced_from=export.run_id,
             profile_override=placed,
             replace=request.replace,
+            fetch=request.fetch,
             resident=bool(resident),
             bind=request.bind if resident else None,
             keys=int(resident.get("keys") or 1) if isinstance(resident, dict) and resident.get("keys") else None,

@@ -504,6 +504,10 @@ def test_a_missing_model_fails_before_any_container_starts(sim: Path, hub: Loopb
     record = json.loads(Path(json.loads(offline.stdout.strip().splitlines()[-1])["record"]).read_text())
     assert "model_fetch" not in record["prep"] and record["engine_setup"]["model_commit"] is None
     assert labctl(sim, "down", record["run_id"]).code == 0
+    port = str(free_port())  # reproduce takes --no-fetch too (and --allow-render-drift: see the test below)
+    again = labctl(sim, "reproduce", record["run_id"], "--port", port, "--no-fetch", "--allow-render-drift", "--json")
+    assert again.code == 0 and "--no-fetch: the engine starts from what the model cache holds" in again.stderr
+    assert labctl(sim, "down", json.loads(again.stdout.strip().splitlines()[-1])["run_id"]).code == 0
 
 
 def test_reproduce_fetches_again_and_says_when_the_branch_now_names_another_commit(sim: Path, hub: LoopbackHub) -> None:
