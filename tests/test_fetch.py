@@ -212,9 +212,9 @@ def test_too_little_disk_space_is_refused_with_the_numbers_before_any_download(t
     with loopback_hub({MODEL: repo}) as hub:
         result = fetch(hub, tmp_path / "hf")
         assert hub.bytes_sent(MODEL) == 0
-    assert result.code == 1 and "Traceback" not in result.stderr
-    assert "not enough disk space to fetch the model:" in result.stderr
-    assert "GiB to download plus 1.0 GiB headroom" in result.stderr and f"free under {tmp_path}" in result.stderr
+    assert result.code == 2 and "Traceback" not in result.stderr
+    assert f"Error: not enough disk space for fetching {MODEL}@main: need " in result.stderr
+    assert f"GiB free at {tmp_path}." in result.stderr and result.stderr.rstrip().endswith("Nothing was started.")
 
 
 @pytest.mark.parametrize("engine", ["harness"])

@@ -5,7 +5,6 @@ runs with HF_HUB_OFFLINE=1). A missing or gated model, or too little disk, is re
 from __future__ import annotations
 
 import contextlib
-import shutil
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -14,13 +13,13 @@ from pathlib import Path
 from labctl.catalog.memory import find_config
 from labctl.catalog.profiles import Profile
 from labctl.compose.options import default_cache_dir
-from labctl.errors import BadInput, LabctlError
+from labctl.errors import BadInput
 from labctl.host import hub
+from labctl.host.disk import check_room
 from labctl.run.prep import PrepPart
 from labctl.run.prep_view import size as human
 
 Say = Callable[[str], None]
-HEADROOM = 1 << 30  # left free after a fetch: the engine's logs, its compile caches and the OS need room too
 PLAIN_EVERY_S = 5.0  # progress lines when no terminal watches (CI logs stay readable)
 LIVE_EVERY_S = 0.25
 
@@ -53,17 +52,12 @@ def needs_fetch(profile: Profile) -> bool:
     return profile.engine.model_cache is not None
 
 
-def check_disk_space(needed: int, folder: Path) -> None:
+def check_disk_space(needed: int, folder: Path, what: str) -> None:
+    """The same refusal as an image pull's (exit 2, the numbers, LABCTL_DISK_RESERVE_GIB kept free)."""
     existing = folder
     while not existing.exists() and existing != existing.parent:
         existing = existing.parent
-    free = shutil.disk_usage(existing).free
-    if needed + HEADROOM > free:
-        raise LabctlError(
-            f"not enough disk space to fetch the model: {human(needed)} to download plus {human(HEADROOM)} headroom, "
-            f"{human(free)} free under {existing}. Free space there (labctl gc removes what no record needs) or "
-            "pick another --cache-dir."
-        )
+    check_room(needed, str(existing), what)
 
 
 class Meter:
@@ -109,7 +103,7 @@ def fetch_model(profile: Profile, cache_dir: str | None, say: Say, live: Say | N
         say(f"model {plan.repo_id}@{plan.revision}{resolved}: cached in {cache}, nothing to download")
         received = 0
     else:
-        check_disk_space(plan.missing_bytes, hub_dir)
+        check_disk_space(plan.missing_bytes, hub_dir, f"fetching {plan.repo_id}@{plan.revision}")
         resume = sum(f.partial for f in plan.files if not f.cached)
         say(
             f"fetching {plan.repo_id}@{plan.revision}{resolved} from {plan.endpoint} into {cache}: "

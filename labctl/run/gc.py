@@ -59,8 +59,11 @@ def uses_of(record: Record) -> Uses:
     options = record.compose.render_options if record.compose else {}
     model = (record.resolved_profile or {}).get("model") or {}
     snapshot = None
-    if options.get("cache_dir") and model.get("id") and model.get("revision"):
-        snapshot = find_snapshot(Path(str(options["cache_dir"])), str(model["id"]), str(model["revision"]))
+    # The commit the run fetched, when recorded: its branch may name another commit since.
+    fetched = record.engine_setup.model_commit if record.engine_setup else None
+    revision = fetched or model.get("revision")
+    if options.get("cache_dir") and model.get("id") and revision:
+        snapshot = find_snapshot(Path(str(options["cache_dir"])), str(model["id"]), str(revision))
     build = record.timings.engine_build_s
     store = options.get("engine_store")
     engine_dir = engine_key_dir(Path(build.engine_dir), Path(store)) if build and build.engine_dir and store else None
