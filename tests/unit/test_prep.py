@@ -3,6 +3,9 @@ a cold and a warm start are said to differ, without refusing the table."""
 
 from __future__ import annotations
 
+import dataclasses
+from pathlib import Path
+
 import pytest
 
 from labctl.compare.formats import checklist_lines
@@ -85,3 +88,24 @@ def test_progress_lines_give_bytes_rate_and_eta() -> None:
     meter(4 << 20)
     assert lines and lines[-1].startswith("fetch: 4.0 MiB of 4.0 MiB (100%), ") and lines[-1].endswith("ETA 0 s")
     assert "MiB/s" in lines[-1]
+
+
+def test_gc_keeps_the_snapshot_a_run_fetched_even_after_its_branch_moved(tmp_path: Path) -> None:
+    from labctl.run.gc import uses_of
+    from labctl.run.record import ComposeInfo, EngineSetup
+
+    repo = tmp_path / "hub" / "models--Qwen--Qwen3-32B"
+    old, new = "a" * 40, "b" * 40
+    for commit in (old, new):
+        (repo / "snapshots" / commit).mkdir(parents=True)
+    (repo / "refs").mkdir()
+    (repo / "refs" / "main").write_text(new)  # main moved on after the run fetched `old`
+    rec = dataclasses.replace(
+        record("20261203-015815-a1b2c3"),
+        resolved_profile={"model": {"id": "Qwen/Qwen3-32B", "revision": "main"}},
+        compose=ComposeInfo(render_options={"cache_dir": str(tmp_path), "engine_store": None}),
+        engine_setup=EngineSetup(model_commit=old),
+    )
+    assert uses_of(rec).snapshot == repo / "snapshots" / old
+    before_fetch_was_recorded = dataclasses.replace(rec, engine_setup=EngineSetup())
+    assert uses_of(before_fetch_was_recorded).snapshot == repo / "snapshots" / new
