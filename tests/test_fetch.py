@@ -260,3 +260,22 @@ def test_on_a_terminal_progress_is_one_line_rewritten_in_place(tmp_path: Path) -
     rewrites = seen.count(b"\r\x1b[Kfetch: ")
     assert rewrites >= 3, seen[-400:]  # bytes, rate and ETA refreshed several times a second
     assert b"/s, ETA " in seen and b"fetched 2.0 MiB" in seen
+
+
+def test_two_fetches_of_one_model_at_once_both_succeed(tmp_path: Path) -> None:
+    """Two `up`s of one profile fetch at the same time: they share the cache, never a partial or temporary file."""
+    repo = with_stand_in_blob(2 << 20)
+    with loopback_hub({MODEL: repo}, rate=4 << 20) as hub:
+        env = {k: v for k, v in os.environ.items() if not k.startswith("HF_")}
+        env.update({"HF_ENDPOINT": hub.endpoint, "LABCTL_LAB": str(REPO)})
+        argv = [*LABCTL, "fetch", "vllm", "--profile", "qwen3-32b", "--cache-dir", str(tmp_path / "hf"), "--json"]
+        procs = [
+            subprocess.Popen(argv, env=env, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE) for _ in "ab"
+        ]
+        outs = [p.communicate(timeout=120) for p in procs]
+    assert [p.returncode for p in procs] == [0, 0], [err.decode() for _, err in outs]
+    got = [json.loads(out) for out, _ in outs]
+    assert {g["commit"] for g in got} == {repo.commit}
+    snapshot = folder(tmp_path / "hf") / "snapshots" / repo.commit
+    assert all((snapshot / name).read_bytes() == data for name, data in repo.files.items())
+    assert not [p for p in folder(tmp_path / "hf").rglob("*") if p.name.endswith((".labctl-tmp", ".incomplete"))]

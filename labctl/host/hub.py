@@ -20,6 +20,7 @@ import fcntl
 import hashlib
 import os
 import re
+import secrets
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -198,7 +199,7 @@ def download(plan: FetchPlan, hub_dir: Path, progress: Progress) -> int:
     if not COMMIT.fullmatch(plan.revision):
         refs = folder / "refs" / plan.revision
         refs.parent.mkdir(parents=True, exist_ok=True)
-        tmp = refs.with_name(f".{refs.name}.labctl-tmp")
+        tmp = refs.with_name(_private_name(refs.name))
         tmp.write_text(plan.commit, encoding="ascii")  # huggingface_hub writes no trailing newline
         os.replace(tmp, refs)
     return received
@@ -267,8 +268,11 @@ def _link(folder: Path, commit: str, path: str, blob: Path) -> None:
     target = os.path.relpath(blob, link.parent)
     if link.is_symlink() and os.readlink(link) == target:
         return
-    tmp = link.with_name(f".{link.name}.labctl-tmp")
-    with contextlib.suppress(FileNotFoundError):
-        tmp.unlink()
+    tmp = link.with_name(_private_name(link.name))
     tmp.symlink_to(target)
     os.replace(tmp, link)
+
+
+def _private_name(name: str) -> str:
+    """A temporary name no concurrent fetch of the same model uses (two `up`s may fetch it at once)."""
+    return f".{name}.{os.getpid()}-{secrets.token_hex(4)}.labctl-tmp"
