@@ -8,7 +8,7 @@ from typing import Annotated
 
 import typer
 
-from labctl.cli.context import out, state, warn
+from labctl.cli.context import HOST_HELP, out, state, warn
 
 
 def register(app: typer.Typer) -> None:
@@ -22,6 +22,7 @@ def fetch(
         str | None, typer.Option(help="Host model cache (default: $LABCTL_CACHE_DIR or ~/.cache/huggingface).")
     ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="End with what was fetched as one JSON object.")] = False,
+    host: Annotated[str | None, typer.Option("--host", help=HOST_HELP)] = None,
 ) -> None:
     """Download a profile's model at its pinned revision into the cache its engine mounts (resumable; HF_TOKEN from the environment).
 
@@ -33,11 +34,12 @@ def fetch(
     from labctl.run.fetch import fetch_model
     from labctl.run.prep_view import part_text
 
+    state.choose_host(host)
     lab = state.lab()
-    host = state.host()
-    if host.is_remote:
+    entry = state.host()
+    if entry.is_remote:
         raise BadInput(
-            f"host {host.name} is reached over SSH: labctl fetches into this machine's cache only. "
+            f"host {entry.name} is reached over SSH: labctl fetches into this machine's cache only. "
             "Run labctl fetch on that host."
         )
     fetched = fetch_model(
