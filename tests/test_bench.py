@@ -61,9 +61,11 @@ def test_bench_external_url_json_and_storage(lab: Path, tmp_path: Path) -> None:
             assert key in level, key
         assert level["completed"] == 6 and level["failed"] == 0
         # the role-only chunk arrives at once: counting it would put TTFT near 0
-        assert (
-            level["median_ttft_ms"] >= 40 and level["median_tpot_ms"] >= 4.9
-        )  # absolute schedule: a late first token shortens TPOT a hair
+        # The harness writes on an absolute schedule (first token at 40 ms, then every 5 ms): a first token
+        # late by d shortens TPOT by d/7, so TPOT gets a margin a loaded host stays within, and the whole
+        # stream (e2e >= 40 + 7 x 5 ms) pins the schedule itself.
+        assert level["median_ttft_ms"] >= 40 and level["median_tpot_ms"] >= 4.5, level
+        assert level["median_e2el_ms"] >= 74, level
         assert level["total_output_tokens"] == 6 * 8 and not level["usage_fallback"]
     assert doc["workload"]["sha256"] and doc["client"]["cpu_count"] and doc["target"]["environment_label"] == "external"
     stored = home / "runs" / doc["run_id"] / "bench" / f"{doc['bench_id']}.json"

@@ -58,10 +58,10 @@ def run(job: dict[str, Any]) -> None:
                 outcome = asyncio.run(asyncio.wait_for(level, max(0.0, end - time.monotonic())))
             except TimeoutError:
                 outcome = outcome_of(concurrency, partial, rate, interrupted=True)
-                emit("level", summary=outcome.summary(workload.spec["slo"]))
+                emit("level", summary=outcome.summary(workload.slo))
                 emit("timed_out", concurrency=concurrency)
                 return
-            emit("level", summary=outcome.summary(workload.spec["slo"]))
+            emit("level", summary=outcome.summary(workload.slo))
     emit("done")
 
 

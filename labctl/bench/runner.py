@@ -99,7 +99,7 @@ async def _closed_loop(
     tick: Callable[[], None],
     results: list[RequestResult],
 ) -> None:
-    chat = workload.spec["endpoint"] == "chat"
+    chat = workload.endpoint == "chat"
     queue = list(reversed(sessions(prompts)))
 
     async def worker(connection: Connection) -> None:
@@ -127,8 +127,8 @@ async def _open_loop(
     rng: random.Random,
     results: list[RequestResult],
 ) -> None:
-    chat = workload.spec["endpoint"] == "chat"
-    shape = workload.spec["burstiness"]
+    chat = workload.endpoint == "chat"
+    shape = workload.burstiness
     idle = list(connections[:concurrency])
     free = asyncio.Semaphore(concurrency)
     tasks = []

@@ -188,7 +188,7 @@ def check_batch_limits(record: Record, workload: Workload, force: bool) -> int |
     if not build:
         return None
     limit = int(build["max_batch_size"])
-    over = [c for c in workload.spec["concurrency"] if c > limit]
+    over = [c for c in workload.concurrency if c > limit]
     if over and not force:
         raise BadInput(
             f"run {record.run_id}'s TensorRT engine was built with max_batch_size {limit}; concurrency "
@@ -235,9 +235,9 @@ def run_bench(
     end = time.monotonic() + request.deadline
     assert request.workload is not None
     workload = request.workload
-    if request.find_max_rate and not workload.spec["slo"]:
+    if request.find_max_rate and not workload.slo:
         raise BadInput("--find-max-rate needs an SLO: give --slo ttft_ms=…,tpot_ms=… or an slo: in the workload.")
-    if request.find_max_rate and workload.spec["dataset"]["kind"] == "multi-turn":
+    if request.find_max_rate and workload.dataset_kind == "multi-turn":
         raise BadInput(
             "--find-max-rate searches arrival rates; multi-turn sessions run closed loop. Pick another workload."
         )
@@ -344,7 +344,7 @@ def _finish_run(
     over its requests, and the telemetry of its measured window."""
     append_requests(requests_path, index, repeat, outcome.concurrency, outcome.results)
     run = _level(outcome, workload, limit)
-    run |= request_intervals(outcome.results, outcome.duration_s, workload.spec["slo"])
+    run |= request_intervals(outcome.results, outcome.duration_s, workload.slo)
     run["level"], run["repeat_index"] = index, repeat
     if outcome.started is not None:
         window = (outcome.started, outcome.started + outcome.duration_s)
@@ -503,9 +503,9 @@ def check_remote_bench(request: BenchRequest, workload: Workload) -> None:
         raise BadInput(f"--find-max-rate is not supported yet for {where}: run it on the GPU host itself.")
     if request.tokenizer:
         raise BadInput(f"--tokenizer is not supported yet for {where}: lengths are counted in words there.")
-    if workload.spec["dataset"]["kind"] != "random":
+    if workload.dataset_kind != "random":
         raise BadInput(
-            f"workload {workload.name}: {workload.spec['dataset']['kind']} datasets are not supported yet for {where}; "
+            f"workload {workload.name}: {workload.dataset_kind} datasets are not supported yet for {where}; "
             "use a random-dataset workload (chat-sweep, latency-probe)."
         )
 
@@ -574,7 +574,7 @@ def every_request_failed(failures: dict[str, int], where: str, path: Path) -> st
 
 
 def _level(outcome: Any, workload: Workload, limit: int | None) -> dict[str, Any]:
-    return _mark_over_limit(outcome.summary(workload.spec["slo"]), limit)
+    return _mark_over_limit(outcome.summary(workload.slo), limit)
 
 
 def _mark_over_limit(level: dict[str, Any], limit: int | None) -> dict[str, Any]:

@@ -211,6 +211,37 @@ class Workload:
     def sha256(self) -> str:
         return spec_sha256(self.spec)
 
+    @property
+    def description(self) -> str:
+        return str(self.spec["description"])
+
+    @property
+    def concurrency(self) -> tuple[int, ...]:
+        return tuple(int(c) for c in self.spec["concurrency"])
+
+    @property
+    def endpoint(self) -> str:
+        """chat or completions."""
+        return str(self.spec["endpoint"])
+
+    @property
+    def dataset_kind(self) -> str:
+        return str(self.spec["dataset"]["kind"])
+
+    @property
+    def slo(self) -> dict[str, float] | None:
+        """Goodput's service-level objective (metric -> bound), when the workload states one."""
+        slo = self.spec["slo"]
+        return None if not slo else {str(k): float(v) for k, v in slo.items()}
+
+    @property
+    def seed(self) -> int:
+        return int(self.spec["seed"])
+
+    @property
+    def burstiness(self) -> float:
+        return float(self.spec["burstiness"])
+
     def requests_for(self, concurrency: int) -> int:
         if self.spec["requests"]:
             return int(self.spec["requests"])
@@ -226,7 +257,7 @@ class Workload:
 
     def levels(self) -> list[tuple[int, float | None]]:
         """Every (concurrency, rate) pair, concurrency outermost; with rates, concurrency caps requests in flight."""
-        return [(c, r) for c in self.spec["concurrency"] for r in self.rates()]
+        return [(c, r) for c in self.concurrency for r in self.rates()]
 
     def at_rate(self, rate: float | None) -> Workload:
         """The same workload with one arrival rate: what one level runs."""

@@ -62,7 +62,7 @@ def workloads(
     rows = []
     for name in list_workloads(lab):
         w = load_workload(lab, name)
-        rows.append([name, ",".join(map(str, w.spec["concurrency"])), w.sha256[:12], w.spec["description"]])
+        rows.append([name, ",".join(map(str, w.concurrency)), w.sha256[:12], w.description])
     listing(rows, ["WORKLOAD", "CONCURRENCY", "SHA256", "DESCRIPTION"], as_json)
 
 

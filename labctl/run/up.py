@@ -116,7 +116,7 @@ def load_placed_profile(lab: Lab, request: UpRequest) -> Profile:
     placed = with_overrides(profile, gpus=request.gpus, port=request.port, host=check_bind(request.bind))
     if not placed.pinned and not request.allow_unpinned:
         raise BadInput(
-            f"profile {request.engine}/{request.profile} uses {placed.spec['image']!r}, which is not pinned by digest: "
+            f"profile {request.engine}/{request.profile} uses {placed.image_text!r}, which is not pinned by digest: "
             f"a tag can point at another image tomorrow. Pin it with `labctl pin {request.engine} --profile "
             f"{request.profile}`, or pass --allow-unpinned (the digest actually run is recorded either way)."
         )
@@ -166,7 +166,7 @@ class Starter:
         with ThreadPoolExecutor(max_workers=4) as pool:
             docker_ok = pool.submit(dk.check_docker)
             compose_ok = pool.submit(dk.check_compose)
-            local_image = pool.submit(dk.image_facts, profile.spec["image"])
+            local_image = pool.submit(dk.image_facts, profile.image_text)
             daemon = pool.submit(dk.daemon_facts)
             docker_ok.result()
             compose_ok.result()
@@ -296,7 +296,7 @@ class Starter:
                 "Stop them first; labctl cannot replace them."
             )
         if port_holders:
-            raise refuse(f"port {profile.spec['port']}", port_holders)
+            raise refuse(f"port {profile.port}", port_holders)
         if self.request.host.is_remote:
             self.claimed = True
             notes = take_claims(
@@ -306,17 +306,17 @@ class Starter:
                 self.runs.home,
                 list(profile.gpu_ids) if profile.engine.needs_gpu else [],
                 found_gpus,
-                profile.spec["port"],
+                profile.port,
                 image,
                 self.request.timeout,
             )
             for note in notes:
                 self.say(note)
             return profile, replaced
-        if port_in_use(profile.spec["host"], profile.spec["port"]):
+        if port_in_use(profile.bind_address, profile.port):
             raise Conflict(
-                f"port {profile.spec['port']} on {profile.spec['host']} is in use by a process labctl did "
-                f"not start. Pick another with --port N (or stop it: ss -ltnp 'sport = :{profile.spec['port']}')."
+                f"port {profile.port} on {profile.bind_address} is in use by a process labctl did "
+                f"not start. Pick another with --port N (or stop it: ss -ltnp 'sport = :{profile.port}')."
             )
         return profile, replaced
 
@@ -332,8 +332,8 @@ class Starter:
             run_id=self.run_id,
             owner=owner,
             created_at=created,
-            port=str(profile.spec["port"]),
-            host=profile.spec["host"],
+            port=str(profile.port),
+            host=profile.bind_address,
             resident=self.plan is not None,
         )
         access = self.store_keys(image) if self.plan and self.plan.keys else None
@@ -349,24 +349,22 @@ class Starter:
         )
         if not request.host.is_remote:  # Docker refuses a bind mount whose source folder does not exist
             for folder in (options.cache_dir, options.engine_store):
-                if folder and profile.engine.spec["model_cache"]:
+                if folder and profile.engine.model_cache:
                     Path(folder).mkdir(parents=True, exist_ok=True)
         text = render_compose(self.lab, profile, options)
         compose_file = self.runs.make_dir(self.run_id) / "compose.yaml"
         write_atomically(compose_file, text, RUN_FILE_MODE)
         engine = profile.engine
-        reach = base_url(profile.spec["host"], profile.spec["port"])
+        reach = base_url(profile.bind_address, profile.port)
         if request.host.is_remote:
-            self.forward = open_run_forward(
-                self.runs, self.run_id, request.host, profile.spec["host"], profile.spec["port"]
-            )
+            self.forward = open_run_forward(self.runs, self.run_id, request.host, profile.bind_address, profile.port)
             reach = self.forward.base
         self.record = new_record(
             self.run_id,
             engine.name,
             profile.name,
-            profile.spec["served_model_name"],
-            Endpoint(host=profile.spec["host"], port=profile.spec["port"], base_url=reach + "/v1"),
+            profile.served_model_name,
+            Endpoint(host=profile.bind_address, port=profile.port, base_url=reach + "/v1"),
             owner,
             "harness-check" if self.simulated else engine.environment_label,
             created_at=created,
@@ -376,9 +374,9 @@ class Starter:
             resolved_profile=profile.spec,
             allow_unsupported=bool(request.allow_unsupported and profile.support_problem),
             support_problem=profile.support_problem,
-            probe=engine.spec["readiness"]["probe"],
-            probe_timeout_s=engine.spec["readiness"]["probe_timeout_s"],
-            metrics_path=engine.spec["endpoints"]["metrics"],
+            probe=engine.readiness.probe,
+            probe_timeout_s=engine.readiness.probe_timeout_s,
+            metrics_path=engine.metrics_path,
             image=image,
             compose=ComposeInfo(
                 file="compose.yaml",
@@ -386,7 +384,7 @@ class Starter:
                 command=tuple(dk.compose_argv(compose_file, self.project, "up", "--detach", "--no-deps", "serve")),
                 render_options={"cache_dir": options.cache_dir, "engine_store": options.engine_store},
             ),
-            env_names=tuple(profile.spec["env"]),
+            env_names=profile.env_names,
             gpus=GpuSet(
                 ids=tuple(profile.gpu_ids),
                 count=profile.gpu_count,
@@ -438,8 +436,8 @@ class Starter:
             return None
         return ResidentInfo(
             restart_policy=RESTART_POLICY,
-            bind=profile.spec["host"],
-            auth=profile.engine.spec["auth"]["kind"],
+            bind=profile.bind_address,
+            auth=profile.engine.auth.kind,
             keys=len(self.plan.keys),
             key_fingerprints=tuple(fingerprint(k) for k in self.plan.keys),
             allow_no_auth=self.plan.allow_no_auth,
@@ -459,7 +457,7 @@ class Starter:
         self.update(resident=dataclasses.replace(self.current.resident, watcher=name, watcher_note=note))
 
     def build_if_needed(self, profile: Profile, compose_file: Path) -> EngineBuild | None:
-        if not profile.spec["build"]:
+        if profile.build is None:
             return None
         options = self.current.compose.render_options if self.current.compose else {}
         engine_dir = Path(options["engine_store"] or "") / build_key(profile)
@@ -508,11 +506,11 @@ class Starter:
         try:
             readiness = wait_until_ready(
                 base,
-                engine.spec["readiness"]["probe"],
+                engine.readiness.probe,
                 self.request.timeout,
                 watch,
                 progress,
-                probe_timeout=engine.spec["readiness"]["probe_timeout_s"],
+                probe_timeout=engine.readiness.probe_timeout_s,
             )
         except LabctlError as exc:
             logs = dk.logs_tail(serve, 20).rstrip()
@@ -521,7 +519,7 @@ class Starter:
             raise
         self.progress("")
         key = self.plan.keys[0] if self.plan and self.plan.keys else None
-        api = check_openai_api(base, profile.spec["served_model_name"], key, engine.spec["endpoints"]["version"])
+        api = check_openai_api(base, profile.served_model_name, key, engine.version_path)
         if key is not None:
             refused = status_without_key(base)
             if refused != 401:
@@ -554,7 +552,7 @@ class Starter:
                 name=serve.name,
                 id=serve.id,
                 command_line=tuple(dk.command_line(serve)),
-                env_names=tuple(profile.spec["env"]),
+                env_names=profile.env_names,
             ),
             engine_version=api.version,
             models=api.models,
@@ -613,15 +611,17 @@ def place_on_free_gpus(profile: Profile, found: list[Gpu], holders: list[Holder]
 def engine_setup(profile: Profile, contract: Verdict, allow_uncontracted: bool) -> EngineSetup:
     """What the record says about the engine's own terms: its version and contract, its memory option and
     what that option means, the thinking mode, and whether the model revision could be pinned."""
-    memory = profile.engine.spec["memory_setting"]
+    memory = profile.engine.memory_setting
     return EngineSetup(
-        version=profile.spec["engine_version"],
+        version=profile.engine_version,
         contract=contract.contract,
-        allow_uncontracted=bool(allow_uncontracted and contract.contract is None and profile.engine.spec["contract"]),
-        memory_setting=memory["flag"] if memory else None,
-        memory_value=profile.spec["gpu_memory_utilization"],
-        memory_meaning=memory["meaning"] if memory else None,
-        thinking=profile.spec["model"]["thinking"],
+        allow_uncontracted=bool(
+            allow_uncontracted and contract.contract is None and profile.engine.contract is not None
+        ),
+        memory_setting=memory[0] if memory else None,
+        memory_value=profile.gpu_memory_utilization,
+        memory_meaning=memory[1] if memory else None,
+        thinking=profile.model.thinking,
         revision_pinned=profile.engine.pins_revision,
     )
 
