@@ -264,6 +264,8 @@ def verify(lab: Lab, export: Export, profile: Profile) -> Verification:
         engine_store=host.get("engine_store"),
         allow_unsupported=bool(export.setup.get("allow_unsupported")),
         labels=recorded_run_labels(host.get("run_labels")),
+        # A run on a simulated GPU host was labelled harness-check; an export may only ever lower the label.
+        environment_label="harness-check" if export.setup.get("environment_label") == "harness-check" else None,
     )
     rerendered = render_compose(lab, profile, options)
     diff = ""

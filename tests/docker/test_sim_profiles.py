@@ -504,8 +504,8 @@ def test_a_missing_model_fails_before_any_container_starts(sim: Path, hub: Loopb
     record = json.loads(Path(json.loads(offline.stdout.strip().splitlines()[-1])["record"]).read_text())
     assert "model_fetch" not in record["prep"] and record["engine_setup"]["model_commit"] is None
     assert labctl(sim, "down", record["run_id"]).code == 0
-    port = str(free_port())  # reproduce takes --no-fetch too (and --allow-render-drift: see the test below)
-    again = labctl(sim, "reproduce", record["run_id"], "--port", port, "--no-fetch", "--allow-render-drift", "--json")
+    port = str(free_port())  # reproduce takes --no-fetch too
+    again = labctl(sim, "reproduce", record["run_id"], "--port", port, "--no-fetch", "--json")
     assert again.code == 0 and "--no-fetch: the engine starts from what the model cache holds" in again.stderr
     assert labctl(sim, "down", json.loads(again.stdout.strip().splitlines()[-1])["run_id"]).code == 0
 
@@ -517,10 +517,10 @@ def test_reproduce_fetches_again_and_says_when_the_branch_now_names_another_comm
     original = repo.commit
     repo.files["README.md"] += b"\nmain moved on.\n"
     repo.branches["main"] = repo.commit
-    # --allow-render-drift: re-rendering a sim-lab run's setup labels it real-gpu where the run said harness-check
-    # (reproduce's drift check, a separate bug); the drift is not what this test is about.
-    again = labctl(sim, "reproduce", info["run_id"], "--port", str(free_port()), "--allow-render-drift", "--json")
+    # A sim-lab run re-renders as it ran (labelled harness-check): no drift to allow.
+    again = labctl(sim, "reproduce", info["run_id"], "--port", str(free_port()), "--json")
     assert again.code == 0, again.stderr
+    assert "differs from what its setup renders" not in again.stderr
     assert f"now names commit {repo.commit}; the original ran {original}: the weights may differ" in again.stderr
     record = json.loads(Path(json.loads(again.stdout.strip().splitlines()[-1])["record"]).read_text())
     assert record["engine_setup"]["model_commit"] == repo.commit and record["prep"]["model_fetch"]["cached"] is False
