@@ -170,7 +170,7 @@ def test_report_folder_renders_in_chromium(world: dict, tmp_path: Path) -> None:
     out = tmp_path / "report"
     result = labctl(world["lab"], world["home"], "report", world["fast"], world["slow"], "-o", str(out))
     assert result.code == 0, result.stderr
-    for name in ("pareto.png", "throughput.png", "ttft.png", "tpot.png"):
+    for name in ("pareto.png", "telemetry.png", "throughput.png", "ttft.png", "tpot.png"):
         width, height = _png_size(out / name)
         assert width > 300 and height > 200
     assert "![throughput.png](throughput.png)" in (out / "report.md").read_text()

@@ -41,6 +41,14 @@ from labctl.host.identity import host_name
 from labctl.run.store import now
 
 PARETO = "pareto.png"
+TELEMETRY = "telemetry.png"
+# (title, y label, where in a level's telemetry): GPU figures are averaged over the run's GPUs.
+TELEMETRY_PANELS = [
+    ("GPU utilisation (mean)", "%", ("gpu", "utilization_gpu_pct", "mean")),
+    ("GPU memory used (max)", "MiB", ("gpu", "memory_used_mib", "max")),
+    ("Engine: running requests (mean)", "requests", ("engine", "running", "mean")),
+    ("Engine: KV-cache usage (mean)", "fraction", ("engine", "kv_cache_usage", "mean")),
+]
 # (file, title, y label, keys): lines against concurrency (or the request rate for rate sweeps)
 PLOTS = [
     ("throughput.png", "Output throughput", "output tokens/s", ["output_throughput"]),
@@ -91,8 +99,11 @@ def draw_plots(folder: Path, entries: list[Entry], checks: list[Check]) -> list[
     failed = sorted(c.rule for c in checks if not c.ok and c.blocking)  # a cold/warm start moves no point
     caveats = [c for c in all_caveats(entries, checks) if not c.startswith("rule not met")]
     colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
-    written = [_pareto(plt, folder, entries, failed, caveats, colors)]
     by_rate = _by_rate(entries)
+    written = [
+        _pareto(plt, folder, entries, failed, caveats, colors),
+        _telemetry(plt, folder, entries, failed, caveats, colors, by_rate),
+    ]
     for filename, title, unit, keys in PLOTS:
         figure, axis = plt.subplots(figsize=(7.5, 4.8), dpi=110)
         ticks: set[float] = set()
@@ -129,6 +140,79 @@ def draw_plots(folder: Path, entries: list[Entry], checks: list[Check]) -> list[
         plt.close(figure)
         written.append(filename)
     return written
+
+
+def telemetry_value(level: dict[str, Any], where: tuple[str, str, str]) -> float | None:
+    """One level's telemetry figure: an engine gauge, or a GPU field averaged over the run's GPUs."""
+    part, key, stat = where
+    section = (level.get("telemetry") or {}).get(part) or {}
+    if part == "engine":
+        value = (section.get(key) or {}).get(stat)
+        return None if value is None else float(value)
+    raw = [(gpu.get(key) or {}).get(stat) for gpu in (section.get("gpus") or {}).values()]
+    values = [float(v) for v in raw if v is not None]
+    return sum(values) / len(values) if values else None
+
+
+def _x(level: dict[str, Any], by_rate: bool) -> float:
+    return float(level["target_rate"]) if by_rate else float(level["concurrency"])
+
+
+def _missing_reason(entry: Entry, where: tuple[str, str, str]) -> str | None:
+    """Why a result has no samples for this panel, as the bench recorded it."""
+    missing = (entry.result.get("telemetry") or {}).get("missing") or {}
+    part, key, _ = where
+    reason = missing.get(part) or (missing.get(f"engine.{key}") if part == "engine" else None)
+    return None if reason is None else str(reason)
+
+
+def _telemetry(
+    plt: Any,
+    folder: Path,
+    entries: list[Entry],
+    failed: list[str],
+    caveats: list[str],
+    colors: list[str],
+    by_rate: bool,
+) -> str:
+    """What the GPUs and the engine did during each level, beside the latency it produced."""
+    figure, axes = plt.subplots(2, 2, figsize=(9.5, 6.6), dpi=110)
+    simulated = any(((e.result.get("telemetry") or {}).get("gpu") or {}).get("simulated") for e in entries)
+    for axis, (title, unit, where) in zip(axes.flat, TELEMETRY_PANELS, strict=True):
+        drawn = False
+        for index, entry in enumerate(entries):
+            levels = _levels(entry)
+            points = [(_x(lv, by_rate), telemetry_value(lv, where), lv) for lv in levels]
+            points = [(x, y, lv) for x, y, lv in points if y is not None]
+            if not points:
+                continue
+            drawn = True
+            color = colors[index % len(colors)]
+            axis.plot(
+                [p[0] for p in points], [p[1] for p in points], "-o", color=color, label=_series_label(index, entry)
+            )
+            for x, y, lv in points:
+                _mark(axis, x, y, level_caveats(entry, lv, set(failed)))
+        if drawn:
+            ticks = sorted({_x(lv, by_rate) for e in entries for lv in _levels(e)})
+            axis.set_xscale("log", base=2)
+            axis.set_xticks(ticks, [f"{t:g}" for t in ticks])
+            axis.minorticks_off()
+            axis.legend(fontsize=6)
+        else:
+            reasons = sorted({reason for e in entries if (reason := _missing_reason(e, where))})
+            note = "no samples" + (f":\n{textwrap.shorten(reasons[0], 60)}" if reasons else "")
+            axis.text(0.5, 0.5, note, ha="center", va="center", fontsize=8, color="#666666", transform=axis.transAxes)
+        axis.set_title(title + (" (simulated GPU)" if simulated and where[0] == "gpu" else ""), fontsize=9)
+        axis.set_xlabel("request rate (req/s)" if by_rate else "concurrency", fontsize=8)
+        axis.set_ylabel(unit, fontsize=8)
+        axis.grid(True, alpha=0.3)
+    figure.suptitle("Telemetry per level" + (" ✗" if failed else ""))
+    figure.tight_layout()
+    _footer(figure, caveats, failed)
+    figure.savefig(folder / TELEMETRY)
+    plt.close(figure)
+    return TELEMETRY
 
 
 def _pareto(
