@@ -140,6 +140,9 @@ def test_ctrl_c_leaves_nothing_and_an_aborted_record(lab: Path, home: Path) -> N
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
+        # Started as `labctl up &` from a script (a shell without job control) starts it: SIGINT ignored.
+        # labctl must take it back, or the Ctrl-C below is lost and the engine is left starting.
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN),
     )
     deadline = time.monotonic() + 30
     while not (

@@ -72,6 +72,9 @@ def _interrupt(signum: int, _frame: object) -> None:
 def main() -> None:
     for signum in (signal.SIGTERM, signal.SIGHUP):
         signal.signal(signum, _interrupt)
+    # A shell without job control starts `cmd &` with SIGINT ignored, and Python then installs no
+    # Ctrl-C handler: an explicit SIGINT to labctl would be lost and `up` would run on. Take it back.
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     from typer.exceptions import TyperException
 
     from labctl.errors import LabctlError
