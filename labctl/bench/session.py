@@ -6,8 +6,6 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import platform
-import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -16,9 +14,9 @@ from typing import Any
 
 import httpx
 
-from labctl import __version__
 from labctl.bench import capacity
 from labctl.bench.client import Target
+from labctl.bench.environment import client_environment
 from labctl.bench.export import append_requests
 from labctl.bench.intervals import RESAMPLES, SEED, combine_repeats, request_intervals
 from labctl.bench.metrics import clean
@@ -31,7 +29,6 @@ from labctl.bench.workloads import Workload
 from labctl.catalog.limits import check_seconds
 from labctl.errors import BadInput, LabctlError
 from labctl.host.hosts import HostEntry, endpoint_url
-from labctl.host.identity import host_name
 from labctl.host.telemetry import Sampler, plan_for
 from labctl.run.keys import KeyStore
 from labctl.run.record import Endpoint, Record, new_record
@@ -204,25 +201,6 @@ def memory_of(record: Record) -> dict[str, Any] | None:
     if setup is None or setup.memory_setting is None:
         return None
     return {"setting": setup.memory_setting, "value": setup.memory_value, "meaning": setup.memory_meaning}
-
-
-def client_environment() -> dict[str, Any]:
-    cpu = platform.processor() or ""
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    return {
-        "labctl_version": __version__,
-        "python": sys.version.split()[0],
-        "cpu": cpu,
-        "cpu_count": os.cpu_count(),
-        "client": "labctl lean asyncio HTTP/1.1 + SSE (one process)",
-        "host": host_name(),
-    }
 
 
 def run_bench(
