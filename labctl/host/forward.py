@@ -7,6 +7,7 @@ is named by `pid:start time`, so closing it can never hit a later process that r
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import socket
@@ -22,6 +23,7 @@ from labctl.host.hosts import HostEntry
 from labctl.host.identity import process_alive, process_token
 
 OPEN_TIMEOUT_S = 20.0
+CLOSE_GRACE_S = 3.0
 
 
 @dataclass(frozen=True)
@@ -96,11 +98,21 @@ def close_forward(forward: Forward | None) -> bool:
         os.kill(pid, signal.SIGTERM)
     except ProcessLookupError:
         return False
-    for _ in range(40):
-        if not process_alive(forward.process) or _exited(pid):
-            break
-        time.sleep(0.05)
+    if not _gone_within(forward.process, pid, CLOSE_GRACE_S):
+        # ssh can sit in a write to a stalled peer with SIGTERM pending: a forward must not outlive its run.
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+        _gone_within(forward.process, pid, CLOSE_GRACE_S)
     return True
+
+
+def _gone_within(token: str, pid: int, seconds: float) -> bool:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if not process_alive(token) or _exited(pid):
+            return True
+        time.sleep(0.05)
+    return False
 
 
 @contextmanager

@@ -296,7 +296,11 @@ def test_ssh_forward_reaches_a_server_on_labb_loopback(labb_server: str) -> None
         assert body.strip() == labb_server, f"no answer through the forward ({last_error})"
     finally:
         tunnel.terminate()
-        tunnel.wait(timeout=10)
+        try:
+            tunnel.wait(timeout=10)
+        except subprocess.TimeoutExpired:  # a loaded machine: the assertion above says what went wrong
+            tunnel.kill()
+            tunnel.wait(timeout=10)
 
 
 def test_simulated_gpu_device_request_starts_on_labb(base_image: str) -> None:

@@ -72,3 +72,29 @@ def test_a_claim_survives_its_labels_and_names_are_docker_safe() -> None:
 def test_a_claim_with_a_malformed_deadline_counts_as_expired() -> None:
     labels = {"labctl.claim.run_id": "20261203-120000-abcdef", "labctl.claim.deadline": "soon"}
     assert Claim.from_labels("labctl-port-1", "x", labels).deadline == 0.0
+
+
+def test_closing_a_forward_kills_an_ssh_that_ignores_sigterm(monkeypatch: pytest.MonkeyPatch) -> None:
+    """An ssh blocked on a stalled peer leaves SIGTERM pending: the forward must still be gone after close."""
+    import subprocess
+
+    from labctl.host import forward as fw
+    from labctl.host.identity import process_alive, process_token
+
+    monkeypatch.setattr(fw, "CLOSE_GRACE_S", 0.5)
+
+    # bash named "ssh" with -L in its argv, as /proc shows labctl's forwards; SIGTERM ignored
+    script = "trap '' TERM; echo ready; while :; do sleep 0.2; done"
+    argv = ["ssh", "-c", script, "-N", "-L", "127.0.0.1:1:127.0.0.1:2"]
+    proc = subprocess.Popen(argv, executable="/bin/bash", stdout=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout is not None and proc.stdout.readline().strip() == "ready"
+        token = process_token(proc.pid)
+        forward = fw.Forward(local_port=1, remote="127.0.0.1:2", process=token)
+        assert forward.alive, "the stand-in must look like labctl's ssh forward"
+        assert fw.close_forward(forward) is True
+        proc.wait(timeout=5)
+        assert not process_alive(token)
+    finally:
+        proc.kill()
+        proc.wait()
