@@ -6,8 +6,18 @@ import json
 import sys
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Annotated
 
+import typer
+
+CopyImage = Annotated[
+    bool,
+    typer.Option(
+        "--copy-image",
+        help="--host only: copy the pinned image from this machine's Docker (save | load over ssh://, "
+        "checked on arrival) for a host that cannot reach its registry.",
+    ),
+]
 HOST_HELP = "The Docker host to drive (see `labctl hosts`; default: the global --host, else the default host)."
 
 if TYPE_CHECKING:

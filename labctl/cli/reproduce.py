@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from labctl.cli.context import HOST_HELP, out, state, table, warn
+from labctl.cli.context import HOST_HELP, CopyImage, out, state, table, warn
 
 if TYPE_CHECKING:
     pass
@@ -60,6 +60,7 @@ def reproduce(
     timeout: Annotated[float, typer.Option(help="Seconds to wait for readiness.")] = 900.0,
     as_json: Annotated[bool, typer.Option("--json", help="End with the new run's summary as JSON.")] = False,
     host: Annotated[str | None, typer.Option("--host", help=HOST_HELP)] = None,
+    copy_image: CopyImage = False,
     fetch: Annotated[
         bool,
         typer.Option("--fetch/--no-fetch", help="Download the model into the cache first (default), as up does."),
@@ -91,6 +92,7 @@ def reproduce(
             replace=replace,
             host=state.host(),
             fetch=fetch,
+            copy_image=copy_image,
         ),
         say=warn,
     )

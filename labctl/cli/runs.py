@@ -8,7 +8,7 @@ from typing import Annotated, Any
 
 import typer
 
-from labctl.cli.context import HOST_HELP, listing, out, state, table, warn
+from labctl.cli.context import HOST_HELP, CopyImage, listing, out, state, table, warn
 from labctl.host.disk import size_text
 
 
@@ -76,6 +76,7 @@ def up(
         bool, typer.Option(help="Resident: serve an engine without key support beyond loopback.")
     ] = False,
     host: Annotated[str | None, typer.Option("--host", help=HOST_HELP)] = None,
+    copy_image: CopyImage = False,
     fetch: Annotated[
         bool,
         typer.Option(
@@ -113,6 +114,7 @@ def up(
         allow_uncontracted=allow_uncontracted,
         allow_unfit=allow_unfit,
         fetch=fetch,
+        copy_image=copy_image,
         host=state.host(),
     )
     record = start(state.lab(), state.runs(), request, say=warn, progress=_progress())
@@ -123,6 +125,8 @@ def up(
     out(f"ready: {record.engine}/{record.profile} run {record.run_id}")
     out(f"  OpenAI base URL  {record.base_url}  (model {record.served_model_name})")
     out(f"  image            {record.image.reference}  digest {record.image.digest}")
+    if record.image.copied:
+        out(f"  image copy       runs as {record.image.image_id} on {record.host_entry}: {record.image.copied}")
     if record.gpus.devices:
         names = ", ".join(f"{g.index} {g.name} {g.uuid}" for g in record.gpus.devices)
         out(f"  GPUs             {names}" + ("  (simulated GPU: harness-check)" if record.gpus.simulated else ""))

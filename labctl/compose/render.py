@@ -44,6 +44,7 @@ class RenderOptions:
     secrets_dir: str | None = None  # host folder holding the API key file (resident deployments)
     key_group: int | None = None  # a group the engine joins to read that file (it is not the image user's own)
     environment_label: str | None = None  # harness-check on a simulated GPU host, whatever the engine says
+    image: str | None = None  # the image id of an image copied to a host (no repo digest there); else the profile's
 
 
 def quote(value: Any) -> str:
@@ -243,7 +244,7 @@ def compose_context(profile: Profile, options: RenderOptions) -> dict[str, Any]:
         "engine": engine.name,
         "profile": profile.name,
         "profile_sha256": profile.sha256,
-        "image": profile.image_text,
+        "image": options.image or profile.image_text,
         "entrypoint": entrypoint,
         "command": command,
         "environment": environment,

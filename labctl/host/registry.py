@@ -53,6 +53,7 @@ class Resolved:
     platform: Platform | None
     compressed_bytes: int
     layers: tuple[tuple[str, int], ...]  # (digest, compressed size) of each layer
+    config_digest: str = ""  # the image config's digest: Docker's image id once pulled or loaded
 
 
 @dataclass(frozen=True)
@@ -148,9 +149,12 @@ def _image(
     digests = [layer.get("digest") for layer in layers]
     if not all(isinstance(d, str) and DIGEST.match(d) for d in digests):
         raise LabctlError(f"{what}: the registry {host} sent a manifest with a malformed layer digest.")
+    config_digest = config.get("digest")
+    if not isinstance(config_digest, str) or not DIGEST.match(config_digest):
+        raise LabctlError(f"{what}: the registry {host} sent a manifest with a malformed config digest.")
     total = sum(s for s in sizes if isinstance(s, int))
     pairs = tuple((str(d), int(layer["size"])) for d, layer in zip(digests, layers, strict=True))
-    return Resolved(digest, index_digest, platform, total, pairs)
+    return Resolved(digest, index_digest, platform, total, pairs, config_digest)
 
 
 class _Session:

@@ -31,6 +31,12 @@ class ImageInfo:
     image_id: str = ""
     user: str = ""
     pulled: bool = False
+    copied: str | None = None  # copied from the controller (save | load): how it was verified; run by image_id
+
+    @property
+    def runnable(self) -> str:
+        """What Docker on the run's host is given: a copied image has no repo digest there, only its id."""
+        return self.image_id if self.copied else str(self.reference)
 
 
 @dataclass(frozen=True)

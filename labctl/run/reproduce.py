@@ -320,6 +320,7 @@ class ReproduceRequest:
     replace: bool = False
     host: HostEntry = LOCAL_HOST  # where the setup is rebuilt (any host: the export says where it ran)
     fetch: bool = True  # the model into this host's cache first (up's --no-fetch)
+    copy_image: bool = False  # up's --copy-image
 
 
 def reproduce(lab: Lab, runs: Runs, request: ReproduceRequest, say: Any, progress: Any = None) -> Record:
@@ -367,6 +368,7 @@ def reproduce(lab: Lab, runs: Runs, request: ReproduceRequest, say: Any, progres
             keys=int(resident.get("keys") or 1) if isinstance(resident, dict) and resident.get("keys") else None,
             allow_no_auth=bool(isinstance(resident, dict) and resident.get("allow_no_auth")),
             host=request.host,
+            copy_image=request.copy_image,
         ),
         say,
         progress,

@@ -37,6 +37,7 @@ from labctl.host.probes import check_openai_api, port_in_use, status_without_key
 from labctl.run import watch
 from labctl.run.down import project_name, save_logs, stop_run
 from labctl.run.fetch import Fetched, fetch_before_start
+from labctl.run.image_copy import check_copy_request, copy_to_host
 from labctl.run.image_pull import pull_for_up
 from labctl.run.keys import KeyAccess, KeyStore, fingerprint
 from labctl.run.preflight import (
@@ -99,6 +100,7 @@ class UpRequest:
     allow_no_auth: bool = False
     allow_uncontracted: bool = False
     allow_unfit: bool = False
+    copy_image: bool = False  # a host that cannot reach the registry: copy the pinned image from this controller
     fetch: bool = True  # download the model into the cache before anything starts (--no-fetch: the cache as is)
     host: HostEntry = LOCAL_HOST
     home: Path | None = None  # where keys live (the runs folder's home)
@@ -150,6 +152,8 @@ class Starter:
                 "--bind, --key-file, --keys and --allow-no-auth are for resident deployments: add --resident."
             )
         profile = load_placed_profile(self.lab, request)
+        if request.copy_image:
+            check_copy_request(profile, request.host)
         self.contract = check_profile(profile, request.resident, request.allow_uncontracted)
         refuse_unless_valid(self.contract)
         for warning in self.contract.warnings:
@@ -183,11 +187,11 @@ class Starter:
         )
         image, image_pull = self.ensure_image(profile, local_image.result())
         self.prep["image_pull"] = image_pull
-        check_device_request(profile, gpu_host, str(image.reference))
+        check_device_request(profile, gpu_host, image.runnable)
         try:
             # A remote host's claims live on the host (host/claims.py); the lock file covers this machine only.
             with contextlib.nullcontext() if request.host.is_remote else host_lock():
-                profile, replaced = self.claim(profile, found_gpus, str(image.reference))
+                profile, replaced = self.claim(profile, found_gpus, image.runnable)
                 compose_file = self.prepare(profile, image, image_pull, found_gpus, replaced)
                 build = self.build_if_needed(profile, compose_file)
                 if build is not None:
@@ -233,16 +237,36 @@ class Starter:
 
     def ensure_image(self, profile: Profile, facts: dk.ImageFacts | None) -> tuple[ImageInfo, PrepPart]:
         reference = profile.image_text
+        if self.request.copy_image:
+            arrived = copy_to_host(profile, self.request.host, self.say, self.progress if self.live else None)
+            info = ImageInfo(
+                reference=reference,
+                pinned=True,
+                digest=profile.image.digest,
+                image_id=arrived.image_id,
+                user=arrived.user,
+                pulled=False,
+                copied=arrived.verified,
+            )
+            return info, arrived.part
         if facts is not None:
             part = PrepPart(seconds=0.0, bytes=0, cached=True, detail="already present on the Docker host")
         else:
-            part = pull_for_up(
-                profile,
-                self.request.host.is_remote,
-                bool(self.request.reproduced_from),
-                self.say,
-                self.progress if self.live else None,
-            )
+            try:
+                part = pull_for_up(
+                    profile,
+                    self.request.host.is_remote,
+                    bool(self.request.reproduced_from),
+                    self.say,
+                    self.progress if self.live else None,
+                )
+            except LabctlError as exc:
+                if not self.request.host.is_remote or not profile.image.pinned:
+                    raise
+                raise LabctlError(
+                    f"{exc} If {self.request.host.name} cannot reach that registry, copy the image from this "
+                    "controller over Docker's transport: add --copy-image."
+                ) from None
             facts = dk.image_facts(reference)
             if facts is None:
                 raise LabctlError(f"pulled {reference} but Docker does not list it")
@@ -346,6 +370,7 @@ class Starter:
             secrets_dir=str(access.folder) if access else None,
             key_group=access.group if access else None,
             environment_label="harness-check" if self.simulated else None,
+            image=image.image_id if image.copied else None,
         )
         if not request.host.is_remote:  # Docker refuses a bind mount whose source folder does not exist
             for folder in (options.cache_dir, options.engine_store):

@@ -409,3 +409,111 @@ def test_reproduce_host_labb_rebuilds_a_local_run_there_with_the_same_setup(labb
         assert labctl(home, "down", second["run_id"]).code == 0
     finally:
         labctl(home, "down", first["run_id"])
+
+
+@pytest.fixture
+def unreachable_image(tmp_path: Path) -> Iterator[tuple[str, str, subprocess.Popen[bytes]]]:
+    """An image pinned in a registry on this controller's loopback only (labb's loopback is its own, so labb
+    cannot pull it): a real registry (`docker-registry`, as `make docker-lab` runs), an image unique to the
+    test (the harness image plus a label, so labb has never seen its id). Yields (pinned ref, image id, registry)."""
+    binary = shutil.which("docker-registry")
+    if binary is None:
+        _missing("docker-registry is not installed (make docker-lab installs it)")
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    config = tmp_path / "registry.yml"
+    config.write_text(
+        yaml.safe_dump(
+            {
+                "version": 0.1,
+                "storage": {"filesystem": {"rootdirectory": str(tmp_path / "registry")}},
+                "http": {"addr": f"127.0.0.1:{port}"},
+            }
+        )
+    )
+    registry = subprocess.Popen(
+        [str(binary), "serve", str(config)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+    )
+    tag = f"127.0.0.1:{port}/copytest/harness:{os.urandom(4).hex()}"
+    try:
+        deadline = time.monotonic() + 20
+        while socket.socket().connect_ex(("127.0.0.1", port)) != 0:
+            assert time.monotonic() < deadline and registry.poll() is None, "the test registry did not start"
+            time.sleep(0.1)
+        dockerfile = f"FROM 127.0.0.1:5000/labctl/harness:dev\nLABEL labctl.test.copy={tag}\n"
+        built = subprocess.run(
+            ["docker", "build", "-q", "-t", tag, "-"], input=dockerfile, capture_output=True, text=True
+        )
+        assert built.returncode == 0, built.stderr
+        pushed = subprocess.run(["docker", "push", tag], capture_output=True, text=True, timeout=120)
+        assert pushed.returncode == 0, pushed.stderr
+        facts = json.loads(subprocess.run(["docker", "image", "inspect", tag], capture_output=True, text=True).stdout)[
+            0
+        ]
+        digest = next(d for d in facts["RepoDigests"] if d.startswith(tag.rsplit(":", 1)[0] + "@")).split("@")[1]
+        yield f"{tag}@{digest}", facts["Id"], registry
+    finally:
+        registry.kill()
+        registry.wait()
+        subprocess.run(["docker", "rmi", "-f", tag], capture_output=True)
+        copies = remote_docker("images", "-q", "--filter", f"label=labctl.test.copy={tag}").stdout.split()
+        if copies:
+            remote_docker("rmi", "-f", *sorted(set(copies)))
+
+
+def test_up_copies_a_pinned_image_to_a_host_that_cannot_reach_its_registry(
+    labb: dict, homes: list[Path], lab: Path, unreachable_image: tuple[str, str, subprocess.Popen[bytes]]
+) -> None:
+    pinned, image_id, registry = unreachable_image
+    home = homes[0]
+    (lab / "hosts.yaml").write_text(yaml.safe_dump({"hosts": {"labb": labb}}))
+    write_profile(lab, "copied", free_labb_port(), image=pinned)
+    profile_file = lab / "engines" / "harness" / "profiles" / "copied.yaml"
+    profile_file.write_text(yaml.safe_dump({**yaml.safe_load(profile_file.read_text()), "unpinned": False}))
+    assert remote_docker("image", "inspect", image_id).returncode != 0, "labb must not have the image yet"
+
+    refused = labctl(home, "--host", "labb", "up", "harness", "--profile", "copied", lab=lab)
+    assert refused.code != 0 and "--copy-image" in refused.stderr, refused.stderr
+    assert remote_names("labctl.profile=copied") == []
+
+    up = labctl(home, "--host", "labb", "up", "harness", "--profile", "copied", "--copy-image", "--json", lab=lab)
+    assert up.code == 0, up.stderr
+    info = json.loads(up.stdout.strip().splitlines()[-1])
+    record = json.loads((home / "runs" / info["run_id"] / "record.json").read_text())
+    assert record["image"]["reference"] == pinned and record["image"]["image_id"] == image_id
+    assert "registry's manifest" in record["image"]["copied"]
+    part = record["prep"]["image_pull"]
+    assert part["cached"] is False and part["bytes"] > 10 * 2**20 and "docker save | docker load" in part["detail"]
+    serve = remote_names(f"labctl.run_id={info['run_id']}")
+    assert len(serve) == 1
+    ran = remote_docker("inspect", "--format", "{{.Image}}", serve[0]).stdout.strip()
+    assert ran == image_id, "labb must run exactly the image the pinned digest names"
+    reply = openai.OpenAI(base_url=info["base_url"], api_key="none", timeout=30).chat.completions.create(
+        model=info["model"], messages=[{"role": "user", "content": "copied"}], max_tokens=4
+    )
+    assert reply.choices[0].message.content
+    assert labctl(home, "down", info["run_id"], lab=lab).code == 0
+
+    # Registry gone: the copy already on labb is found by its id (content-addressed), nothing is sent again.
+    registry.kill()
+    registry.wait()
+    again = labctl(home, "--host", "labb", "up", "harness", "--profile", "copied", "--copy-image", "--json", lab=lab)
+    assert again.code == 0, again.stderr
+    second = json.loads(again.stdout.strip().splitlines()[-1])
+    record = json.loads((home / "runs" / second["run_id"] / "record.json").read_text())
+    assert record["prep"]["image_pull"]["cached"] is True and record["image"]["image_id"] == image_id
+    assert "controller's Docker" in record["image"]["copied"]
+    assert labctl(home, "down", second["run_id"], lab=lab).code == 0
+
+
+def test_copy_image_needs_a_pinned_profile_and_a_remote_host(labb: dict, homes: list[Path], lab: Path) -> None:
+    (lab / "hosts.yaml").write_text(yaml.safe_dump({"hosts": {"labb": labb}}))
+    write_profile(lab, "loose", free_labb_port())
+    loose = labctl(
+        homes[0], "--host", "labb", "up", "harness", "--profile", "loose", "--allow-unpinned", "--copy-image", lab=lab
+    )
+    assert loose.code == 2 and "pin" in loose.stderr and "Traceback" not in loose.stderr, loose.stderr
+    local = labctl(homes[0], "up", "harness", "--profile", "loose", "--allow-unpinned", "--copy-image", lab=lab)
+    assert local.code == 2 and "--host" in local.stderr, local.stderr
+    assert not (homes[0] / "runs").is_dir() or not any((homes[0] / "runs").iterdir())
