@@ -8,7 +8,7 @@ from typing import Annotated, Any
 
 import typer
 
-from labctl.cli.context import Thinking, listing, out, state, table, warn
+from labctl.cli.context import HOST_HELP, Thinking, listing, out, state, table, warn
 from labctl.cli.groups import GroupWithDefault
 
 
@@ -75,6 +75,7 @@ def evaluate(
     concurrency: Annotated[int, typer.Option(help="Cases asked at once.")] = 8,
     timeout: Annotated[float, typer.Option(help="Seconds one answer may take.")] = 300.0,
     as_json: Annotated[bool, typer.Option("--json", help="Print the whole result as JSON.")] = False,
+    host: Annotated[str | None, typer.Option("--host", help=HOST_HELP)] = None,
 ) -> None:
     """Run a quality suite against a run; verdicts are stored beside its record.
 
@@ -85,6 +86,7 @@ def evaluate(
     from labctl.quality.evaluate import run_eval
     from labctl.quality.suites import load_suite
 
+    state.choose_host(host)
     runs = state.runs()
     if not suite:
         raise BadInput("--suite NAME is required (see `labctl suites`).")

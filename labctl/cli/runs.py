@@ -317,6 +317,9 @@ def pin(
     engine: Annotated[str, typer.Argument(help="The engine.")],
     profile: Annotated[str, typer.Option("--profile", "-p", help="The profile to pin.")],
     as_json: Annotated[bool, typer.Option("--json", help="Print what was pinned as one JSON object.")] = False,
+    host: Annotated[
+        str | None, typer.Option("--host", help="The host whose platform (os/architecture) picks the digest.")
+    ] = None,
 ) -> None:
     """Ask the registry for the digest of the profile's image tag (this host's platform) and write it into the profile; nothing is pulled.
 
@@ -325,6 +328,8 @@ def pin(
     import dataclasses
 
     from labctl.run.pin import pin_profile
+
+    state.choose_host(host)
 
     pinned = pin_profile(state.lab(), engine, profile)
     if as_json:

@@ -150,6 +150,11 @@ def test_up_on_labb_answers_from_the_controller_status_lists_it_and_down_removes
     assert '"forward reopened"' in events
     assert client.models.list().data[0].id == info["model"]
 
+    evaluated = labctl(home, "eval", "run", run_id, "--suite", "short-answer", "--host", "labb", "--json")
+    assert evaluated.code == 0, evaluated.stderr
+    result = json.loads(evaluated.stdout)
+    assert result["run_id"] == run_id and result["total"] > 0 and result["target"]["base_url"] == base_url
+
     logs = labctl(home, "logs", run_id)  # no --host: the record says where it runs
     assert logs.code == 0 and f"serving {info['model']} on http://127.0.0.1:{port}" in logs.stdout, logs.stderr
 
@@ -517,3 +522,15 @@ def test_copy_image_needs_a_pinned_profile_and_a_remote_host(labb: dict, homes: 
     local = labctl(homes[0], "up", "harness", "--profile", "loose", "--allow-unpinned", "--copy-image", lab=lab)
     assert local.code == 2 and "--host" in local.stderr, local.stderr
     assert not (homes[0] / "runs").is_dir() or not any((homes[0] / "runs").iterdir())
+
+
+def test_pin_host_asks_for_that_hosts_platform(labb: dict, homes: list[Path], lab: Path) -> None:
+    (lab / "hosts.yaml").write_text(yaml.safe_dump({"hosts": {"labb": labb}}))
+    write_profile(lab, "topin", free_labb_port())
+    pinned = labctl(homes[0], "pin", "harness", "--profile", "topin", "--host", "labb", "--json", lab=lab)
+    assert pinned.code == 0, pinned.stderr
+    answer = json.loads(pinned.stdout)
+    platform = json.loads(remote_docker("info", "--format", "{{json .}}").stdout)
+    assert answer["platform"].startswith(f"{platform['OSType']}/")
+    text = (lab / "engines" / "harness" / "profiles" / "topin.yaml").read_text()
+    assert answer["digest"] in text and "unpinned" not in text
