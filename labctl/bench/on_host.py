@@ -1,9 +1,12 @@
 """labctl's bench client next to the engine: `python3 -m labctl.bench.on_host`, run in a container of
 labctl's own image with host networking on the engine's host, so that the network between the controller
-and the GPU host never enters TTFT. It reads one job (JSON) on stdin — the workload, the engine's address
-on that host, limits — runs every level with the same client and runner as a local bench, and writes one
-JSON object per line: `client` (where it runs), `level` (a level's summary), then `done` or `error`.
-The controller stores the result (labctl/bench/session.py)."""
+and the GPU host never enters TTFT. It reads one job (JSON) on stdin — one run of one level: its prompts
+(made on the controller, where the workload, its dataset and the model's tokenizer are), the request
+settings, the engine's address on that host, limits — runs it with the same runner as a local bench, and
+writes one JSON object per line: `client` (where it runs), `request` (each measured request as it
+finishes, in the per-request file's format), `progress`, then `level` (how long measuring took, the
+client's CPU) or `timed_out`, or `error`. The controller does the rest (repeats, intervals, telemetry,
+the capacity search: labctl/bench/session.py)."""
 
 from __future__ import annotations
 
@@ -17,52 +20,75 @@ from typing import Any
 
 from labctl.bench.client import Target
 from labctl.bench.environment import client_environment
-from labctl.bench.runner import LevelProgress, outcome_of, run_level
+from labctl.bench.prompts import Prompt
+from labctl.bench.request_lines import request_line
+from labctl.bench.runner import LevelProgress, LevelPrompts, run_level
 from labctl.bench.workloads import Workload
 
-MAX_JOB_BYTES = 64 * 1024 * 1024  # a workload spec plus at most its bounded dataset file
+PROTOCOL = 2  # the job's shape; a controller and a client image that disagree say so instead of guessing
+MAX_JOB_BYTES = 64 * 1024 * 1024  # a level's prompts
+PROGRESS_EVERY_S = 0.5
 
 
 def emit(kind: str, **fields: Any) -> None:
-    print(json.dumps({"event": kind, **fields}), flush=True)
+    print(json.dumps({"event": kind, "now": time.perf_counter(), **fields}), flush=True)
 
 
-def workload_of(job: dict[str, Any], folder: Path) -> Workload:
-    """The workload as the controller validated it; a file dataset is written where the spec names it."""
-    spec = job["workload"]["spec"]
-    if job.get("dataset_text") is not None:
-        path = (folder / spec["dataset"]["path"]).resolve()
-        if folder.resolve() not in path.parents:
-            raise ValueError("the dataset path leaves the workload folder")
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(job["dataset_text"], encoding="utf-8")
-    return Workload(str(job["workload"]["name"]), spec, folder)
+def prompts_of(job: dict[str, Any]) -> LevelPrompts:
+    def made(items: list[dict[str, Any]]) -> list[Prompt]:
+        return [
+            Prompt(
+                text=str(p["text"]),
+                input_len=int(p["input_len"]),
+                max_tokens=int(p["max_tokens"]),
+                messages=tuple({str(k): str(v) for k, v in m.items()} for m in p["messages"]),
+                session=int(p["session"]),
+                think_s=float(p["think_s"]),
+            )
+            for p in items
+        ]
+
+    return LevelPrompts(warm=made(job["prompts"]["warm"]), measured=made(job["prompts"]["measured"]))
 
 
 def run(job: dict[str, Any]) -> None:
-    emit("client", environment=client_environment())
+    if job.get("protocol") != PROTOCOL:
+        emit("client", protocol=PROTOCOL, environment=client_environment())
+        raise ValueError(f"job protocol {job.get('protocol')!r}; this client speaks {PROTOCOL}")
+    emit("client", protocol=PROTOCOL, environment=client_environment())
     target = Target(job["target"]["base_url"], job["target"]["model"], job.get("api_key"), job["target"]["thinking"])
-    end = time.monotonic() + float(job["deadline"])
+    concurrency, index, repeat = int(job["concurrency"]), int(job["level"]), int(job["repeat"])
+    partial = LevelProgress()
+    sent, said_at = [0], [0.0]
+
+    def flush() -> None:
+        while sent[0] < len(partial.results):
+            r = partial.results[sent[0]]
+            emit("request", started=partial.started, line=request_line(index, repeat, concurrency, sent[0], r))
+            sent[0] += 1
+
+    def progress(phase: str, done: int, total: int) -> None:
+        flush()
+        now = time.monotonic()
+        if done == total or now - said_at[0] >= PROGRESS_EVERY_S:
+            said_at[0] = now
+            emit("progress", phase=phase, done=done, total=total)
+
     with tempfile.TemporaryDirectory(prefix="labctl-workload-") as folder:
-        workload = workload_of(job, Path(folder))
-        for index, (concurrency, rate) in enumerate(workload.levels()):
-            partial = LevelProgress()
-            level_workload = workload.at_rate(rate)
-
-            def progress(phase: str, done: int, total: int) -> None:
-                if done == total:
-                    emit("progress", phase=phase, done=done, total=total)
-
-            level = run_level(target, level_workload, concurrency, index, job["request_timeout"], progress, partial)
-            try:
-                outcome = asyncio.run(asyncio.wait_for(level, max(0.0, end - time.monotonic())))
-            except TimeoutError:
-                outcome = outcome_of(concurrency, partial, rate, interrupted=True)
-                emit("level", summary=outcome.summary(workload.slo))
-                emit("timed_out", concurrency=concurrency)
-                return
-            emit("level", summary=outcome.summary(workload.slo))
-    emit("done")
+        workload = Workload(str(job["workload"]["name"]), job["workload"]["spec"], Path(folder))
+        level = run_level(
+            target, workload, concurrency, index, job["request_timeout"], progress, partial, prompts_of(job)
+        )
+        start_cpu = time.process_time()
+        try:
+            asyncio.run(asyncio.wait_for(level, max(0.0, float(job["deadline"]))))
+            ended = "level"
+        except TimeoutError:
+            ended = "timed_out"
+        flush()
+        duration = time.perf_counter() - partial.started if partial.started else 0.0
+        cpu = time.process_time() - (partial.cpu_started if partial.started else start_cpu)
+        emit(ended, started=partial.started, duration_s=duration, client_cpu_s=cpu, requests=len(partial.results))
 
 
 def main() -> None:

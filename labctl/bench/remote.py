@@ -1,25 +1,40 @@
 """`bench` on a run of a remote host: labctl's own client runs on that host, in a container of labctl's
 image with host networking (labctl/bench/on_host.py), so the network between this controller and the GPU
-host never enters TTFT. Its level summaries come back as JSON lines and are stored here, beside the run's
-record, with where the client ran."""
+host never enters TTFT. Each run of a level is one job: the controller makes its prompts (the workload's
+dataset and the model's tokenizer are here), the client sends them and streams every measured request
+back; the controller keeps everything else — repeats, intervals, the per-request file, telemetry, the
+capacity search — exactly as for a local run.
+
+Request times stay in the host's own monotonic clock (the clock the engine there stamps its tokens with);
+only the measuring window is mapped onto this controller's clock, for telemetry, by the smallest observed
+(receive - send) offset of the client's messages."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
+import math
 import os
+import time
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import Any
 
-from labctl.bench.client import Target
+from labctl.bench.client import RequestResult, Target
+from labctl.bench.on_host import PROTOCOL
+from labctl.bench.request_lines import result_of
+from labctl.bench.runner import LevelOutcome, LevelProgress, LevelPrompts
 from labctl.bench.workloads import Workload
 from labctl.errors import LabctlError
 from labctl.host import docker as dk
 from labctl.host.client_container import run_job
-from labctl.host.hosts import HostEntry
+from labctl.host.hosts import HostEntry, endpoint_url
 from labctl.run.record import Record
 
 MODULE = "labctl.bench.on_host"
 DEFAULT_CLIENT_IMAGE = "127.0.0.1:5000/labctl/harness:dev"
+MAX_LINE = 16 * 1024 * 1024  # one request's line: its inter-token gaps
+Progress = Callable[[str, int, int], None]
 
 
 def client_image() -> str:
@@ -34,57 +49,174 @@ def engine_address(record: Record) -> str:
     return f"http://{reach}:{record.endpoint.port}/v1"
 
 
-def job_for(target: Target, workload: Workload, request_timeout: float, deadline: float) -> bytes:
-    """What the client on the host needs: the validated spec (random prompts: the host has no copy of this
-    lab's dataset files), the target, and limits."""
+def level_job(
+    target: Target,
+    workload: Workload,
+    concurrency: int,
+    level: int,
+    repeat: int,
+    prompts: LevelPrompts,
+    request_timeout: float | None,
+    deadline: float,
+) -> bytes:
     job: dict[str, Any] = {
+        "protocol": PROTOCOL,
         "workload": {"name": workload.name, "spec": workload.spec},
         "target": {"base_url": target.base_url, "model": target.model, "thinking": target.thinking},
-        "api_key": target.api_key,
+        "api_key": target.api_key,  # stdin only, never argv
+        "concurrency": concurrency,
+        "level": level,
+        "repeat": repeat,
+        "prompts": {
+            "warm": [dataclasses.asdict(p) for p in prompts.warm],
+            "measured": [dataclasses.asdict(p) for p in prompts.measured],
+        },
         "request_timeout": request_timeout,
         "deadline": deadline,
-        "dataset_text": None,
     }
     return json.dumps(job).encode()
 
 
-def run_on_host(
-    host: HostEntry,
-    endpoint: str,
-    bench_id: str,
-    target: Target,
-    workload: Workload,
-    request_timeout: float,
-    deadline: float,
-    on_level: Callable[[dict[str, Any]], None],
-) -> tuple[dict[str, Any], str]:
-    """Run every level on the host; returns (the client's environment, how it ended: done | timed_out)."""
-    image = client_image()
-    facts = dk.image_facts(image) or dk.pull(image, quiet=True)  # which image exactly runs the client
-    environment: dict[str, Any] = {}
-    ended = ""
-    job = job_for(target, workload, request_timeout, deadline)
-    for line in run_job(endpoint, image, f"labctl-bench-{bench_id}", MODULE, job, deadline + 300):
+@dataclass
+class OnHost:
+    """One host's client for a whole bench: which image runs it, where, and what it said about itself."""
+
+    host: HostEntry
+    bench_id: str
+    image: str = ""
+    image_digests: tuple[str, ...] = ()
+    environment: dict[str, Any] = field(default_factory=dict)
+    jobs: int = 0
+
+    def prepare(self) -> None:
+        """The client image as its registry has it now (a tag the host pulled last week may hold an older
+        client); a host that cannot reach the registry uses what it has, and the protocol check guards."""
+        self.image = client_image()
         try:
-            event = json.loads(line)
-        except ValueError:
-            continue  # not ours (a warning printed by Python): the events are what count
-        kind = event.get("event")
-        if kind == "client":
-            environment = {
-                **event["environment"],
-                "ran_on": host.name,
-                "docker_endpoint": host.docker,
-                "container_image": image,
-                "container_image_digests": list(facts.repo_digests),
-                "network": "host",
-            }
-        elif kind == "level":
-            on_level(event["summary"])
-        elif kind == "error":
-            raise LabctlError(f"the bench client on {host.name} refused the job: {event.get('message')}")
-        elif kind in ("done", "timed_out"):
-            ended = kind
-    if not ended:
-        raise LabctlError(f"the bench client on {host.name} ended without saying it finished")
-    return environment, ended
+            facts = dk.pull(self.image, quiet=True)
+        except LabctlError:
+            found = dk.image_facts(self.image)
+            if found is None:
+                raise
+            facts = found
+        self.image_digests = tuple(facts.repo_digests)
+
+    def describe(self) -> dict[str, Any]:
+        return {
+            **self.environment,
+            "ran_on": self.host.name,
+            "docker_endpoint": self.host.docker,
+            "container_image": self.image,
+            "container_image_digests": list(self.image_digests),
+            "network": "host",
+            "clock": f"request times are the monotonic clock of {self.host.name}, where the client ran",
+        }
+
+    def run_level(
+        self,
+        target: Target,
+        workload: Workload,
+        concurrency: int,
+        level: int,
+        repeat: int,
+        prompts: LevelPrompts,
+        request_timeout: float | None,
+        deadline: float,
+        progress: Progress,
+        partial: LevelProgress,
+    ) -> LevelOutcome:
+        """One run of one level on the host. Fills `partial` as requests come back (so that Ctrl-C keeps
+        them); raises TimeoutError when the client passed the deadline, as the local runner does."""
+        if not self.image:
+            self.prepare()
+        self.jobs += 1
+        job = level_job(target, workload, concurrency, level, repeat, prompts, request_timeout, deadline)
+        name = f"labctl-bench-{self.bench_id}-{self.jobs}"
+        clock = _Offset()
+        raw: list[RequestResult] = []
+        final: dict[str, Any] | None = None
+        partial.cpu_started = time.process_time()
+        for line in run_job(endpoint_url(self.host), self.image, name, MODULE, job, deadline + 300):
+            event = _event(line)
+            if event is None:
+                continue  # not ours (a warning printed by Python): the events are what count
+            clock.saw(event.get("now"))
+            kind = event.get("event")
+            if kind == "client":
+                if event.get("protocol") != PROTOCOL:
+                    raise LabctlError(
+                        f"the bench client image {self.image} on {self.host.name} speaks protocol "
+                        f"{event.get('protocol', 1)!r}, this labctl {PROTOCOL}: push this labctl's client image "
+                        "(make harness-image) or name a matching one with LABCTL_CLIENT_IMAGE."
+                    )
+                if isinstance(event.get("environment"), dict):
+                    self.environment = event["environment"]
+            elif kind == "request":
+                raw.append(_request(event.get("line")))
+                partial.results = list(raw)
+                partial.started = clock.here(event.get("started"))
+            elif kind == "progress":
+                progress(str(event.get("phase", "")), int(event.get("done", 0)), int(event.get("total", 0)))
+            elif kind == "error":
+                raise LabctlError(f"the bench client on {self.host.name} refused the job: {event.get('message')}")
+            elif kind in ("level", "timed_out"):
+                final = event
+        if final is None:
+            raise LabctlError(f"the bench client on {self.host.name} ended without saying it finished")
+        partial.results = list(raw)
+        partial.started = clock.here(final.get("started"))
+        if final["event"] == "timed_out":
+            raise TimeoutError
+        outcome = LevelOutcome(
+            concurrency,
+            list(raw),
+            _number(final.get("duration_s")),
+            _number(final.get("client_cpu_s")),
+            workload.spec["request_rate"],
+        )
+        outcome.started = partial.started
+        return outcome
+
+
+class _Offset:
+    """This controller's clock minus the host's: the smallest (receive - send) seen, the least delayed."""
+
+    def __init__(self) -> None:
+        self.offset: float | None = None
+
+    def saw(self, sent: Any) -> None:
+        if isinstance(sent, int | float) and math.isfinite(sent):
+            gap = time.perf_counter() - float(sent)
+            self.offset = gap if self.offset is None else min(self.offset, gap)
+
+    def here(self, host_time: Any) -> float | None:
+        if not isinstance(host_time, int | float) or not math.isfinite(host_time) or self.offset is None:
+            return None
+        return float(host_time) + self.offset
+
+
+def _event(line: str) -> dict[str, Any] | None:
+    if len(line) > MAX_LINE:
+        raise LabctlError(f"the bench client sent a line of {len(line)} bytes; refusing it")
+    try:
+        event = json.loads(line)
+    except ValueError:
+        return None
+    return event if isinstance(event, dict) and isinstance(event.get("event"), str) else None
+
+
+def _request(line: Any) -> RequestResult:
+    try:
+        result = result_of(line)
+    except (KeyError, TypeError, ValueError) as exc:
+        raise LabctlError(f"the bench client sent a malformed request line: {type(exc).__name__}: {exc}") from None
+    times = [result.sent, result.scheduled, *(result.chunk_times or [])]
+    if not all(isinstance(t, int | float) and math.isfinite(t) for t in times):
+        raise LabctlError("the bench client sent a request with a time that is not a finite number")
+    return result
+
+
+def _number(value: Any) -> float:
+    if not isinstance(value, int | float) or not math.isfinite(value) or value < 0:
+        raise LabctlError(f"the bench client sent {value!r} where a duration belongs")
+    return float(value)

@@ -163,6 +163,20 @@ class LevelProgress:
     cpu_started: float = 0.0
 
 
+@dataclass(frozen=True)
+class LevelPrompts:
+    warm: list[Prompt]
+    measured: list[Prompt]
+
+
+def level_prompts(workload: Workload, concurrency: int, level_index: int) -> LevelPrompts:
+    """A level's prompts, made where the workload and its tokenizer are (a remote host's client gets them)."""
+    return LevelPrompts(
+        warm=make_prompts(workload, workload.warmup_for(concurrency), salt=10_000 + level_index),
+        measured=make_prompts(workload, workload.requests_for(concurrency), salt=level_index),
+    )
+
+
 async def run_level(
     target: Target,
     workload: Workload,
@@ -171,12 +185,13 @@ async def run_level(
     timeout: float | None,
     progress: Progress,
     partial: LevelProgress,
+    prompts: LevelPrompts | None = None,
 ) -> LevelOutcome:
     spec = workload.spec
     raise_open_file_limit(concurrency)
     connections = [Connection(target) for _ in range(concurrency)]
-    warm = make_prompts(workload, workload.warmup_for(concurrency), salt=10_000 + level_index)
-    measured = make_prompts(workload, workload.requests_for(concurrency), salt=level_index)
+    made = prompts or level_prompts(workload, concurrency, level_index)
+    warm, measured = made.warm, made.measured
     counter = {"n": 0}
 
     def ticker(phase: str, total: int) -> Callable[[], None]:

@@ -21,14 +21,14 @@ from labctl.bench.export import append_requests
 from labctl.bench.intervals import RESAMPLES, SEED, combine_repeats, request_intervals
 from labctl.bench.metrics import clean
 from labctl.bench.plan import PlannedLevel, SweepClock, plan_levels, plan_line
-from labctl.bench.remote import engine_address, run_on_host
-from labctl.bench.runner import LevelOutcome, LevelProgress, outcome_of, run_level
+from labctl.bench.remote import OnHost, engine_address
+from labctl.bench.runner import LevelOutcome, LevelProgress, Progress, level_prompts, outcome_of, run_level
 from labctl.bench.telemetry import Window, summarise_engine, summarise_gpus
 from labctl.bench.tokens import counter_for
 from labctl.bench.workloads import Workload
 from labctl.catalog.limits import check_seconds
 from labctl.errors import BadInput, LabctlError
-from labctl.host.hosts import HostEntry, endpoint_url
+from labctl.host.hosts import HostEntry
 from labctl.host.telemetry import Sampler, plan_for
 from labctl.run.keys import KeyStore
 from labctl.run.record import Endpoint, Record, new_record
@@ -222,11 +222,8 @@ def run_bench(
     target, record = resolve_target(runs, request)
     limit = check_batch_limits(record, workload, request.force)
     remote = request.host is not None and request.host.is_remote and record.host_entry == request.host.name
-    if remote:
-        check_remote_bench(request, workload)
-    else:
-        model_id = request.tokenizer or ((record.resolved_profile or {}).get("model") or {}).get("id") or target.model
-        workload = workload.with_counter(counter_for(str(model_id)))
+    model_id = request.tokenizer or ((record.resolved_profile or {}).get("model") or {}).get("id") or target.model
+    workload = workload.with_counter(counter_for(str(model_id)))
     server = preflight(target)
     if record.status == "external":
         runs.save(record)
@@ -264,8 +261,10 @@ def run_bench(
             f"the file's is {(workload.file_sha256 or '')[:12]})"
         )
     say(f"lengths in {workload.counter.unit}: {workload.counter.source}")
-    if remote and request.host is not None:
-        return run_remote(request, request.host, record, target, workload, limit, path, result), path
+    on_host = OnHost(request.host, bench_id) if remote and request.host is not None else None
+    if on_host is not None:
+        result["target"]["base_url"] = engine_address(record)  # where the client, on that host, sends
+        result["target"]["controller_base_url"] = target.base_url
     requests_path = path.with_name(f"{bench_id}.requests.jsonl")
     telemetry_path = path.with_name(f"{bench_id}.telemetry.jsonl")
     result["requests_file"] = requests_path.name
@@ -287,7 +286,7 @@ def run_bench(
         write_run_file(telemetry_path, "")  # group-writable like the result; the sampler appends
     sampler = Sampler(plan, telemetry_path).start()
     sweep = _Sweep(request, workload, target, limit, result, path, progress, say, end)
-    sweep.requests_path, sweep.sampler = requests_path, sampler
+    sweep.requests_path, sweep.sampler, sweep.on_host = requests_path, sampler, on_host
     try:
         if request.find_max_rate:
             sweep.search()
@@ -295,6 +294,8 @@ def run_bench(
             sweep.run_all()
     finally:
         sampler.stop()
+        if on_host is not None and on_host.environment:
+            result["client"] = {**on_host.describe(), "docker_host_id": record.docker_host_id}
         result["telemetry"] = sampler.description()
         if not telemetry_path.exists():
             result["telemetry_file"] = None
@@ -365,6 +366,24 @@ class _Sweep:
         self.result, self.path, self.progress, self.say, self.end = result, path, progress, say, end
         self.requests_path: Path = path.with_name(path.stem + ".requests.jsonl")
         self.sampler: Sampler | None = None
+        self.on_host: OnHost | None = None  # a run on a remote host: its client runs there
+
+    def run_once(
+        self, workload: Workload, concurrency: int, index: int, repeat: int, tick: Progress, partial: LevelProgress
+    ) -> LevelOutcome:
+        """One run of a level, here or on the run's host; TimeoutError past the deadline."""
+        left = max(0.0, self.end - time.monotonic())
+        timeout = self.request.request_timeout
+        if self.on_host is None:
+            level_run = run_level(self.target, workload, concurrency, index, timeout, tick, partial)
+            return asyncio.run(asyncio.wait_for(level_run, left))
+        on_host_target = Target(
+            str(self.result["target"]["base_url"]), self.target.model, self.target.api_key, self.target.thinking
+        )
+        prompts = level_prompts(workload, concurrency, index)
+        return self.on_host.run_level(
+            on_host_target, workload, concurrency, index, repeat, prompts, timeout, left, tick, partial
+        )
 
     def finish_run(
         self, outcome: LevelOutcome, workload: Workload, index: int, repeat: int, windows: list[Window]
@@ -423,9 +442,8 @@ class _Sweep:
         windows: list[Window] = []
         for repeat in range(request.repeat):
             partial = LevelProgress()
-            level_run = run_level(self.target, workload, concurrency, index, request.request_timeout, tick, partial)
             try:
-                outcome = asyncio.run(asyncio.wait_for(level_run, max(0.0, self.end - time.monotonic())))
+                outcome = self.run_once(workload, concurrency, index, repeat, tick, partial)
             except (TimeoutError, KeyboardInterrupt) as exc:
                 outcome = outcome_of(concurrency, partial, planned.rate, interrupted=True)
                 runs.append(self.finish_run(outcome, workload, index, repeat, windows))
@@ -471,75 +489,6 @@ def level_line(level: dict[str, Any]) -> str:
         f"{level.get('request_throughput') or 0:.2f} req/s"
         + ("" if goodput is None else f", goodput {goodput:.2f} req/s")
     )
-
-
-def check_remote_bench(request: BenchRequest, workload: Workload) -> None:
-    """What the client on a remote host runs today: the workload's levels (concurrency and rates) over random
-    prompts whose lengths count words; the rest is refused before anything is sent."""
-    where = f"a run on {request.host.name if request.host else 'a remote host'} (its client runs there)"
-    if request.find_max_rate:
-        raise BadInput(f"--find-max-rate is not supported yet for {where}: run it on the GPU host itself.")
-    if request.tokenizer:
-        raise BadInput(f"--tokenizer is not supported yet for {where}: lengths are counted in words there.")
-    if workload.dataset_kind != "random":
-        raise BadInput(
-            f"workload {workload.name}: {workload.dataset_kind} datasets are not supported yet for {where}; "
-            "use a random-dataset workload (chat-sweep, latency-probe)."
-        )
-
-
-def run_remote(
-    request: BenchRequest,
-    host: HostEntry,
-    record: Record,
-    target: Target,
-    workload: Workload,
-    limit: int | None,
-    path: Path,
-    result: dict[str, Any],
-) -> dict[str, Any]:
-    """The client runs on the run's host, next to the engine; each level it reports is saved here at once."""
-    on_host = Target(engine_address(record), target.model, target.api_key, target.thinking)
-    result["target"]["base_url"] = on_host.base_url
-    result["target"]["controller_base_url"] = target.base_url
-
-    def on_level(summary: dict[str, Any]) -> None:
-        result["levels"].append(_mark_over_limit(summary, limit))
-        save_result(path, result | {"status": "running"})
-
-    try:
-        environment, ended = run_on_host(
-            host,
-            endpoint_url(host),
-            result["bench_id"],
-            on_host,
-            workload,
-            request.request_timeout,
-            request.deadline,
-            on_level,
-        )
-    except KeyboardInterrupt:
-        result.update(status="interrupted", finished_at=now())
-        save_result(path, result)
-        raise
-    result["client"] = {**environment, "docker_host_id": record.docker_host_id}
-    if ended == "timed_out":
-        result.update(status="timed_out", finished_at=now())
-        save_result(path, result)
-        raise LabctlError(
-            f"the bench passed its deadline of {request.deadline:g} s (--deadline) on {host.name}; the partial "
-            f"result is saved, marked timed_out: {path}"
-        )
-    failed = next((lv for lv in result["levels"] if lv["requests"] and not lv["completed"]), None)
-    if failed is not None:
-        result.update(status="failed", finished_at=now())
-        save_result(path, result)
-        where = f"requests at concurrency {failed['concurrency']}"
-        raise LabctlError(every_request_failed(failed["failures"], where, path))
-    result.update(status="complete", finished_at=now())
-    result["warnings"] = sorted({w for level in result["levels"] for w in level["warnings"]})
-    save_result(path, result)
-    return result
 
 
 def every_request_failed(failures: dict[str, int], where: str, path: Path) -> str:

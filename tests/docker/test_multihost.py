@@ -14,6 +14,7 @@ import json
 import os
 import random
 import shutil
+import signal
 import socket
 import subprocess
 import threading
@@ -381,8 +382,59 @@ def test_bench_on_a_labb_run_runs_the_client_on_labb_and_stores_the_result_here(
     assert result["target"]["base_url"] == f"http://127.0.0.1:{record['endpoint']['port']}/v1"
     assert result["target"]["controller_base_url"] == info["base_url"]
     assert remote_names("labctl.bench_client=true") == [] or all(
-        not name.endswith(result["bench_id"]) for name in remote_names("labctl.bench_client=true")
+        result["bench_id"] not in name for name in remote_names("labctl.bench_client=true")
     )
+
+    # A file dataset (made here: labb has no copy of the lab), repeats with intervals, the per-request file
+    # and telemetry, as for a local run.
+    shared = labctl(
+        home,
+        "bench",
+        "run",
+        info["run_id"],
+        "--workload",
+        "sharegpt-sample",
+        "--concurrency",
+        "2",
+        "--requests",
+        "6",
+        "--repeat",
+        "2",
+        "--json",
+    )
+    assert shared.code == 0, shared.stderr
+    full = json.loads(shared.stdout)
+    assert full["client"]["ran_on"] == "labb" and "labb" in full["client"]["clock"]
+    level = full["levels"][0]
+    assert [r["requests"] for r in level["repeats"]] == [6, 6] and level["completed"] == 12
+    lo, hi = level["median_ttft_ms_ci95"]
+    assert lo <= level["median_ttft_ms"] <= hi
+    lines = (stored.parent / full["requests_file"]).read_text().splitlines()[1:]
+    dataset_lens = sorted(json.loads(line)["input_len"] for line in lines)
+    assert len(lines) == 12 and len(set(dataset_lens)) > 1, "the prompts came from the dataset, not random words"
+    assert full["telemetry"]["engine"]["samples"] > 0 and full["telemetry"]["gpu"]["simulated"] is True
+
+    # Ctrl-C mid-level: the requests that came back are kept, marked interrupted; no client is left on labb.
+    long_bench = subprocess.Popen(
+        [*LABCTL, "bench", "run", info["run_id"], "--workload", "latency-probe", "--concurrency", "1"]
+        + ["--requests", "400", "--json"],
+        env={**os.environ, **env_of(home)},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    deadline = time.monotonic() + 60
+    while not remote_names("labctl.bench_client=true") and time.monotonic() < deadline:
+        time.sleep(0.3)  # its client container runs on labb: measuring has begun (after a short warm-up)
+    time.sleep(3)
+    long_bench.send_signal(signal.SIGINT)
+    _out, err = long_bench.communicate(timeout=60)
+    assert long_bench.returncode == 130, err
+    partial = max((stored.parent).glob("b*.json"), key=lambda f: f.stat().st_mtime)
+    cut = json.loads(partial.read_text())
+    assert cut["status"] == "interrupted" and cut["levels"][0]["interrupted"] is True
+    assert 0 < cut["levels"][0]["requests"] < 400
+    assert not [n for n in remote_names("labctl.bench_client=true") if cut["bench_id"] in n]
     assert labctl(home, "down", info["run_id"]).code == 0
 
 
