@@ -49,32 +49,36 @@ def engine_address(record: Record) -> str:
     return f"http://{reach}:{record.endpoint.port}/v1"
 
 
-def level_job(
-    target: Target,
-    workload: Workload,
-    concurrency: int,
-    level: int,
-    repeat: int,
-    prompts: LevelPrompts,
-    request_timeout: float | None,
-    deadline: float,
-) -> bytes:
-    job: dict[str, Any] = {
-        "protocol": PROTOCOL,
-        "workload": {"name": workload.name, "spec": workload.spec},
-        "target": {"base_url": target.base_url, "model": target.model, "thinking": target.thinking},
-        "api_key": target.api_key,  # stdin only, never argv
-        "concurrency": concurrency,
-        "level": level,
-        "repeat": repeat,
-        "prompts": {
-            "warm": [dataclasses.asdict(p) for p in prompts.warm],
-            "measured": [dataclasses.asdict(p) for p in prompts.measured],
-        },
-        "request_timeout": request_timeout,
-        "deadline": deadline,
-    }
-    return json.dumps(job).encode()
+@dataclass(frozen=True)
+class LevelJob:
+    """One run of one level for the client on the host."""
+
+    target: Target  # the engine's address on its host
+    workload: Workload
+    concurrency: int
+    level: int
+    repeat: int
+    prompts: LevelPrompts
+    request_timeout: float | None
+    deadline: float  # seconds the client may take
+
+    def encode(self) -> bytes:
+        job: dict[str, Any] = {
+            "protocol": PROTOCOL,
+            "workload": {"name": self.workload.name, "spec": self.workload.spec},
+            "target": {"base_url": self.target.base_url, "model": self.target.model, "thinking": self.target.thinking},
+            "api_key": self.target.api_key,  # stdin only, never argv
+            "concurrency": self.concurrency,
+            "level": self.level,
+            "repeat": self.repeat,
+            "prompts": {
+                "warm": [dataclasses.asdict(p) for p in self.prompts.warm],
+                "measured": [dataclasses.asdict(p) for p in self.prompts.measured],
+            },
+            "request_timeout": self.request_timeout,
+            "deadline": self.deadline,
+        }
+        return json.dumps(job).encode()
 
 
 @dataclass
@@ -112,31 +116,18 @@ class OnHost:
             "clock": f"request times are the monotonic clock of {self.host.name}, where the client ran",
         }
 
-    def run_level(
-        self,
-        target: Target,
-        workload: Workload,
-        concurrency: int,
-        level: int,
-        repeat: int,
-        prompts: LevelPrompts,
-        request_timeout: float | None,
-        deadline: float,
-        progress: Progress,
-        partial: LevelProgress,
-    ) -> LevelOutcome:
+    def run_level(self, job: LevelJob, progress: Progress, partial: LevelProgress) -> LevelOutcome:
         """One run of one level on the host. Fills `partial` as requests come back (so that Ctrl-C keeps
         them); raises TimeoutError when the client passed the deadline, as the local runner does."""
         if not self.image:
             self.prepare()
         self.jobs += 1
-        job = level_job(target, workload, concurrency, level, repeat, prompts, request_timeout, deadline)
         name = f"labctl-bench-{self.bench_id}-{self.jobs}"
         clock = _Offset()
         raw: list[RequestResult] = []
         final: dict[str, Any] | None = None
         partial.cpu_started = time.process_time()
-        for line in run_job(endpoint_url(self.host), self.image, name, MODULE, job, deadline + 300):
+        for line in run_job(endpoint_url(self.host), self.image, name, MODULE, job.encode(), job.deadline + 300):
             event = _event(line)
             if event is None:
                 continue  # not ours (a warning printed by Python): the events are what count
@@ -168,11 +159,11 @@ class OnHost:
         if final["event"] == "timed_out":
             raise TimeoutError
         outcome = LevelOutcome(
-            concurrency,
+            job.concurrency,
             list(raw),
             _number(final.get("duration_s")),
             _number(final.get("client_cpu_s")),
-            workload.spec["request_rate"],
+            job.workload.spec["request_rate"],
         )
         outcome.started = partial.started
         return outcome

@@ -21,7 +21,7 @@ from labctl.bench.export import append_requests
 from labctl.bench.intervals import RESAMPLES, SEED, combine_repeats, request_intervals
 from labctl.bench.metrics import clean
 from labctl.bench.plan import PlannedLevel, SweepClock, plan_levels, plan_line
-from labctl.bench.remote import OnHost, engine_address
+from labctl.bench.remote import LevelJob, OnHost, engine_address
 from labctl.bench.runner import LevelOutcome, LevelProgress, Progress, level_prompts, outcome_of, run_level
 from labctl.bench.telemetry import Window, summarise_engine, summarise_gpus
 from labctl.bench.tokens import counter_for
@@ -381,9 +381,8 @@ class _Sweep:
             str(self.result["target"]["base_url"]), self.target.model, self.target.api_key, self.target.thinking
         )
         prompts = level_prompts(workload, concurrency, index)
-        return self.on_host.run_level(
-            on_host_target, workload, concurrency, index, repeat, prompts, timeout, left, tick, partial
-        )
+        job = LevelJob(on_host_target, workload, concurrency, index, repeat, prompts, timeout, left)
+        return self.on_host.run_level(job, tick, partial)
 
     def finish_run(
         self, outcome: LevelOutcome, workload: Workload, index: int, repeat: int, windows: list[Window]
