@@ -8,7 +8,7 @@ import time
 from pathlib import Path
 
 from labctl.errors import Conflict
-from labctl.host import claims
+from labctl.host import claims, remote_ports
 from labctl.host.forward import Forward, close_forward, open_forward
 from labctl.host.gpu import Gpu
 from labctl.host.hosts import HostEntry
@@ -66,6 +66,21 @@ def take_claims(
             )
         taken.append(claims.find(name) or mine)
     return notes
+
+
+def check_port_free(host: HostEntry, bind: str, port: int) -> str | None:
+    """Conflict (exit 3) when a process labctl did not start listens where the engine would bind on the host
+    (labctl's own runs hold port claims, checked before); a note when the host's ports cannot be read."""
+    found = remote_ports.listeners(host)
+    if found is None:
+        return f"could not read {host.name}'s listening ports over SSH: port {port} was not checked there"
+    holder = remote_ports.holds(found, bind, port)
+    if holder is not None:
+        raise Conflict(
+            f"port {port} on {host.name} is in use ({holder}) by a process labctl did not start. Pick another with "
+            f"--port N (or see what holds it: {' '.join(host.ssh_argv())} ss -ltnp 'sport = :{port}')."
+        )
+    return None
 
 
 def release_claims(run_id: str) -> int:

@@ -66,7 +66,7 @@ from labctl.run.record import (
     Timings,
     new_record,
 )
-from labctl.run.remote import close_run_forward, open_run_forward, release_claims, take_claims
+from labctl.run.remote import check_port_free, close_run_forward, open_run_forward, release_claims, take_claims
 from labctl.run.resident import (
     RESTART_POLICY,
     ResidentPlan,
@@ -336,6 +336,9 @@ class Starter:
             )
             for note in notes:
                 self.say(note)
+            unchecked = check_port_free(self.request.host, profile.bind_address, profile.port)
+            if unchecked:
+                self.say(f"warning: {unchecked}")
             return profile, replaced
         if port_in_use(profile.bind_address, profile.port):
             raise Conflict(

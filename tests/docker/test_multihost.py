@@ -586,3 +586,33 @@ def test_pin_host_asks_for_that_hosts_platform(labb: dict, homes: list[Path], la
     assert answer["platform"].startswith(f"{platform['OSType']}/")
     text = (lab / "engines" / "harness" / "profiles" / "topin.yaml").read_text()
     assert answer["digest"] in text and "unpinned" not in text
+
+
+def test_up_refuses_a_port_that_a_process_labctl_did_not_start_holds_on_labb(
+    labb: dict, homes: list[Path], lab: Path
+) -> None:
+    (lab / "hosts.yaml").write_text(yaml.safe_dump({"hosts": {"labb": labb}}))
+    port = free_labb_port()
+    name = f"labctl-test-squatter-{os.urandom(4).hex()}"
+    started = remote_docker(
+        "run", "-d", "--name", name, "--network", "host", "--entrypoint", "python3",
+        "127.0.0.1:5000/labctl/harness:dev", "-m", "http.server", str(port), "--bind", "127.0.0.1",
+        timeout=120,
+    )  # fmt: skip
+    assert started.returncode == 0, started.stderr
+    try:
+        deadline = time.monotonic() + 20
+        while f"127.0.0.1:{port}" not in _labb_listeners() and time.monotonic() < deadline:
+            time.sleep(0.2)
+        write_profile(lab, "squatted", port)
+        up = labctl(homes[0], "--host", "labb", "up", "harness", "--profile", "squatted", "--allow-unpinned", lab=lab)
+        assert up.code == 3, up.stderr
+        assert f"port {port} on labb is in use" in up.stderr and "labctl did not start" in up.stderr, up.stderr
+        assert remote_names("labctl.profile=squatted") == []
+        assert f"labctl-port-{port}" not in remote_docker("ps", "-a", "--format", "{{.Names}}").stdout.split()
+    finally:
+        remote_docker("rm", "-f", name)
+
+
+def _labb_listeners() -> str:
+    return subprocess.run(["ssh", SSH_TARGET, "ss", "-ltnH"], capture_output=True, text=True, timeout=20).stdout

@@ -98,3 +98,22 @@ def test_closing_a_forward_kills_an_ssh_that_ignores_sigterm(monkeypatch: pytest
     finally:
         proc.kill()
         proc.wait()
+
+
+def test_remote_listeners_are_read_from_the_kernels_tables() -> None:
+    from labctl.host.remote_ports import holds, parse_tables
+
+    table = (
+        "  sl  local_address rem_address   st tx_queue rx_queue tr tm->when retrnsmt   uid  timeout inode\n"
+        "   0: 0200C90A:0016 00000000:0000 0A 00000000:00000000 00:00000000 00000000     0        0 1 1\n"
+        "   1: 0100007F:1388 00000000:0000 0A 00000000:00000000 00:00000000 00000000     0        0 2 1\n"
+        "   2: 0100007F:A1B2 0100007F:1388 01 00000000:00000000 00:00000000 00000000     0        0 3 1\n"
+        "   0: 00000000000000000000000000000000:1F90 00000000000000000000000000000000:0000 0A 0 0 0 0 0 4 1\n"
+        "   1: 0000000000000000FFFF00000100007F:2328 00000000000000000000000000000000:0000 0A 0 0 0 0 0 5 1\n"
+    )
+    found = parse_tables(table)
+    assert found == {("10.201.0.2", 22), ("127.0.0.1", 5000), ("::", 8080), ("127.0.0.1", 9000)}
+    assert holds(found, "127.0.0.1", 5000) == "127.0.0.1:5000"
+    assert holds(found, "127.0.0.1", 8080) == "[::]:8080"  # a wildcard listener takes every address
+    assert holds(found, "0.0.0.0", 22) == "10.201.0.2:22"
+    assert holds(found, "127.0.0.1", 22) is None and holds(found, "127.0.0.1", 41394) is None  # 0xA1B2: not listening
