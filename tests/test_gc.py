@@ -7,6 +7,7 @@ vLLM/TensorRT-LLM runs written into the test's home, over a real Hugging Face ca
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import subprocess
 from collections.abc import Iterator
@@ -179,3 +180,17 @@ def test_gc_model_snapshots_and_engine_folders(lab: Path, home: Path, tmp_path: 
     assert not (model / "refs" / "main").exists()  # it named the removed snapshot
     assert gc_json(lab, home)["items"] == []
     assert precious.is_dir()
+
+
+def test_gc_here_leaves_what_runs_on_another_host_used(lab: Path, home: Path, tmp_path: Path) -> None:
+    """A stopped run on a remote host named a cache path that also exists here: not this machine's to collect."""
+    cache = tmp_path / "hf"
+    _model, old, _new = hf_cache(cache)
+    runs = Runs(home)
+    past_run(runs, "20261203-120000-dddddd", "stopped", cache, "main", None)
+    record = runs.load("20261203-120000-dddddd")
+    runs.save(dataclasses.replace(record, host_entry="labb", docker_endpoint="ssh://labctl-remote@10.201.0.2"))
+    assert gc_json(lab, home)["items"] == []
+    assert old.is_dir()
+    runs.save(dataclasses.replace(record, host_entry="local"))  # the same record on this machine: collected
+    assert [i["where"] for i in gc_json(lab, home)["items"]] == [str(old)]

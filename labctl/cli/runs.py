@@ -353,7 +353,7 @@ def gc(
     from labctl.run.gc import as_json as gc_json
     from labctl.run.gc import collect, find_garbage
 
-    items = find_garbage(state.lab(), state.runs())
+    items = find_garbage(state.lab(), state.runs(), state.host())
     outcomes = collect(items) if yes else []
     freed = sum(o.item.bytes for o in outcomes if o.removed)
     if as_json:

@@ -3,7 +3,11 @@
 
 Only what a record in this home used is ever a candidate (never another user's image or cache). A candidate
 is kept when a run that has not ended uses it, when any container on the host uses it (whichever home
-started it), or when a profile of this lab names it (the next `up` would need it again)."""
+started it), or when a profile of this lab names it (the next `up` would need it again).
+
+gc acts on one host (--host): only records of runs on that host are read. On a host reached over ssh://,
+model snapshots and engine folders live on that machine's disks, out of this controller's reach: only its
+images are collected there."""
 
 from __future__ import annotations
 
@@ -21,6 +25,7 @@ from labctl.errors import LabctlError
 from labctl.host import docker as dk
 from labctl.host.engine_api import unique_image_bytes
 from labctl.host.files import remove_tree, tree_bytes
+from labctl.host.hosts import LOCAL, LOCAL_HOST, HostEntry
 from labctl.run.record import Record
 from labctl.run.store import ENDED, Runs, is_run_id
 
@@ -55,7 +60,9 @@ class Uses:
     engine_dir: Path | None
 
 
-def uses_of(record: Record) -> Uses:
+def uses_of(record: Record, local_files: bool = True) -> Uses:
+    if not local_files:
+        return Uses(record.image.image_id, None, None)
     options = record.compose.render_options if record.compose else {}
     model = (record.resolved_profile or {}).get("model") or {}
     snapshot = None
@@ -111,7 +118,7 @@ def lab_profiles(lab: Lab) -> list[Profile]:
     return found
 
 
-def live_uses(runs: Runs) -> tuple[set[str], list[Uses]]:
+def live_uses(runs: Runs, local_files: bool) -> tuple[set[str], list[Uses]]:
     """Images any container uses, and what the runs behind labctl's containers use (found through the
     home their labels name, so a run from another home is protected too)."""
     images, uses = set(), []
@@ -122,14 +129,15 @@ def live_uses(runs: Runs) -> tuple[set[str], list[Uses]]:
             continue
         record = Runs(Path(run.home)).try_load(run.run_id) if run.home else runs.try_load(run.run_id)
         if record is not None:
-            uses.append(uses_of(record))
+            uses.append(uses_of(record, local_files))
     return images, uses
 
 
-def find_garbage(lab: Lab, runs: Runs) -> list[Item]:
-    records = [r for r in (runs.try_load(i) for i in runs.all_ids()) if r is not None]
-    images_in_use, live = live_uses(runs)
-    live += [uses_of(r) for r in records if r.status not in ENDED]
+def find_garbage(lab: Lab, runs: Runs, host: HostEntry = LOCAL_HOST) -> list[Item]:
+    records = [r for r in (runs.try_load(i) for i in runs.all_ids()) if r is not None and ran_on(r, host)]
+    local_files = not host.is_remote
+    images_in_use, live = live_uses(runs, local_files)
+    live += [uses_of(r, local_files) for r in records if r.status not in ENDED]
     profiles = lab_profiles(lab)
     keep_snapshots = {u.snapshot for u in live if u.snapshot}
     keep_engines = {u.engine_dir for u in live if u.engine_dir}
@@ -137,7 +145,7 @@ def find_garbage(lab: Lab, runs: Runs) -> list[Item]:
     candidates: dict[tuple[str, str], Item] = {}
     image_runs: dict[str, str] = {}
     for record in records:  # oldest first: the newest run wins `last_run`
-        used = uses_of(record)
+        used = uses_of(record, local_files)
         if used.image_id:
             image_runs[used.image_id] = record.run_id
         if used.snapshot and used.snapshot not in keep_snapshots and not _named(used.snapshot, profiles, record):
@@ -150,6 +158,11 @@ def find_garbage(lab: Lab, runs: Runs) -> list[Item]:
             candidates[("engine", str(used.engine_dir))] = Item("engine", key, str(used.engine_dir), 0, record.run_id)
     items = [_sized(i) for i in candidates.values()]
     return _images(image_runs, images_in_use | {u.image_id for u in live}, profiles, records) + items
+
+
+def ran_on(record: Record, host: HostEntry) -> bool:
+    """Records written before hosts existed ran on this machine's Docker."""
+    return (record.host_entry or LOCAL) == host.name
 
 
 def _named(snapshot: Path, profiles: list[Profile], record: Record) -> bool:
