@@ -14,7 +14,6 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
-import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -26,20 +25,13 @@ from labctl.bench.request_lines import result_of
 from labctl.bench.runner import LevelOutcome, LevelProgress, LevelPrompts
 from labctl.bench.workloads import Workload
 from labctl.errors import LabctlError
-from labctl.host import docker as dk
-from labctl.host.client_container import run_job
+from labctl.host.client_container import client_image, ensure_client_image, run_job
 from labctl.host.hosts import HostEntry, endpoint_url
 from labctl.run.record import Record
 
 MODULE = "labctl.bench.on_host"
-DEFAULT_CLIENT_IMAGE = "127.0.0.1:5000/labctl/harness:dev"
 MAX_LINE = 16 * 1024 * 1024  # one request's line: its inter-token gaps
 Progress = Callable[[str, int, int], None]
-
-
-def client_image() -> str:
-    """labctl's own image (the harness image carries the bench client); LABCTL_CLIENT_IMAGE names another."""
-    return os.environ.get("LABCTL_CLIENT_IMAGE") or DEFAULT_CLIENT_IMAGE
 
 
 def engine_address(record: Record) -> str:
@@ -93,17 +85,9 @@ class OnHost:
     jobs: int = 0
 
     def prepare(self) -> None:
-        """The client image as its registry has it now (a tag the host pulled last week may hold an older
-        client); a host that cannot reach the registry uses what it has, and the protocol check guards."""
+        """The protocol check in run_level guards a host that could not pull the current client image."""
         self.image = client_image()
-        try:
-            facts = dk.pull(self.image, quiet=True)
-        except LabctlError:
-            found = dk.image_facts(self.image)
-            if found is None:
-                raise
-            facts = found
-        self.image_digests = tuple(facts.repo_digests)
+        self.image_digests = ensure_client_image(self.image)
 
     def describe(self) -> dict[str, Any]:
         return {

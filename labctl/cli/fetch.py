@@ -30,26 +30,21 @@ def fetch(
     """
     from labctl.catalog.profiles import load_profile
     from labctl.cli.runs import _progress
-    from labctl.errors import BadInput
     from labctl.run.fetch import fetch_model
     from labctl.run.prep_view import part_text
 
     state.choose_host(host)
     lab = state.lab()
-    entry = state.host()
-    if entry.is_remote:
-        raise BadInput(
-            f"host {entry.name} is reached over SSH: labctl fetches into this machine's cache only. "
-            "Run labctl fetch on that host."
-        )
     fetched = fetch_model(
         load_profile(lab, engine, profile, allow_unsupported=True),
         cache_dir,
         say=warn,
         live=None if as_json else _progress(),
+        host=state.host(),
     )
     if as_json:
         print(json.dumps({**dataclasses.asdict(fetched), "prep": fetched.part().to_json()}))
         return
-    out(f"model {fetched.repo_id}@{fetched.revision}: commit {fetched.commit} in {fetched.cache_dir}")
+    where = f" on {state.host().name}" if state.host().is_remote else ""
+    out(f"model {fetched.repo_id}@{fetched.revision}: commit {fetched.commit} in {fetched.cache_dir}{where}")
     out(f"  model_fetch  {part_text(fetched.part())}")

@@ -1,19 +1,53 @@
 """A one-shot container of labctl's own image on a host, with host networking, fed a job on stdin and
-read line by line (the bench client next to a remote engine). Started through the host's own Docker
-endpoint — the same ssh:// transport as everything else — and removed when it ends or labctl is stopped."""
+read line by line (the bench client next to a remote engine, a model fetch into that host's cache). Started
+through the host's own Docker endpoint — the same ssh:// transport as everything else — and removed when it
+ends or labctl is stopped."""
 
 from __future__ import annotations
 
 import contextlib
+import os
 import subprocess
 import threading
 from collections.abc import Iterator
 
 from labctl.errors import LabctlError
+from labctl.host import docker as dk
+
+DEFAULT_CLIENT_IMAGE = "127.0.0.1:5000/labctl/harness:dev"
 
 
-def run_job(endpoint: str, image: str, name: str, module: str, job: bytes, timeout: float) -> Iterator[str]:
-    """Yield the container's stdout lines. The job goes through stdin, never argv (it may hold a key)."""
+def client_image() -> str:
+    """labctl's own image (the harness image carries the bench client); LABCTL_CLIENT_IMAGE names another."""
+    return os.environ.get("LABCTL_CLIENT_IMAGE") or DEFAULT_CLIENT_IMAGE
+
+
+def ensure_client_image(image: str) -> tuple[str, ...]:
+    """The client image as its registry has it now, on the active host (a tag pulled there last week may hold
+    an older client); a host that cannot reach the registry uses what it has. Returns its repo digests."""
+    try:
+        facts = dk.pull(image, quiet=True)
+    except LabctlError:
+        found = dk.image_facts(image)
+        if found is None:
+            raise
+        facts = found
+    return tuple(facts.repo_digests)
+
+
+def run_job(
+    endpoint: str,
+    image: str,
+    name: str,
+    module: str,
+    job: bytes,
+    timeout: float,
+    label: str = "labctl.bench_client=true",
+    mounts: tuple[str, ...] = (),
+    user: str | None = None,
+) -> Iterator[str]:
+    """Yield the container's stdout lines. The job goes through stdin, never argv (it may hold a key).
+    `mounts` are `-v` values (HOST_PATH:CONTAINER_PATH) on that host."""
     argv = [
         "docker",
         "-H",
@@ -24,7 +58,9 @@ def run_job(endpoint: str, image: str, name: str, module: str, job: bytes, timeo
         "--name",
         name,
         "--label",
-        "labctl.bench_client=true",
+        label,
+        *(word for mount in mounts for word in ("-v", mount)),
+        *(["--user", user] if user else []),
         "--network",
         "host",
         "--entrypoint",
@@ -50,7 +86,7 @@ def run_job(endpoint: str, image: str, name: str, module: str, job: bytes, timeo
         if code != 0:
             tail = b"".join(errors).decode("utf-8", "replace").strip().splitlines()[-3:]
             raise LabctlError(
-                f"the bench client container on {endpoint} exited {code}: {' '.join(tail) or 'no output'} "
+                f"labctl's client container on {endpoint} exited {code}: {' '.join(tail) or 'no output'} "
                 f"(command: {' '.join(argv)})"
             )
     finally:

@@ -105,9 +105,13 @@ def hub_errors(repo_id: str, revision: str, base: str, where: str) -> Iterator[N
         raise
 
 
-def download(plan: FetchPlan, hub_dir: Path, progress: Progress) -> int:
-    """Download what the plan lacks into this machine's cache and link the snapshot; the bytes received."""
+def token() -> str | None:
+    """HF_TOKEN (or the user's saved Hub login), as huggingface_hub finds it; kept in memory only."""
     from huggingface_hub import get_token
 
-    token = get_token()  # HF_TOKEN (or the user's saved Hub login), read by huggingface_hub; it stays in memory
-    return hub_cache.download(plan, hub_dir, progress, token)
+    return get_token()
+
+
+def download(plan: FetchPlan, hub_dir: Path, progress: Progress) -> int:
+    """Download what the plan lacks into this machine's cache and link the snapshot; the bytes received."""
+    return hub_cache.download(plan, hub_dir, progress, token())

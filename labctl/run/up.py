@@ -228,7 +228,7 @@ class Starter:
 
     def fetch(self, profile: Profile) -> Fetched | None:
         request = self.request
-        remote = request.host.name if request.host.is_remote else None
+        remote = request.host if request.host.is_remote else None
         live = self.progress if self.live else None
         fetched = fetch_before_start(profile, request.cache_dir, request.fetch, remote, self.say, live)
         if fetched is not None:

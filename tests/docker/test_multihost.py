@@ -26,7 +26,11 @@ import openai
 import pytest
 import yaml
 from lifecycle_helpers import write_profile
+from loopback_hub import LoopbackHub, loopback_hub
 from support import IN_CI, LABCTL, REPO, Result, run_labctl
+
+from labctl.host.hosts import HostEntry
+from labctl.host.remote_ports import listeners
 
 pytestmark = pytest.mark.docker
 
@@ -99,8 +103,10 @@ def env_of(home: Path) -> dict[str, str]:
     return {"LABCTL_HOME": str(home), "LABCTL_LOCK_FILE": str(home / "gpus.lock")}
 
 
-def labctl(home: Path, *args: str, lab: Path | None = None, timeout: float = 180) -> Result:
-    return run_labctl(*args, lab=lab, env=env_of(home), timeout=timeout)
+def labctl(
+    home: Path, *args: str, lab: Path | None = None, timeout: float = 180, env: dict[str, str] | None = None
+) -> Result:
+    return run_labctl(*args, lab=lab, env={**env_of(home), **(env or {})}, timeout=timeout)
 
 
 def test_up_on_labb_answers_from_the_controller_status_lists_it_and_down_removes_it(
@@ -616,3 +622,75 @@ def test_up_refuses_a_port_that_a_process_labctl_did_not_start_holds_on_labb(
 
 def _labb_listeners() -> str:
     return subprocess.run(["ssh", SSH_TARGET, "ss", "-ltnH"], capture_output=True, text=True, timeout=20).stdout
+
+
+@pytest.fixture
+def hub_seen_from_labb(monkeypatch: pytest.MonkeyPatch) -> Iterator[LoopbackHub]:
+    """The loopback Hub server, also at the same address on labb's own loopback: an SSH reverse forward (the
+    test's stand-in for a GPU host's own route to the Hub)."""
+    with loopback_hub() as hub:
+        port = int(hub.endpoint.rsplit(":", 1)[1])
+        reverse = subprocess.Popen(
+            ["ssh", "-N", "-o", "ExitOnForwardFailure=yes", "-R", f"127.0.0.1:{port}:127.0.0.1:{port}", SSH_TARGET],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+        )
+        try:
+            entry = HostEntry("labb", DOCKER_URL)
+            deadline = time.monotonic() + 20
+            while ("127.0.0.1", port) not in (listeners(entry) or set()):
+                assert reverse.poll() is None and time.monotonic() < deadline, "the reverse forward did not open"
+                time.sleep(0.2)
+            monkeypatch.setenv("HF_ENDPOINT", hub.endpoint)
+            monkeypatch.delenv("HF_TOKEN", raising=False)
+            yield hub
+        finally:
+            reverse.terminate()
+            reverse.wait(timeout=10)
+
+
+def sim_lab_with_labb(tmp_path: Path, labb: dict) -> Path:
+    """The simulated lab's persona profiles (pinned images, real model ids), with labb as a host."""
+    sim = REPO / "build" / "sim-lab"
+    if not (sim / "hosts.yaml").is_file():
+        _missing("the simulated GPU lab's profiles (build/sim-lab) are absent: make sim-lab")
+    lab = tmp_path / "lab"
+    shutil.copytree(sim, lab, ignore=shutil.ignore_patterns("runs", ".state"))
+    (lab / "hosts.yaml").write_text(yaml.safe_dump({"hosts": {"labb": labb}}))
+    return lab
+
+
+def test_fetch_and_up_on_labb_put_the_model_into_labbs_cache(
+    labb: dict, homes: list[Path], tmp_path: Path, hub_seen_from_labb: LoopbackHub
+) -> None:
+    lab, home, cache = sim_lab_with_labb(tmp_path, labb), homes[0], tmp_path / "labb-hf"
+    model = "Qwen/Qwen2.5-7B-Instruct"  # the model of the simulated lab's vllm/qwen2.5-7b
+    since = remote_docker("info", "--format", "{{.SystemTime}}").stdout.strip()
+
+    full = labctl(home, "--host", "labb", "fetch", "vllm", "--profile", "qwen2.5-7b", "--cache-dir", str(cache),
+                  "--json", lab=lab)  # fmt: skip
+    assert full.code == 0, full.stderr
+    fetched = json.loads(full.stdout.strip().splitlines()[-1])
+    assert fetched["cached"] is False and fetched["received_bytes"] == fetched["total_bytes"] > 0
+    assert hub_seen_from_labb.bytes_sent(model) == fetched["total_bytes"]
+    assert f"into {cache} on labb" in full.stderr
+    snapshot = cache / "hub" / "models--Qwen--Qwen2.5-7B-Instruct" / "snapshots" / fetched["commit"]
+    assert (snapshot / "config.json").is_symlink()  # labb's disk is this machine's: its network is not
+    ran = remote_docker("events", "--since", since, "--until", "0s", "--filter", "label=labctl.fetch_client=true",
+                        "--filter", "event=start", "--format", "{{.Actor.Attributes.name}}").stdout.split()  # fmt: skip
+    assert ran and all(name.startswith("labctl-fetch-") for name in ran), "the download ran on labb"
+    assert not remote_names("labctl.fetch_client=true"), "the fetch container is gone"
+
+    up = labctl(home, "--host", "labb", "up", "vllm", "--profile", "qwen2.5-7b", "--cache-dir", str(cache),
+                "--port", str(free_labb_port()), "--json", lab=lab)  # fmt: skip
+    assert up.code == 0, up.stderr
+    info = json.loads(up.stdout.strip().splitlines()[-1])
+    record = json.loads((home / "runs" / info["run_id"] / "record.json").read_text())
+    assert record["prep"]["model_fetch"]["cached"] is True and record["prep"]["model_fetch"]["bytes"] == 0
+    assert hub_seen_from_labb.bytes_sent(model) == fetched["total_bytes"], "a cached fetch downloads nothing"
+    assert labctl(home, "down", info["run_id"], lab=lab).code == 0
+
+    tight = labctl(home, "--host", "labb", "fetch", "vllm", "--profile", "qwen2.5-7b", "--cache-dir",
+                   str(tmp_path / "empty-hf"), lab=lab, env={"LABCTL_DISK_RESERVE_GIB": "1000000"})  # fmt: skip
+    assert tight.code == 2 and "not enough disk space on labb" in tight.stderr, tight.stderr
+    assert not (tmp_path / "empty-hf" / "hub").exists()
