@@ -87,7 +87,7 @@ class OnHost:
     def prepare(self) -> None:
         """The protocol check in run_level guards a host that could not pull the current client image."""
         self.image = client_image()
-        self.image_digests = ensure_client_image(self.image)
+        self.image_digests = ensure_client_image(self.image, self.host)
 
     def describe(self) -> dict[str, Any]:
         return {

@@ -13,6 +13,8 @@ from collections.abc import Iterator
 
 from labctl.errors import LabctlError
 from labctl.host import docker as dk
+from labctl.host.hosts import LOCAL_HOST, HostEntry, endpoint_url
+from labctl.host.image_copy import copy_image
 
 DEFAULT_CLIENT_IMAGE = "127.0.0.1:5000/labctl/harness:dev"
 
@@ -22,17 +24,26 @@ def client_image() -> str:
     return os.environ.get("LABCTL_CLIENT_IMAGE") or DEFAULT_CLIENT_IMAGE
 
 
-def ensure_client_image(image: str) -> tuple[str, ...]:
+def ensure_client_image(image: str, host: HostEntry) -> tuple[str, ...]:
     """The client image as its registry has it now, on the active host (a tag pulled there last week may hold
-    an older client); a host that cannot reach the registry uses what it has. Returns its repo digests."""
+    an older client); a host that cannot reach the registry uses what it has, or gets this controller's copy
+    over Docker's transport (save | load, the same image id checked on arrival). Returns its repo digests."""
     try:
-        facts = dk.pull(image, quiet=True)
-    except LabctlError:
-        found = dk.image_facts(image)
-        if found is None:
-            raise
-        facts = found
-    return tuple(facts.repo_digests)
+        return tuple(dk.pull(image, quiet=True).repo_digests)
+    except LabctlError as exc:
+        pull_problem = exc
+    found = dk.image_facts(image)
+    if found is not None:
+        return tuple(found.repo_digests)
+    with dk.on_endpoint(endpoint_url(LOCAL_HOST)):
+        here = dk.image_facts(image)
+    if here is None or not host.is_remote:
+        raise pull_problem
+    copy_image(endpoint_url(LOCAL_HOST), host.docker, image, lambda _sent, _seconds: None)
+    arrived = dk.image_facts(image)
+    if arrived is None or arrived.image_id != here.image_id:
+        raise LabctlError(f"copied {image} to {host.name}, but it arrived as another image; refusing to run it")
+    return tuple(here.repo_digests)
 
 
 def run_job(

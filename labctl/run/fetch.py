@@ -159,7 +159,7 @@ def fetch_on_host(
     from labctl.host.hub_on_host import PROTOCOL
 
     image = client_image()
-    ensure_client_image(image)
+    ensure_client_image(image, host)
     job = {
         "protocol": PROTOCOL,
         "repo_id": plan.repo_id,

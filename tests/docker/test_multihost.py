@@ -694,3 +694,33 @@ def test_fetch_and_up_on_labb_put_the_model_into_labbs_cache(
                    str(tmp_path / "empty-hf"), lab=lab, env={"LABCTL_DISK_RESERVE_GIB": "1000000"})  # fmt: skip
     assert tight.code == 2 and "not enough disk space on labb" in tight.stderr, tight.stderr
     assert not (tmp_path / "empty-hf" / "hub").exists()
+
+
+def test_a_host_without_the_registry_gets_the_client_image_from_the_controller(labb: dict, homes: list[Path]) -> None:
+    """The bench client's image under a name no registry serves (labb cannot pull it): copied over Docker's
+    transport, checked by image id, then the bench runs there."""
+    source = os.environ.get("LABCTL_CLIENT_IMAGE") or "127.0.0.1:5000/labctl/harness:dev"
+    local_only = f"labctl-test/client-{os.urandom(4).hex()}:dev"
+    assert subprocess.run(["docker", "tag", source, local_only], capture_output=True).returncode == 0
+    home = homes[0]
+    try:
+        up = labctl(home, "up", "harness", "--profile", "smoke", "--allow-unpinned", "--host", "labb", "--json",
+                    "--port", str(free_labb_port()))  # fmt: skip
+        assert up.code == 0, up.stderr
+        run_id = json.loads(up.stdout.strip().splitlines()[-1])["run_id"]
+        bench = labctl(home, "bench", "run", run_id, "--workload", "latency-probe", "--concurrency", "1",
+                       "--requests", "3", "--json", env={"LABCTL_CLIENT_IMAGE": local_only})  # fmt: skip
+        assert bench.code == 0, bench.stderr
+        assert json.loads(bench.stdout)["client"]["container_image"] == local_only
+        ids = [
+            subprocess.run(cmd, capture_output=True, text=True).stdout.strip()
+            for cmd in (
+                ["docker", "image", "inspect", "-f", "{{.Id}}", local_only],
+                ["docker", "-H", DOCKER_URL, "image", "inspect", "-f", "{{.Id}}", local_only],
+            )
+        ]
+        assert ids[0] and ids[0] == ids[1]
+        assert labctl(home, "down", run_id).code == 0
+    finally:
+        subprocess.run(["docker", "rmi", local_only], capture_output=True)
+        remote_docker("rmi", local_only)
