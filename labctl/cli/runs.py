@@ -382,10 +382,11 @@ def gc(
 def share(
     run_id: Annotated[str, typer.Argument(help="The resident run.")],
     as_json: Annotated[
-        bool, typer.Option("--json", help="Print base_url, model, api_key and key_visibility as JSON.")
+        bool,
+        typer.Option("--json", help="Print base_url, model, api_key, key_visibility, host and ssh_forward as JSON."),
     ] = False,
 ) -> None:
-    """Show how to reach a resident deployment: base URL, model, key, and snippets (the only place a key is shown).
+    """Show how to reach a resident deployment: base URL (and the SSH forward a remote loopback needs), model, key, snippets (the only place a key is shown).
 
     Example: labctl share 20261203-015815-a1b2c3
     """
@@ -394,10 +395,17 @@ def share(
 
     info = access(state.runs(), run_id)
     if as_json:
-        print(json.dumps({k: info[k] for k in ("base_url", "model", "api_key", "key_visibility")}))
+        keys = ("base_url", "model", "api_key", "key_visibility", "host", "ssh_forward")
+        print(json.dumps({k: info[k] for k in keys}))
         return
     if info["key_visibility"]:
         warn(f"note: {info['key_visibility']}")
+    if info["ssh_forward"]:
+        out(
+            f"reach     the engine binds host {info['host']}'s loopback: open an SSH forward first (an account on "
+            f"that host that may log in over SSH), keep it running, then use the base URL below:\n"
+            f"          {info['ssh_forward']}"
+        )
     out(
         f"base URL  {info['base_url']}\nmodel     {info['model']}\nAPI key   {info['api_key'] or '(none: the engine has no key support)'}"
     )
@@ -426,7 +434,8 @@ def rotate_key(
     from labctl.host.identity import current_user
     from labctl.run.deployments import rotate_key as rotate
 
-    resident = rotate(state.runs(), run_id, current_user(), key_file, keys, force, reason)
+    state.follow_run(run_id)
+    resident = rotate(state.runs(), run_id, current_user(), key_file, keys, force, reason, host=state.host())
     out(
         f"rotated {resident.keys} key(s) of run {run_id} ({', '.join(resident.key_fingerprints)}); "
         f"hand them out with: labctl share {run_id}"

@@ -40,7 +40,8 @@ def docker_run_argv(service: dict[str, Any], image: str, name: str) -> list[str]
         else:
             argv += ["--gpus", str(device.get("count", "all"))]
     for volume in service.get("volumes") or []:
-        mount = f"type=bind,source={_unescape(volume['source'])},target={_unescape(volume['target'])}"
+        kind = "volume" if volume.get("type") == "volume" else "bind"
+        mount = f"type={kind},source={_unescape(volume['source'])},target={_unescape(volume['target'])}"
         argv += ["--mount", mount + (",readonly" if volume.get("read_only") else "")]
     for env_name in service.get("environment") or []:
         argv += ["--env", _unescape(env_name)]  # a name (its value from your environment) or HF_HUB_OFFLINE=1

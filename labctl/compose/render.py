@@ -42,6 +42,7 @@ class RenderOptions:
     restart: str = "no"
     labels: dict[str, str] = field(default_factory=dict)
     secrets_dir: str | None = None  # host folder holding the API key file (resident deployments)
+    secrets_volume: str | None = None  # or a named volume holding it (a remote host: filled over Docker's transport)
     key_group: int | None = None  # a group the engine joins to read that file (it is not the image user's own)
     environment_label: str | None = None  # harness-check on a simulated GPU host, whatever the engine says
     image: str | None = None  # the image id of an image copied to a host (no repo digest there); else the profile's
@@ -195,7 +196,7 @@ def compose_context(profile: Profile, options: RenderOptions) -> dict[str, Any]:
     engine = profile.engine
     build = profile.build
     auth = engine.auth
-    key_file = f"{SECRETS_TARGET}/api_key" if options.secrets_dir else None
+    key_file = f"{SECRETS_TARGET}/api_key" if options.secrets_dir or options.secrets_volume else None
     engine_dir = f"{ENGINE_STORE_TARGET}/{build_key(profile)}" if build else None
     serve = serve_command(profile, key_file)
     command = serve.words
@@ -234,11 +235,17 @@ def compose_context(profile: Profile, options: RenderOptions) -> dict[str, Any]:
     labels.update(options.labels)
     volumes = []
     if engine.model_cache and options.cache_dir:
-        volumes.append({"source": options.cache_dir, "target": engine.model_cache, "read_only": False})
+        volumes.append({"type": "bind", "source": options.cache_dir, "target": engine.model_cache, "read_only": False})
     if build and options.engine_store:
-        volumes.append({"source": options.engine_store, "target": ENGINE_STORE_TARGET, "read_only": False})
+        volumes.append(
+            {"type": "bind", "source": options.engine_store, "target": ENGINE_STORE_TARGET, "read_only": False}
+        )
     if options.secrets_dir:
-        volumes.append({"source": options.secrets_dir, "target": SECRETS_TARGET, "read_only": True})
+        volumes.append({"type": "bind", "source": options.secrets_dir, "target": SECRETS_TARGET, "read_only": True})
+    elif options.secrets_volume:
+        volumes.append(
+            {"type": "volume", "source": options.secrets_volume, "target": SECRETS_TARGET, "read_only": True}
+        )
     return {
         "version": __version__,
         "engine": engine.name,
@@ -255,8 +262,10 @@ def compose_context(profile: Profile, options: RenderOptions) -> dict[str, Any]:
         "gpus": {"device_ids": profile.gpu_ids, "count": profile.gpu_count} if engine.needs_gpu else None,
         "docker": engine.docker_options,
         "volumes": volumes,
+        # labctl creates and removes the key volume itself (external): compose never makes an empty one.
+        "named_volumes": [v["source"] for v in volumes if v["type"] == "volume"],
         "restart": options.restart,
-        "group_add": [str(options.key_group)] if options.secrets_dir and options.key_group is not None else [],
+        "group_add": [str(options.key_group)] if key_file and options.key_group is not None else [],
         "build": build_service(profile, engine_dir) if build else None,
     }
 

@@ -166,6 +166,13 @@ def _endpoint() -> str | None:
     return str(chosen.client_config.host) if chosen and chosen.client_config.host else None
 
 
+def cli_argv() -> list[str]:
+    """`docker` (with `-H` when this thread names its own endpoint): for the few calls python-on-whales cannot
+    make, such as feeding a container's stdin."""
+    endpoint = _endpoint()
+    return ["docker", *(["-H", endpoint] if endpoint else [])]
+
+
 def compose_client(compose_file: Path, project: str) -> DockerClient:
     return DockerClient(compose_files=[compose_file], compose_project_name=project, host=_endpoint())
 

@@ -67,6 +67,18 @@ class HostEntry:
         host, _, port = target.partition(":")
         return ["ssh", "-o", "BatchMode=yes", *(["-p", port] if port else []), host]
 
+    @property
+    def address(self) -> str:
+        """The host's address in its ssh:// endpoint (what a colleague's client reaches it by)."""
+        return self.docker.removeprefix("ssh://").partition("@")[2].partition(":")[0]
+
+    def forward_argv(self, remote_host: str, port: int, local_port: int) -> list[str]:
+        """The `ssh -N -L` that makes an engine on the host's `remote_host:port` answer on this machine's
+        loopback: the same account and address Docker's ssh:// transport uses."""
+        ssh = self.ssh_argv()
+        target = ssh[-1]
+        return ["ssh", "-N", "-L", f"127.0.0.1:{local_port}:{remote_host}:{port}", *ssh[3:-1], target]
+
     def nvidia_smi_argv(self) -> list[str]:
         """Run on the host itself: over the same SSH transport Docker uses for an ssh:// endpoint."""
         if self.is_remote:

@@ -13,11 +13,14 @@ import httpx
 
 from labctl.errors import BadInput, LabctlError
 from labctl.host import docker as dk
+from labctl.host.hosts import LOCAL_HOST, HostEntry
 from labctl.host.probes import check_openai_api, status_without_key, wait_until_ready
+from labctl.run.host_keys import put_keys
 from labctl.run.keys import KeyStore, fingerprint, generate_keys, read_key_file
 from labctl.run.ownership import check_may_act
-from labctl.run.record import Observed, ResidentInfo
-from labctl.run.resident import flag_key_note, image_user_ids
+from labctl.run.record import Observed, Record, ResidentInfo
+from labctl.run.remote import ensure_forward
+from labctl.run.resident import flag_key_note, image_user_ids, is_loopback
 from labctl.run.store import Runs, now
 
 # Counters an engine's /metrics exposes for requests served and tokens generated.
@@ -45,13 +48,29 @@ def share(runs: Runs, run_id: str) -> dict[str, Any]:
             f"run {run_id} is not a resident deployment: nothing to share (its base URL is {record.base_url})."
         )
     keys = KeyStore(runs.home).read(run_id) if resident.keys else []
+    url, forward = colleague_reach(record)
     return {
-        "base_url": record.base_url,
+        "base_url": url,
         "model": record.served_model_name,
         "api_key": keys[0] if keys else None,
         "api_keys": keys,
         "key_visibility": flag_key_note(record.engine) if resident.auth == "flag" and keys else None,
+        "host": record.host_entry,
+        "ssh_forward": shlex.join(forward) if forward else None,
     }
+
+
+def colleague_reach(record: Record) -> tuple[str, list[str] | None]:
+    """The base URL a colleague uses, and the SSH forward they open first when the engine binds its remote
+    host's loopback (the controller's own forward is no use to them: it listens on this machine only)."""
+    host = HostEntry(record.host_entry, record.docker_endpoint)
+    bind, port = record.endpoint.host or "127.0.0.1", record.endpoint.port
+    if not host.is_remote or port is None:
+        return record.base_url, None
+    if is_loopback(bind):
+        return f"http://127.0.0.1:{port}/v1", host.forward_argv(bind, port, port)
+    address = host.address if bind in ("0.0.0.0", "::") else bind
+    return f"http://{f'[{address}]' if ':' in address else address}:{port}/v1", None
 
 
 def snippets(info: dict[str, Any]) -> str:
@@ -78,6 +97,7 @@ def rotate_key(
     keys: int | None,
     force: bool = False,
     reason: str | None = None,
+    host: HostEntry = LOCAL_HOST,
 ) -> ResidentInfo:
     record = runs.load(run_id)
     resident = record.resident
@@ -89,10 +109,14 @@ def rotate_key(
     if not containers:
         raise LabctlError(f"run {run_id} is not running: start it again before rotating its key.")
     KeyStore(runs.home).write(run_id, new_keys, image_user_ids(record.image.user))
+    if resident.auth_volume:  # a remote host: the engine reads the copy in its volume there
+        put_keys(run_id, new_keys, record.image)
     serve = containers[0]
     with dk.docker_errors("restarting the engine with its new key"):
         dk.restart(serve)
     base = record.base_url.removesuffix("/v1")
+    if host.is_remote and record.forward is not None:
+        base = ensure_forward(runs, run_id, host, record.forward).base
 
     def watch() -> None:
         state = dk.container_state(serve)

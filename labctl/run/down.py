@@ -15,6 +15,7 @@ from labctl.host.files import write_atomically
 from labctl.host.hosts import LOCAL_HOST, HostEntry
 from labctl.host.identity import current_user
 from labctl.run import watch
+from labctl.run.host_keys import remove_keys
 from labctl.run.keys import KeyStore
 from labctl.run.ownership import check_may_act
 from labctl.run.remote import close_run_forward, release_claims
@@ -53,7 +54,8 @@ def stop_run(
     # The watcher goes first: the engine going away is no restart and no hang, and a watcher reading the
     # record's new status would race this removal by removing itself.
     containers = dk.labctl_containers(run_id=run_id)
-    if any(RunLabels.from_labels(dk.labels_of(c)).resident for c in containers) or not containers:
+    resident = any(RunLabels.from_labels(dk.labels_of(c)).resident for c in containers) or not containers
+    if resident:
         watch.remove(run_id)
     if containers and owner_runs.exists(run_id):
         save_logs(owner_runs, run_id)
@@ -73,9 +75,13 @@ def stop_run(
     if containers:
         project = dk.labels_of(containers[0]).get("com.docker.compose.project", project_name(run_id))
         dk.compose_down(project)
+    # A remote resident run's keys live in a volume on its host; the record may be another home's.
+    keys_removed = resident and remove_keys(run_id)
     released = release_claims(run_id)
     record = owner_runs.try_load(run_id)
     if record is not None:
+        if keys_removed:
+            owner_runs.event(run_id, "key volume removed")
         if released:
             owner_runs.event(run_id, "claims released", count=released)
         if close_run_forward(record.forward):

@@ -102,6 +102,8 @@ class ResidentInfo:
     rotated_at: str | None = None
     watcher: str = ""  # the restart watcher's container (labctl-watch-<run_id>), "" when none could run
     watcher_note: str | None = None  # why none runs
+    # A remote host: the named volume there holding the keys (labctl-keys-<run_id>); not "key_…", which records redact.
+    auth_volume: str = ""
 
 
 @dataclass(frozen=True)

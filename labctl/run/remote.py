@@ -8,7 +8,8 @@ import time
 from pathlib import Path
 
 from labctl.errors import Conflict
-from labctl.host import claims, remote_ports
+from labctl.host import claims, key_volume, remote_ports
+from labctl.host import docker as dk
 from labctl.host.forward import Forward, close_forward, open_forward
 from labctl.host.gpu import Gpu
 from labctl.host.hosts import HostEntry
@@ -28,16 +29,18 @@ def take_claims(
     gpu_ids: list[str],
     found: list[Gpu],
     port: int,
+    bind: str,
     image: str,
     timeout: float,
 ) -> list[str]:
     """Claim each GPU (by UUID) and the port on the host, all or nothing; Conflict (exit 3) names the holder.
-    Returns what was done with stale claims of a `labctl up` that is gone."""
+    The port's claim is the port's on every address of the host (an engine on 0.0.0.0 holds it on all), and
+    says which address the run binds. Returns what was done with stale claims of a `labctl up` that is gone."""
     by_index = {g.index: g for g in found}
     wanted = [
         (claims.gpu_claim_name(by_index[i].uuid), f"GPU {i} ({by_index[i].uuid})") for i in gpu_ids if i in by_index
     ]
-    wanted.append((claims.port_claim_name(port), f"port {port}"))
+    wanted.append((claims.port_claim_name(port), f"port {port} on {bind}"))
     notes: list[str] = []
     taken: list[claims.Claim] = []
     for name, what in wanted:
@@ -94,6 +97,22 @@ def stale_claims() -> list[str]:
         if claims.is_stale(claim):
             claims.remove(claim)
             done.append(f"removed the stale claim on {claim.what} of run {claim.run_id} (its labctl up was gone)")
+    return done
+
+
+def stale_key_volumes() -> list[str]:
+    """Key volumes on the active host whose run has neither a container nor a claim (a killed `up` between
+    writing the keys and starting, whose claims were reconciled since): removed. A run being started holds
+    its claims from before its keys are written until `down`."""
+    done = []
+    for name, run_id in key_volume.key_volumes().items():
+        if (
+            name == key_volume.volume_name(run_id)
+            and not dk.labctl_containers(run_id=run_id)
+            and not claims.claims(run_id)
+        ):
+            key_volume.remove(run_id)
+            done.append(f"removed the key volume {name} of run {run_id} (nothing of that run is left on the host)")
     return done
 
 

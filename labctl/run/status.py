@@ -19,8 +19,9 @@ from labctl.host.hosts import LOCAL_HOST, HostEntry, endpoint_url
 from labctl.host.probes import probe_now
 from labctl.run import watch
 from labctl.run.deployments import engine_counters, observe
+from labctl.run.host_keys import remove_keys
 from labctl.run.record import Record
-from labctl.run.remote import close_run_forward, ensure_forward, release_claims, stale_claims
+from labctl.run.remote import close_run_forward, ensure_forward, release_claims, stale_claims, stale_key_volumes
 from labctl.run.store import MAX_LOG_BYTES, Runs, read_tail
 from labctl.run.up import base_url
 
@@ -202,10 +203,12 @@ def reconcile(runs: Runs, host: HostEntry = LOCAL_HOST) -> list[str]:
         runs.event(run_id, "aborted", reason="labctl up gone")
         KeyStore(runs.home).remove(run_id)
         if host.is_remote:
+            remove_keys(run_id)
             release_claims(run_id)
             close_run_forward(record.forward)
         done.append(f"aborted {run_id}: its labctl up was gone; whatever it started was taken down")
-    return done + watch.reconcile_watchers(runs) + (stale_claims() if host.is_remote else [])
+    remote = stale_claims() + stale_key_volumes() if host.is_remote else []
+    return done + watch.reconcile_watchers(runs) + remote
 
 
 def _probe_record(runs: Runs, host: HostEntry, record: Record) -> str:

@@ -32,11 +32,13 @@ from labctl.host.forward import Forward
 from labctl.host.gpu import Gpu
 from labctl.host.hosts import LOCAL_HOST, HostEntry
 from labctl.host.identity import current_user, host_name, process_token
+from labctl.host.key_volume import volume_name as key_volume_name
 from labctl.host.lock import host_lock
 from labctl.host.probes import check_openai_api, port_in_use, status_without_key, wait_until_ready
 from labctl.run import watch
 from labctl.run.down import project_name, save_logs, stop_run
 from labctl.run.fetch import Fetched, fetch_before_start
+from labctl.run.host_keys import put_keys, remove_keys
 from labctl.run.image_copy import check_copy_request, copy_to_host
 from labctl.run.image_pull import pull_for_up
 from labctl.run.keys import KeyAccess, KeyStore, fingerprint
@@ -138,6 +140,7 @@ class Starter:
         self.plan: ResidentPlan | None = None
         self.started_anything = False
         self.claimed = False  # a remote host: this run's claims exist on the host
+        self.key_volume = ""  # a remote host: the volume there holding this run's keys
         self.forward: Forward | None = None
         self.t0 = time.monotonic()
         self.fetched: Fetched | None = None
@@ -161,11 +164,6 @@ class Starter:
         self.plan = (
             plan_resident(profile, request.key_file, request.keys, request.allow_no_auth) if request.resident else None
         )
-        if request.resident and request.host.is_remote:
-            raise BadInput(
-                f"--resident on a remote host ({request.host.name}) is not supported yet: its keys would stay on this "
-                "controller. Run resident deployments with labctl on the GPU host itself."
-            )
         # The checks are independent Docker CLI calls: asking them at once saves their start-up costs.
         with ThreadPoolExecutor(max_workers=4) as pool:
             docker_ok = pool.submit(dk.check_docker)
@@ -331,6 +329,7 @@ class Starter:
                 list(profile.gpu_ids) if profile.engine.needs_gpu else [],
                 found_gpus,
                 profile.port,
+                profile.bind_address,
                 image,
                 self.request.timeout,
             )
@@ -370,8 +369,9 @@ class Starter:
             allow_unsupported=request.allow_unsupported,
             labels=labels.run_labels(),
             restart=RESTART_POLICY if self.plan else "no",
-            secrets_dir=str(access.folder) if access else None,
-            key_group=access.group if access else None,
+            secrets_dir=str(access.folder) if access and not self.key_volume else None,
+            secrets_volume=self.key_volume or None,
+            key_group=access.group if access and not self.key_volume else None,
             environment_label="harness-check" if self.simulated else None,
             image=image.image_id if image.copied else None,
         )
@@ -455,9 +455,16 @@ class Starter:
         return compose_file
 
     def store_keys(self, image: ImageInfo) -> KeyAccess:
+        """The controller's copy (share and rotate-key read it); on a remote host, also the engine's copy in a
+        volume there, written through Docker's transport (the controller's folder is not on that host)."""
         assert self.plan is not None
         store = KeyStore(self.request.home or self.runs.home)
-        return store.write(self.run_id, self.plan.keys, image_user_ids(image.user))
+        if not self.request.host.is_remote:
+            return store.write(self.run_id, self.plan.keys, image_user_ids(image.user))
+        access = store.write(self.run_id, self.plan.keys)
+        self.key_volume = key_volume_name(self.run_id)  # named before it exists: a failure removes what was made
+        put_keys(self.run_id, self.plan.keys, image)
+        return access
 
     def resident_block(self, profile: Profile) -> ResidentInfo | None:
         if not self.plan:
@@ -470,6 +477,7 @@ class Starter:
             key_fingerprints=tuple(fingerprint(k) for k in self.plan.keys),
             allow_no_auth=self.plan.allow_no_auth,
             warnings=tuple(self.plan.warnings),
+            auth_volume=self.key_volume,
         )
 
     def start_watcher(self, profile: Profile) -> None:
@@ -608,6 +616,9 @@ class Starter:
                 if self.plan:
                     watch.remove(self.run_id)
                 dk.compose_down(self.project)
+            if self.key_volume:
+                with contextlib.suppress(LabctlError):
+                    remove_keys(self.run_id)
             if self.claimed:
                 release_claims(self.run_id)
             close_run_forward(self.forward)
