@@ -19,7 +19,7 @@ import httpx
 import openai
 import pytest
 import yaml
-from lifecycle_helpers import write_profile
+from lifecycle_helpers import IMAGE, write_profile
 from support import (
     LABB_ADDRESS,
     LABCTL,
@@ -226,3 +226,49 @@ def test_keys_fail_closed_on_labb_and_a_failed_or_interrupted_up_leaves_no_key_v
     )
     assert remote_names(f"labctl.run_id={slow}") == [] and remote_names(f"labctl.claim.run_id={slow}") == [], err
     assert key_volumes(slow) == [] and not (home / ".state" / "keys" / slow).exists()
+
+
+def test_a_resident_up_on_labb_at_an_address_it_lacks_or_a_port_another_process_holds_leaves_nothing(
+    lab: Path, home: Path
+) -> None:
+    port = free_labb_port()
+    write_profile(lab, "res", port)
+    absent = labctl(lab, home, "up", "harness", "--profile", "res", "--allow-unpinned", "--host", "labb",
+                    "--resident", "--bind", "10.201.0.9")  # fmt: skip
+    assert absent.code == 1 and "Cannot assign requested address" in absent.stderr, absent.stderr
+
+    # A process labctl did not start (no labels, no claim) listens on labb's named address at that port.
+    foreign = f"remoteresident-foreign-{port}"
+    started = remote_docker("run", "-d", "--rm", "--name", foreign, "--network", "host", "--entrypoint", "python3",
+                            IMAGE, "-m", "http.server", str(port), "--bind", LABB_ADDRESS)  # fmt: skip
+    assert started.returncode == 0, started.stderr
+    try:
+        deadline = time.monotonic() + 30
+        while "Serving HTTP" not in remote_docker("logs", foreign).stderr + remote_docker("logs", foreign).stdout:
+            assert time.monotonic() < deadline, remote_docker("logs", foreign).stderr
+            time.sleep(0.2)
+        held = labctl(lab, home, "up", "harness", "--profile", "res", "--allow-unpinned", "--host", "labb",
+                      "--resident", "--bind", LABB_ADDRESS)  # fmt: skip
+        assert held.code == 3, held.stderr
+        assert f"({LABB_ADDRESS}:{port}) by a process labctl did not start" in held.stderr, held.stderr
+    finally:
+        remote_docker("rm", "-f", foreign)
+    run_ids = [p.name for p in (home / "runs").iterdir()] if (home / "runs").is_dir() else []
+    assert run_ids, "the failed up left its record"
+    for run_id in run_ids:
+        assert remote_names(f"labctl.run_id={run_id}") == [] and remote_names(f"labctl.claim.run_id={run_id}") == []
+        assert key_volumes(run_id) == [] and not (home / ".state" / "keys" / run_id).exists()
+
+
+def test_status_removes_a_key_volume_whose_run_left_nothing_else_on_labb(lab: Path, home: Path) -> None:
+    """What an `up` SIGKILLed between writing its keys and starting leaves once its claims were reconciled."""
+    run_id = "20261203-000000-00dead"
+    made = remote_docker("volume", "create", "--label", f"labctl.keys_of={run_id}", f"labctl-keys-{run_id}")
+    assert made.returncode == 0, made.stderr
+    try:
+        status = labctl(lab, home, "status", "--host", "labb")
+        assert status.code == 0, status.stderr
+        assert f"removed the key volume labctl-keys-{run_id} of run {run_id}" in status.stderr
+        assert key_volumes(run_id) == []
+    finally:
+        remote_docker("volume", "rm", "-f", f"labctl-keys-{run_id}")
