@@ -354,6 +354,7 @@ hosts:
     docker: $DOCKER_URL
     nvidia_smi: ["$BIN/nvidia-smi", "--sim-config", "$GPUS"]   # run ON the host over ssh
     simulated: true
+    socket: $SOCK   # its dockerd's socket as the host sees it (a resident run's watcher mounts it)
 EOF
 }
 

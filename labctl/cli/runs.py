@@ -299,6 +299,7 @@ def show(
     """
     from labctl.run.store import describe, docker_run_lines
 
+    state.follow_run(run_id)  # a resident run's restarts are read on its own host
     runs = state.runs()
     record = runs.load(run_id)
     if docker_run:

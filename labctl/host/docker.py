@@ -363,8 +363,8 @@ class WatcherSpec:
     image: str
     run_id: str
     home: str
-    run_dir: Path
-    socket: Path
+    run_dir: str  # the run's folder on this machine, or a volume holding the watcher's files on a remote host
+    socket: str  # the daemon's socket as the host that runs the watcher sees it
     user: str
     command: list[str]
 
@@ -379,7 +379,7 @@ def start_watcher(spec: WatcherSpec) -> None:
             restart="unless-stopped",
             user=spec.user,
             networks=["host"],  # it probes the engine where labctl does: on this host's loopback
-            volumes=[(str(spec.socket), "/var/run/docker.sock"), (str(spec.run_dir), "/labctl-run")],
+            volumes=[(spec.socket, "/var/run/docker.sock"), (spec.run_dir, "/labctl-run")],
             labels={WATCH_LABEL: spec.run_id, "labctl.home": spec.home},
             log_driver="json-file",
             log_options=["max-size=1m", "max-file=2"],

@@ -22,6 +22,7 @@ _NAME = re.compile(r"[a-z0-9][a-z0-9._-]{0,62}\Z")
 _ENDPOINT = re.compile(
     r"local\Z|unix:///[A-Za-z0-9._/-]{1,200}\Z|ssh://[a-z_][a-z0-9_-]{0,31}@[A-Za-z0-9.-]{1,253}(?::[0-9]{1,5})?\Z"
 )
+_SOCKET = re.compile(r"/[A-Za-z0-9._/-]{1,200}\Z")
 _WORD = re.compile(r"[A-Za-z0-9._/=:+-]{1,256}\Z")
 
 HOST_FIELDS = {
@@ -37,6 +38,11 @@ HOST_FIELDS = {
         item=Field("str", "a plain argv word", check=lambda v: _WORD.match(v) is not None),
     ),
     "simulated": Field("bool", default=False),
+    "socket": Field(
+        "str",
+        "the Docker daemon's unix socket as that host sees it (default /var/run/docker.sock; a watcher mounts it)",
+        check=lambda v: _SOCKET.match(v) is not None,
+    ),
     "unified_memory_gib": Field(
         "float",
         "a unified-memory GPU's share of the host's memory, in GiB (default: read from the host)",
@@ -56,6 +62,7 @@ class HostEntry:
     nvidia_smi: tuple[str, ...] = ("nvidia-smi",)
     simulated: bool = False  # a test lab's host: its GPUs are simulated, its runs never count as real-gpu
     unified_memory_gib: float | None = None
+    socket: str = "/var/run/docker.sock"  # the daemon's socket on that host (a remote watcher mounts it)
 
     @property
     def is_remote(self) -> bool:
@@ -157,6 +164,7 @@ def _read_entries(path: Path) -> tuple[dict[str, HostEntry], str | None]:
             tuple(entry["nvidia_smi"] or ("nvidia-smi",)),
             bool(entry["simulated"]),
             entry["unified_memory_gib"],
+            entry["socket"] or "/var/run/docker.sock",
         )
     return entries, spec["default"]
 

@@ -14,7 +14,7 @@ from labctl.host import docker as dk
 from labctl.host.files import write_atomically
 from labctl.host.hosts import LOCAL_HOST, HostEntry
 from labctl.host.identity import current_user
-from labctl.run import watch
+from labctl.run import remote_watch, watch
 from labctl.run.host_keys import remove_keys
 from labctl.run.keys import KeyStore
 from labctl.run.ownership import check_may_act
@@ -56,6 +56,10 @@ def stop_run(
     containers = dk.labctl_containers(run_id=run_id)
     resident = any(RunLabels.from_labels(dk.labels_of(c)).resident for c in containers) or not containers
     if resident:
+        record = owner_runs.try_load(run_id)
+        remote = record is not None and record.docker_endpoint.startswith("ssh://")
+        if remote and record is not None and record.resident is not None and record.resident.watcher:
+            remote_watch.collect(owner_runs, record)  # what the watcher on the remote host saw, before it goes
         watch.remove(run_id)
     if containers and owner_runs.exists(run_id):
         save_logs(owner_runs, run_id)
@@ -77,6 +81,8 @@ def stop_run(
         dk.compose_down(project)
     # A remote resident run's keys live in a volume on its host; the record may be another home's.
     keys_removed = resident and remove_keys(run_id)
+    if resident:
+        remote_watch.remove_volume(run_id)
     released = release_claims(run_id)
     record = owner_runs.try_load(run_id)
     if record is not None:

@@ -8,7 +8,7 @@ import time
 from pathlib import Path
 
 from labctl.errors import Conflict
-from labctl.host import claims, key_volume, remote_ports
+from labctl.host import claims, key_volume, remote_ports, remote_watch
 from labctl.host import docker as dk
 from labctl.host.forward import Forward, close_forward, open_forward
 from labctl.host.gpu import Gpu
@@ -101,19 +101,27 @@ def stale_claims() -> list[str]:
 
 
 def stale_key_volumes() -> list[str]:
-    """Key volumes on the active host whose run has neither a container nor a claim (a killed `up` between
-    writing the keys and starting, whose claims were reconciled since): removed. A run being started holds
-    its claims from before its keys are written until `down`."""
+    """Key and watch volumes on the active host whose run has neither a container nor a claim (a killed `up`
+    between writing them and starting, whose claims were reconciled since): removed. A run being started
+    holds its claims from before its volumes are made until `down`."""
     done = []
-    for name, run_id in key_volume.key_volumes().items():
-        if (
-            name == key_volume.volume_name(run_id)
-            and not dk.labctl_containers(run_id=run_id)
-            and not claims.claims(run_id)
-        ):
-            key_volume.remove(run_id)
-            done.append(f"removed the key volume {name} of run {run_id} (nothing of that run is left on the host)")
+    found = [(n, r, key_volume.volume_name, key_volume.remove) for n, r in key_volume.key_volumes().items()]
+    found += [(n, r, remote_watch.volume_name, remote_watch.remove) for n, r in watch_volumes().items()]
+    for name, run_id, named, remove in found:
+        if name != named(run_id) or dk.labctl_containers(run_id=run_id) or claims.claims(run_id):
+            continue
+        if dk.watchers(run_id):
+            continue  # its watcher goes first (status removes a watcher whose run is gone)
+        remove(run_id)
+        kind = "key" if named is key_volume.volume_name else "watch"
+        done.append(f"removed the {kind} volume {name} of run {run_id} (nothing of that run is left on the host)")
     return done
+
+
+def watch_volumes() -> dict[str, str]:
+    with dk.docker_errors("listing watch volumes"):
+        found = dk.client().volume.list(filters={"label": dk.WATCH_LABEL})
+    return {str(v.name): str((v.labels or {}).get(dk.WATCH_LABEL, "")) for v in found}
 
 
 def open_run_forward(

@@ -17,7 +17,7 @@ from labctl.host import docker as dk
 from labctl.host.forward import temporary_forward
 from labctl.host.hosts import LOCAL_HOST, HostEntry, endpoint_url
 from labctl.host.probes import probe_now
-from labctl.run import watch
+from labctl.run import remote_watch, watch
 from labctl.run.deployments import engine_counters, observe
 from labctl.run.host_keys import remove_keys
 from labctl.run.record import Record
@@ -48,6 +48,8 @@ def live_runs(runs: Runs, probe: bool = True, host: HostEntry = LOCAL_HOST) -> l
         started = state.started_at
         uptime = (dt.datetime.now(dt.UTC) - started).total_seconds() if started and state.running else None
         if probe and record is not None and record.resident is not None:
+            if host.is_remote and record.resident.watcher:
+                remote_watch.collect(runs, record)  # first: a restart the watcher saw is recorded as its
             watch.replay(runs, record)  # the fallback when no watcher ran: Docker's own events, de-duplicated
         recorded = watch.recorded_restarts(runs, run_id) if record is not None else None
         out.append(
@@ -204,11 +206,12 @@ def reconcile(runs: Runs, host: HostEntry = LOCAL_HOST) -> list[str]:
         KeyStore(runs.home).remove(run_id)
         if host.is_remote:
             remove_keys(run_id)
+            remote_watch.remove_volume(run_id)
             release_claims(run_id)
             close_run_forward(record.forward)
         done.append(f"aborted {run_id}: its labctl up was gone; whatever it started was taken down")
-    remote = stale_claims() + stale_key_volumes() if host.is_remote else []
-    return done + watch.reconcile_watchers(runs) + remote
+    done += watch.reconcile_watchers(runs)  # before the volumes: a watcher's volume is in use until it goes
+    return done + (stale_claims() + stale_key_volumes() if host.is_remote else [])
 
 
 def _probe_record(runs: Runs, host: HostEntry, record: Record) -> str:

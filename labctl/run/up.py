@@ -35,7 +35,7 @@ from labctl.host.identity import current_user, host_name, process_token
 from labctl.host.key_volume import volume_name as key_volume_name
 from labctl.host.lock import host_lock
 from labctl.host.probes import check_openai_api, port_in_use, status_without_key, wait_until_ready
-from labctl.run import watch
+from labctl.run import remote_watch, watch
 from labctl.run.down import project_name, save_logs, stop_run
 from labctl.run.fetch import Fetched, fetch_before_start
 from labctl.run.host_keys import put_keys, remove_keys
@@ -485,7 +485,11 @@ class Starter:
         serve = next((c for c in dk.labctl_containers(run_id=self.run_id) if dk.service_of(c) == "serve"), None)
         if serve is None:
             raise LabctlError("docker compose up returned but no serve container exists")
-        name, note = watch.start(self.runs, self.current, profile.engine.readiness, str(serve.name))
+        readiness, host = profile.engine.readiness, self.request.host
+        if host.is_remote:
+            name, note = remote_watch.start(self.runs, self.current, readiness, str(serve.name), host, self.daemon.id)
+        else:
+            name, note = watch.start(self.runs, self.current, readiness, str(serve.name))
         if note:
             self.say(f"warning: {note}")
             self.runs.event(self.run_id, "warning", text=note)
@@ -619,6 +623,9 @@ class Starter:
             if self.key_volume:
                 with contextlib.suppress(LabctlError):
                     remove_keys(self.run_id)
+            if self.plan and self.request.host.is_remote:
+                with contextlib.suppress(LabctlError):
+                    remote_watch.remove_volume(self.run_id)
             if self.claimed:
                 release_claims(self.run_id)
             close_run_forward(self.forward)

@@ -56,8 +56,8 @@ def start(runs: Runs, record: Record, readiness: Readiness, serve_container: str
             image=image,
             run_id=record.run_id,
             home=str(runs.home),
-            run_dir=run_dir,
-            socket=socket,
+            run_dir=str(run_dir),
+            socket=str(socket),
             user=f"{os.geteuid()}:{socket.stat().st_gid}",  # the socket's group is the docker group
             command=command,
         )
@@ -155,6 +155,10 @@ def describe_resident(runs: Runs, record: Record) -> list[tuple[str, str]]:
     if record.resident is None:
         return []
     if record.status not in ENDED and dk.labctl_containers(run_id=record.run_id):
+        if record.docker_endpoint.startswith("ssh://") and record.resident.watcher:
+            from labctl.run import remote_watch  # it builds on this module
+
+            remote_watch.collect(runs, record)  # first: what its watcher saw is recorded as the watcher's
         replay(runs, record)
     watcher = record.resident.watcher or f"none ({record.resident.watcher_note or 'started before watchers'})"
     return [("watcher", watcher), ("restarts", recorded_restarts(runs, record.run_id).describe())]

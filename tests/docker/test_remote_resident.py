@@ -12,8 +12,9 @@ import signal
 import socket
 import subprocess
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import httpx
 import openai
@@ -22,6 +23,7 @@ import yaml
 from lifecycle_helpers import IMAGE, write_profile
 from support import (
     LABB_ADDRESS,
+    LABB_SOCKET,
     LABCTL,
     Result,
     free_labb_port,
@@ -272,3 +274,80 @@ def test_status_removes_a_key_volume_whose_run_left_nothing_else_on_labb(lab: Pa
         assert key_volumes(run_id) == []
     finally:
         remote_docker("volume", "rm", "-f", f"labctl-keys-{run_id}")
+
+
+def answers(url: str) -> bool:
+    try:
+        return httpx.get(url, timeout=2).status_code == 200
+    except httpx.HTTPError:
+        return False
+
+
+def wait_for(condition: Callable[[], Any], seconds: float) -> Any:
+    deadline = time.monotonic() + seconds
+    while not (found := condition()):
+        assert time.monotonic() < deadline, f"not within {seconds} s"
+        time.sleep(0.5)
+    return found
+
+
+def test_a_resident_run_on_labb_gets_a_watcher_there_that_records_restarts_and_hangs(
+    lab: Path, home: Path, labb: dict
+) -> None:
+    """The watcher runs on labb, mounting labb's own daemon socket (the host entry's `socket:`), its files in
+    a volume there; `status` reads what it recorded back into the run's events log here."""
+    (lab / "hosts.yaml").write_text(yaml.safe_dump({"hosts": {"labb": {**labb, "socket": str(LABB_SOCKET)}}}))
+    engine_file = lab / "engines" / "harness" / "engine.yaml"
+    engine = yaml.safe_load(engine_file.read_text())
+    engine["readiness"].update(watch_interval_s=0.5, hung_after_failures=3, probe_timeout_s=1)
+    engine_file.write_text(yaml.safe_dump(engine, sort_keys=False))
+    info = up_resident(lab, home, free_labb_port(), "--bind", LABB_ADDRESS)
+    run_id = info["run_id"]
+    record = json.loads((home / "runs" / run_id / "record.json").read_text())
+    watcher = f"labctl-watch-{run_id}"
+    assert record["resident"]["watcher"] == watcher and record["resident"]["watcher_note"] is None, record
+    assert remote_names(f"labctl.watch_of={run_id}") == [watcher]
+    mounts = json.loads(remote_docker("inspect", "-f", "{{json .Mounts}}", watcher).stdout)
+    assert {(m["Type"], m.get("Name") or m["Source"], m["Destination"]) for m in mounts} == {
+        ("bind", str(LABB_SOCKET), "/var/run/docker.sock"),
+        ("volume", watcher, "/labctl-run"),
+    }
+
+    def recorded(kind: str) -> list[dict]:
+        labctl(lab, home, "status", "--host", "labb")
+        lines = (home / "runs" / run_id / "events.jsonl").read_text().splitlines()
+        return [e for e in map(json.loads, lines) if e["event"] == kind]
+
+    def engine_pid() -> int:  # labb's dockerd shares this machine's process namespace
+        serve = remote_names(f"labctl.run_id={run_id}")
+        return int(remote_docker("inspect", "-f", "{{.State.Pid}}", *serve).stdout.strip())
+
+    os.kill(engine_pid(), signal.SIGKILL)
+    restart = wait_for(lambda: recorded("restart"), 60)
+    assert restart[0]["seen_by"] == "labctl-watch" and restart[0]["exit_code"] == 137, restart
+    health = f"http://{LABB_ADDRESS}:{record['endpoint']['port']}/health"
+    wait_for(lambda: answers(health), 60)  # answered healthy again: a hang counts from here
+
+    os.kill(engine_pid(), signal.SIGSTOP)  # alive, answering nothing: hung
+    hung = wait_for(lambda: recorded("hung-restart"), 90)
+    assert "failed 3 times in a row" in hung[0]["reason"] and hung[0]["by"] == "labctl-watch", hung
+    shown = labctl(lab, home, "show", run_id)  # no --host: the record names labb
+    assert f"watcher            {watcher}" in shown.stdout and "(last: hung-restart" in shown.stdout, shown.stdout
+
+    down = labctl(lab, home, "down", run_id)
+    assert down.code == 0, down.stderr
+    assert remote_names(f"labctl.watch_of={run_id}") == []
+    assert remote_docker("volume", "ls", "-q", "--filter", f"name={watcher}").stdout.split() == []
+
+
+def test_a_watcher_never_watches_another_daemon_through_a_wrong_socket(lab: Path, home: Path, labb: dict) -> None:
+    """/var/run/docker.sock on labb (the default) is this machine's main daemon, not labb's: refused."""
+    (lab / "hosts.yaml").write_text(yaml.safe_dump({"hosts": {"labb": {**labb, "socket": "/var/run/docker.sock"}}}))
+    info = up_resident(lab, home, free_labb_port())
+    record = json.loads((home / "runs" / info["run_id"] / "record.json").read_text())
+    assert record["resident"]["watcher"] == "", record["resident"]
+    assert "/var/run/docker.sock there is daemon" in record["resident"]["watcher_note"]
+    assert "not the one labctl drives" in record["resident"]["watcher_note"]
+    assert remote_names(f"labctl.watch_of={info['run_id']}") == []
+    assert remote_docker("volume", "ls", "-q", "--filter", f"name=labctl-watch-{info['run_id']}").stdout.split() == []
+    assert labctl(lab, home, "down", info["run_id"]).code == 0

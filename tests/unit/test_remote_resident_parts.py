@@ -3,6 +3,9 @@ volume (no host folder, no key), and what `share` tells a colleague for each kin
 
 from __future__ import annotations
 
+from pathlib import Path
+
+import pytest
 import yaml
 from support import REPO
 
@@ -10,7 +13,9 @@ from labctl.catalog.lab import Lab
 from labctl.catalog.profiles import load_profile, with_overrides
 from labctl.compose.docker_run import docker_run_commands
 from labctl.compose.render import SECRETS_TARGET, RenderOptions, render_compose
+from labctl.errors import BadInput
 from labctl.host.forward import Forward
+from labctl.host.hosts import load_hosts
 from labctl.run.deployments import colleague_reach
 from labctl.run.record import Endpoint, Record
 
@@ -76,3 +81,17 @@ def test_share_of_a_local_run_is_its_base_url() -> None:
         endpoint=Endpoint(base_url="http://127.0.0.1:18000/v1", host="127.0.0.1", port=18000),
     )
     assert colleague_reach(record) == ("http://127.0.0.1:18000/v1", None)
+
+
+def test_a_host_entry_names_its_daemons_socket_as_that_host_sees_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("LABCTL_HOSTS", str(tmp_path / "user-hosts.yaml"))
+    entries = {"a": {"docker": "ssh://lab@10.0.0.5", "socket": "/run/docker-b/docker.sock"}, "b": {"docker": "local"}}
+    (tmp_path / "hosts.yaml").write_text(yaml.safe_dump({"hosts": entries}))
+    hosts = load_hosts(tmp_path)
+    assert hosts.get("a").socket == "/run/docker-b/docker.sock" and hosts.get("b").socket == "/var/run/docker.sock"
+    for bad in ("docker.sock", "/run/x.sock\n", "/run/$(id)"):
+        (tmp_path / "hosts.yaml").write_text(yaml.safe_dump({"hosts": {"a": {"docker": "local", "socket": bad}}}))
+        with pytest.raises(BadInput, match="socket"):
+            load_hosts(tmp_path)
