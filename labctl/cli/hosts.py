@@ -49,6 +49,10 @@ def add(
     name: Annotated[str, typer.Argument(help="A short name, e.g. h100-a.")],
     docker: Annotated[str, typer.Argument(help="local, unix:///path/docker.sock or ssh://user@host[:port].")],
     nvidia_smi: Annotated[str, typer.Option(help="The nvidia-smi command on that host.")] = "nvidia-smi",
+    socket: Annotated[
+        str | None,
+        typer.Option(help="The Docker daemon's socket as that host sees it (default /var/run/docker.sock)."),
+    ] = None,
 ) -> None:
     """Add (or replace) a host in your hosts file (~/.config/labctl/hosts.yaml or $LABCTL_HOSTS).
 
@@ -56,7 +60,7 @@ def add(
     """
     from labctl.host.hosts import add_host
 
-    path = add_host(name, docker, nvidia_smi.split())
+    path = add_host(name, docker, nvidia_smi.split(), socket)
     out(f"added host {name} ({docker}) to {path}")
 
 

@@ -190,7 +190,7 @@ def _write_user_file(path: Path, entries: dict[str, dict[str, object]], default:
     write_atomically(path, header + yaml.safe_dump(doc, sort_keys=True), mode=0o644)
 
 
-def add_host(name: str, docker: str, nvidia_smi: list[str]) -> Path:
+def add_host(name: str, docker: str, nvidia_smi: list[str], socket: str | None = None) -> Path:
     if not _NAME.match(name) or name == LOCAL:
         raise BadInput(f"host name {name!r} is not allowed: lower-case letters, digits, '.', '_', '-' (not 'local').")
     if not _ENDPOINT.match(docker):
@@ -199,8 +199,10 @@ def add_host(name: str, docker: str, nvidia_smi: list[str]) -> Path:
         )
     if not nvidia_smi or not all(_WORD.match(w) for w in nvidia_smi):
         raise BadInput(f"--nvidia-smi {' '.join(nvidia_smi)!r}: plain words only (a path and options).")
+    if socket is not None and not _SOCKET.match(socket):
+        raise BadInput(f"--socket {socket!r}: give the socket's absolute path on that host, e.g. /var/run/docker.sock.")
     path, entries, default = _read_user_file()
-    entries[name] = {"docker": docker, "nvidia_smi": nvidia_smi}
+    entries[name] = {"docker": docker, "nvidia_smi": nvidia_smi, **({"socket": socket} if socket else {})}
     _write_user_file(path, entries, default)
     return path
 

@@ -95,3 +95,15 @@ def test_a_host_entry_names_its_daemons_socket_as_that_host_sees_it(
         (tmp_path / "hosts.yaml").write_text(yaml.safe_dump({"hosts": {"a": {"docker": "local", "socket": bad}}}))
         with pytest.raises(BadInput, match="socket"):
             load_hosts(tmp_path)
+
+
+def test_hosts_add_writes_a_socket_and_refuses_one_that_is_no_absolute_path(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from labctl.host.hosts import add_host
+
+    monkeypatch.setenv("LABCTL_HOSTS", str(tmp_path / "user-hosts.yaml"))
+    add_host("gpu-b", "ssh://lab@10.0.0.6", ["nvidia-smi"], "/run/docker-b.sock")
+    assert load_hosts(tmp_path).get("gpu-b").socket == "/run/docker-b.sock"
+    with pytest.raises(BadInput, match="--socket 'run/x.sock'"):
+        add_host("gpu-c", "ssh://lab@10.0.0.7", ["nvidia-smi"], "run/x.sock")
