@@ -121,8 +121,16 @@ def test_resident_bound_to_a_named_address_on_labb_keys_rotation_and_down(lab: P
     claim = remote_docker("inspect", "-f", '{{index .Config.Labels "labctl.claim.what"}}', f"labctl-port-{port}")
     assert claim.stdout.strip() == f"port {port} on {LABB_ADDRESS}"
 
-    # The key is nowhere but the volume, the controller's key store and `share`.
-    seen = [remote_docker("inspect", *serve).stdout, remote_docker("logs", *serve).stdout]
+    # bench runs its client on labb, at the named address, with the key (fed on its stdin, never in argv).
+    bench = labctl(lab, home, "bench", "run", run_id, "--workload", "latency-probe", "--concurrency", "1",
+                   "--requests", "3", "--json")  # fmt: skip
+    assert bench.code == 0, bench.stderr
+    result = json.loads(bench.stdout)
+    assert result["status"] == "complete" and result["levels"][0]["completed"] == 3, result["levels"]
+    assert result["target"]["base_url"] == direct and result["client"]["ran_on"] == "labb"
+
+    # The key is nowhere but the volume, the controller's key store and `share` (bench results included).
+    seen = [remote_docker("inspect", *serve).stdout, remote_docker("logs", *serve).stdout, bench.stdout, bench.stderr]
     seen += [p.read_text(errors="replace") for p in (home / "runs" / run_id).rglob("*") if p.is_file()]
     for args in (("status", "--json"), ("show", run_id), ("logs", run_id), ("export", run_id)):
         shown = labctl(lab, home, *args)
