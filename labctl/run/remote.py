@@ -100,7 +100,7 @@ def stale_claims() -> list[str]:
     return done
 
 
-def stale_key_volumes() -> list[str]:
+def stale_run_volumes() -> list[str]:
     """Key and watch volumes on the active host whose run has neither a container nor a claim (a killed `up`
     between writing them and starting, whose claims were reconciled since): removed. A run being started
     holds its claims from before its volumes are made until `down`."""

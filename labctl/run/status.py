@@ -21,7 +21,7 @@ from labctl.run import remote_watch, watch
 from labctl.run.deployments import engine_counters, observe
 from labctl.run.host_keys import remove_keys
 from labctl.run.record import Record
-from labctl.run.remote import close_run_forward, ensure_forward, release_claims, stale_claims, stale_key_volumes
+from labctl.run.remote import close_run_forward, ensure_forward, release_claims, stale_claims, stale_run_volumes
 from labctl.run.store import MAX_LOG_BYTES, Runs, read_tail
 from labctl.run.up import base_url
 
@@ -211,7 +211,7 @@ def reconcile(runs: Runs, host: HostEntry = LOCAL_HOST) -> list[str]:
             close_run_forward(record.forward)
         done.append(f"aborted {run_id}: its labctl up was gone; whatever it started was taken down")
     done += watch.reconcile_watchers(runs)  # before the volumes: a watcher's volume is in use until it goes
-    return done + (stale_claims() + stale_key_volumes() if host.is_remote else [])
+    return done + (stale_claims() + stale_run_volumes() if host.is_remote else [])
 
 
 def _probe_record(runs: Runs, host: HostEntry, record: Record) -> str:
