@@ -676,8 +676,13 @@ def test_fetch_and_up_on_labb_put_the_model_into_labbs_cache(
     assert f"into {cache} on labb" in full.stderr
     snapshot = cache / "hub" / "models--Qwen--Qwen2.5-7B-Instruct" / "snapshots" / fetched["commit"]
     assert (snapshot / "config.json").is_symlink()  # labb's disk is this machine's: its network is not
-    ran = remote_docker("events", "--since", since, "--until", "0s", "--filter", "label=labctl.fetch_client=true",
-                        "--filter", "event=start", "--format", "{{.Actor.Attributes.name}}").stdout.split()  # fmt: skip
+    ran: list[str] = []
+    for _ in range(20):  # the daemon's event log may lag the container by a moment
+        ran = remote_docker("events", "--since", since, "--until", "0s", "--filter", "label=labctl.fetch_client=true",
+                            "--filter", "event=start", "--format", "{{.Actor.Attributes.name}}").stdout.split()  # fmt: skip
+        if ran:
+            break
+        time.sleep(0.5)
     assert ran and all(name.startswith("labctl-fetch-") for name in ran), "the download ran on labb"
     assert not remote_names("labctl.fetch_client=true"), "the fetch container is gone"
 
