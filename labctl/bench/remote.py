@@ -108,7 +108,6 @@ class OnHost:
         self.jobs += 1
         name = f"labctl-bench-{self.bench_id}-{self.jobs}"
         clock = _Offset()
-        raw: list[RequestResult] = []
         final: dict[str, Any] | None = None
         partial.cpu_started = time.process_time()
         for line in run_job(endpoint_url(self.host), self.image, name, MODULE, job.encode(), job.deadline + 300):
@@ -127,8 +126,7 @@ class OnHost:
                 if isinstance(event.get("environment"), dict):
                     self.environment = event["environment"]
             elif kind == "request":
-                raw.append(_request(event.get("line")))
-                partial.results = list(raw)
+                partial.results.append(_request(event.get("line")))
                 partial.started = clock.here(event.get("started"))
             elif kind == "progress":
                 progress(str(event.get("phase", "")), int(event.get("done", 0)), int(event.get("total", 0)))
@@ -138,13 +136,12 @@ class OnHost:
                 final = event
         if final is None:
             raise LabctlError(f"the bench client on {self.host.name} ended without saying it finished")
-        partial.results = list(raw)
         partial.started = clock.here(final.get("started"))
         if final["event"] == "timed_out":
             raise TimeoutError
         outcome = LevelOutcome(
             job.concurrency,
-            list(raw),
+            list(partial.results),
             _number(final.get("duration_s")),
             _number(final.get("client_cpu_s")),
             job.workload.spec["request_rate"],

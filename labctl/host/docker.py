@@ -430,3 +430,15 @@ def events_between(label: str, since: str, until: str) -> list[dict[str, Any]]:
         if isinstance(value, dict):
             events.append(value)
     return events
+
+
+def remove_volume(name: str, what: str) -> bool:
+    """Remove a named volume; False when there was none. Containers using it must be gone first."""
+    try:
+        client().volume.remove(name)
+    except DockerException as exc:
+        text = exc.stderr or str(exc)
+        if "no such volume" in text.lower():
+            return False
+        raise LabctlError(f"removing the {what} {name} failed: {text.strip().splitlines()[-1:]}") from None
+    return True

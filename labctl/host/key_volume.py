@@ -7,8 +7,6 @@ from __future__ import annotations
 
 import subprocess
 
-from python_on_whales.exceptions import DockerException
-
 from labctl.errors import LabctlError
 from labctl.host import docker as dk
 
@@ -81,15 +79,7 @@ def write_keys(run_id: str, text: str, image: str, owner: str) -> str:
 
 def remove(run_id: str) -> bool:
     """Remove the run's key volume; False when there was none. Its containers must be gone first."""
-    name = volume_name(run_id)
-    try:
-        dk.client().volume.remove(name)
-    except DockerException as exc:
-        text = exc.stderr or str(exc)
-        if "no such volume" in text.lower():
-            return False
-        raise LabctlError(f"removing the key volume {name} failed: {text.strip().splitlines()[-1:]}") from None
-    return True
+    return dk.remove_volume(volume_name(run_id), "key volume")
 
 
 def key_volumes() -> dict[str, str]:

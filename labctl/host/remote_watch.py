@@ -13,8 +13,6 @@ import io
 import subprocess
 import tarfile
 
-from python_on_whales.exceptions import DockerException
-
 from labctl.errors import LabctlError
 from labctl.host import docker as dk
 
@@ -81,12 +79,4 @@ def read_file(container: str, name: str) -> str | None:
 
 
 def remove(run_id: str) -> bool:
-    name = volume_name(run_id)
-    try:
-        dk.client().volume.remove(name)
-    except DockerException as exc:
-        text = exc.stderr or str(exc)
-        if "no such volume" in text.lower():
-            return False
-        raise LabctlError(f"removing the watch volume {name} failed: {text.strip().splitlines()[-1:]}") from None
-    return True
+    return dk.remove_volume(volume_name(run_id), "watch volume")

@@ -20,10 +20,10 @@ from labctl.host import registry
 from labctl.host.disk import size_text
 from labctl.host.hosts import LOCAL_HOST, HostEntry, endpoint_url
 from labctl.host.image_copy import copy_image
+from labctl.run.image_pull import PLAIN_PROGRESS_EVERY_S
 from labctl.run.prep import PrepPart
 
 Say = Callable[[str], None]
-PLAIN_PROGRESS_EVERY_S = 5.0
 
 
 @dataclass(frozen=True)
