@@ -101,6 +101,10 @@ def fetch_model(
     cache = cache_dir or default_cache_dir()
     if not Path(cache).is_absolute():
         raise BadInput(f"--cache-dir {cache!r}: give an absolute path.")
+    if host is not None and host.is_remote and ("," in cache or ":" in cache):
+        raise BadInput(
+            f"--cache-dir {cache!r}: a path on {host.name} is mounted as PATH:/cache, so it may hold no ':'."
+        )
     hub_dir = Path(cache) / "hub"
     where = f"model.id and model.revision in engines/{profile.engine.name}/profiles/{profile.name}.yaml"
     start = time.monotonic()

@@ -698,6 +698,9 @@ def test_fetch_and_up_on_labb_put_the_model_into_labbs_cache(
     tight = labctl(home, "--host", "labb", "fetch", "vllm", "--profile", "qwen2.5-7b", "--cache-dir",
                    str(tmp_path / "empty-hf"), lab=lab, env={"LABCTL_DISK_RESERVE_GIB": "1000000"})  # fmt: skip
     assert tight.code == 2 and "not enough disk space on labb" in tight.stderr, tight.stderr
+    colon = labctl(home, "--host", "labb", "fetch", "vllm", "--profile", "qwen2.5-7b", "--cache-dir",
+                   f"{tmp_path}/a:/etc", lab=lab)  # fmt: skip
+    assert colon.code == 2 and "may hold no ':'" in colon.stderr and "Traceback" not in colon.stderr, colon.stderr
     assert not (tmp_path / "empty-hf" / "hub").exists()
 
 
