@@ -33,7 +33,7 @@ test: $(STAMP) check docker-lab harness-image sim-lab remote-lab test-deps
 
 # The unit tier: the pure core, in-process, no Docker, in seconds.
 test-fast: $(STAMP)
-	$(PY) -m pytest -q tests/unit
+	$(PY) -m pytest -q -m unit
 
 demo: $(STAMP) docker-lab harness-image
 	bash scripts/demo.sh

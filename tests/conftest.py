@@ -8,7 +8,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from support import REPO, _missing, compose_available, docker_available
+from helpers.support import REPO, _missing, compose_available, docker_available
 
 
 @pytest.fixture
@@ -41,9 +41,16 @@ def docker_engine() -> None:
 @pytest.fixture
 def home(tmp_path: Path, docker_engine: None) -> Iterator[Path]:
     """LABCTL_HOME for tests that start containers; every container its runs left is removed after."""
-    from lifecycle_helpers import remove_runs
+    from helpers.lifecycle_helpers import remove_runs
 
     folder = tmp_path / "home"
     folder.mkdir()
     yield folder
     remove_runs(folder)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Every test is in one tier: docker, process, or (neither marked) unit: `make test-fast` runs `-m unit`."""
+    for item in items:
+        if item.get_closest_marker("docker") is None and item.get_closest_marker("process") is None:
+            item.add_marker(pytest.mark.unit)

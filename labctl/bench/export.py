@@ -11,7 +11,7 @@ from pathlib import Path
 
 from labctl.bench.client import RequestResult
 from labctl.bench.request_lines import FORMAT, request_line, result_of
-from labctl.run.store import write_run_file
+from labctl.run.records.store import write_run_file
 
 
 def append_requests(path: Path, level: int, repeat: int, concurrency: int, results: Iterable[RequestResult]) -> None:

@@ -27,7 +27,7 @@ from labctl.bench.workloads import Workload
 from labctl.errors import LabctlError
 from labctl.host.client_container import client_image, ensure_client_image, run_job
 from labctl.host.hosts import HostEntry, endpoint_url
-from labctl.run.record import Record
+from labctl.run.records.record import Record
 
 MODULE = "labctl.bench.on_host"
 MAX_LINE = 16 * 1024 * 1024  # one request's line: its inter-token gaps

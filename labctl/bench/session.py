@@ -30,18 +30,17 @@ from labctl.catalog.limits import check_seconds
 from labctl.errors import BadInput, LabctlError
 from labctl.host.hosts import HostEntry
 from labctl.host.telemetry import Sampler, plan_for
-from labctl.run.keys import KeyStore
-from labctl.run.record import Endpoint, Record, new_record
-from labctl.run.store import (
+from labctl.run.records.record import Endpoint, Record, new_record, now
+from labctl.run.records.store import (
     MAX_RESULT_BYTES,
     Runs,
     is_result_id,
     new_run_id,
-    now,
     read_json_file,
     read_json_folder,
     write_run_file,
 )
+from labctl.run.resident.keys import KeyStore
 
 RESULT_SCHEMA = 1
 # One request: a long answer from a busy engine finishes in a minute or two; ten minutes hid hangs.

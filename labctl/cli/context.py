@@ -23,7 +23,7 @@ HOST_HELP = "The Docker host to drive (see `labctl hosts`; default: the global -
 if TYPE_CHECKING:
     from labctl.catalog.lab import Lab
     from labctl.host.hosts import HostEntry
-    from labctl.run.store import Runs
+    from labctl.run.records.store import Runs
 
 
 @dataclass
@@ -62,7 +62,7 @@ class State:
     def host_of_run(self, run_id: str | None) -> HostEntry:
         """The host a run's record names (without driving it): to reach the run, not to run Docker there."""
         from labctl.host.hosts import load_hosts
-        from labctl.run.store import is_run_id
+        from labctl.run.records.store import is_run_id
 
         record = self.runs().try_load(run_id) if run_id and is_run_id(run_id) else None
         if self.host_option or record is None:
@@ -72,7 +72,7 @@ class State:
     def follow_run(self, run_id: str | None) -> None:
         """A command about one run drives the host its record names, unless --host chose one."""
         from labctl.host.hosts import activate, load_hosts
-        from labctl.run.store import is_run_id
+        from labctl.run.records.store import is_run_id
 
         if self.host_option or not run_id or not is_run_id(run_id):
             return
@@ -82,7 +82,7 @@ class State:
             activate(self._host)
 
     def runs(self) -> Runs:
-        from labctl.run.store import Runs, home_dir
+        from labctl.run.records.store import Runs, home_dir
 
         return Runs(home_dir(self.lab(), self.home_option))
 

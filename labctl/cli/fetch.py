@@ -30,8 +30,8 @@ def fetch(
     """
     from labctl.catalog.profiles import load_profile
     from labctl.cli.runs import _progress
-    from labctl.run.fetch import fetch_model
-    from labctl.run.prep_view import part_text
+    from labctl.run.models.fetch import fetch_model
+    from labctl.run.records.prep_view import part_text
 
     state.choose_host(host)
     lab = state.lab()

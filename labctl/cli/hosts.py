@@ -32,7 +32,7 @@ def hosts(
     """
     if ctx.invoked_subcommand is not None:
         return
-    from labctl.run.inventory import describe_hosts
+    from labctl.run.lifecycle.inventory import describe_hosts
 
     rows = describe_hosts(state.lab())
     if as_json:

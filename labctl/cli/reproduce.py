@@ -31,7 +31,7 @@ def export(
     from pathlib import Path
 
     from labctl.host.files import write_atomically
-    from labctl.run.reproduce import dump_export, export_from_run
+    from labctl.run.records.export import dump_export, export_from_run
 
     text = dump_export(export_from_run(state.runs(), run_id).doc)
     if output:
@@ -73,8 +73,8 @@ def reproduce(
     import json
 
     from labctl.catalog.profiles import parse_gpu_ids, parse_port
-    from labctl.run.reproduce import ReproduceRequest
-    from labctl.run.reproduce import reproduce as rebuild
+    from labctl.run.lifecycle.reproduce import ReproduceRequest
+    from labctl.run.lifecycle.reproduce import reproduce as rebuild
 
     state.choose_host(host)
     record = rebuild(
@@ -120,7 +120,7 @@ def diff(
 
     Example: labctl diff 20261203-015815-a1b2c3 bob-run.yaml
     """
-    from labctl.run.diff import diff_setups
+    from labctl.run.records.diff import diff_setups
 
     result = diff_setups(state.lab(), state.runs(), a, b)
     if as_json:

@@ -90,9 +90,9 @@ def up(
     Example: labctl up sglang --profile qwen3-32b --gpus 0
     """
     from labctl.catalog.profiles import parse_gpu_ids, parse_port
-    from labctl.run.prep_view import prep_rows
-    from labctl.run.up import UpRequest
-    from labctl.run.up import up as start
+    from labctl.run.lifecycle.up import UpRequest
+    from labctl.run.lifecycle.up import up as start
+    from labctl.run.records.prep_view import prep_rows
 
     state.choose_host(host)
     request = UpRequest(
@@ -155,7 +155,7 @@ def down(
 
     Example: labctl down 20261203-015815-a1b2c3
     """
-    from labctl.run.down import stop
+    from labctl.run.lifecycle.down import stop
 
     def confirm(chosen: list[dict[str, object]]) -> bool:
         if not sys.stdin.isatty():
@@ -176,8 +176,8 @@ def status(
 
     Example: labctl status --json
     """
-    from labctl.run.inventory import HOST_TIMEOUT_S, status_hosts
-    from labctl.run.status import host_sections
+    from labctl.run.lifecycle.inventory import HOST_TIMEOUT_S, status_hosts
+    from labctl.run.lifecycle.status import host_sections
 
     state.choose_host(host)
     store = state.runs()
@@ -245,7 +245,7 @@ def logs(
 
     Example: labctl logs 20261203-015815-a1b2c3 -f
     """
-    from labctl.run.status import engine_logs
+    from labctl.run.lifecycle.status import engine_logs
 
     state.choose_host(host)
     state.follow_run(run_id)
@@ -297,7 +297,7 @@ def show(
 
     Example: labctl show 20261203-015815-a1b2c3 --docker-run
     """
-    from labctl.run.store import describe, docker_run_lines
+    from labctl.run.records.store import describe, docker_run_lines
 
     state.follow_run(run_id)  # a resident run's restarts are read on its own host
     runs = state.runs()
@@ -308,7 +308,7 @@ def show(
     elif as_json:
         print(json.dumps(record.to_json(), indent=2))
     else:
-        from labctl.run.watch import describe_resident
+        from labctl.run.resident.deployments import describe_resident
 
         for key, value in describe(record) + describe_resident(runs, record):
             out(f"{key:<18} {value}")
@@ -328,7 +328,7 @@ def pin(
     """
     import dataclasses
 
-    from labctl.run.pin import pin_profile
+    from labctl.run.images.pin import pin_profile
 
     state.choose_host(host)
 
@@ -351,8 +351,8 @@ def gc(
 
     Example: labctl gc --yes
     """
-    from labctl.run.gc import as_json as gc_json
-    from labctl.run.gc import collect, find_garbage
+    from labctl.run.models.gc import as_json as gc_json
+    from labctl.run.models.gc import collect, find_garbage
 
     items = find_garbage(state.lab(), state.runs(), state.host())
     outcomes = collect(items) if yes else []
@@ -391,8 +391,8 @@ def share(
 
     Example: labctl share 20261203-015815-a1b2c3
     """
-    from labctl.run.deployments import share as access
-    from labctl.run.deployments import snippets
+    from labctl.run.resident.deployments import share as access
+    from labctl.run.resident.deployments import snippets
 
     info = access(state.runs(), run_id)
     if as_json:
@@ -433,7 +433,7 @@ def rotate_key(
     Example: labctl rotate-key 20261203-015815-a1b2c3
     """
     from labctl.host.identity import current_user
-    from labctl.run.deployments import rotate_key as rotate
+    from labctl.run.resident.deployments import rotate_key as rotate
 
     state.follow_run(run_id)
     resident = rotate(state.runs(), run_id, current_user(), key_file, keys, force, reason, host=state.host())

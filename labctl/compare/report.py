@@ -38,7 +38,7 @@ from labctl.compare.rules import Check, Entry
 from labctl.errors import LabctlError
 from labctl.host.files import write_atomically
 from labctl.host.identity import host_name
-from labctl.run.store import now
+from labctl.run.records.record import now
 
 PARETO = "pareto.png"
 TELEMETRY = "telemetry.png"

@@ -10,9 +10,9 @@ from typing import Any
 from labctl.bench.session import find_result, list_results
 from labctl.errors import BadInput
 from labctl.quality.evaluate import list_evals
-from labctl.run.prep_view import cache_state, seconds
-from labctl.run.record import Record
-from labctl.run.store import Runs, is_run_id
+from labctl.run.records.prep_view import cache_state, seconds
+from labctl.run.records.record import Record
+from labctl.run.records.store import Runs, is_run_id
 
 RULES = (
     "model family and revision",

@@ -17,9 +17,10 @@ from typing import Any
 
 import httpx
 
-from labctl.bench.telemetry import (
+from labctl.host.engine_metrics import (
     GPU_QUERY,
     MAX_SCRAPE_BYTES,
+    METRICS_PATHS,
     engine_of,
     kind_of,
     map_metrics,
@@ -202,7 +203,6 @@ def plan_for(
     engine: str, gpu_ids: list[str], run_host: str | None, active_host: str, base_url: str, enabled: bool
 ) -> Plan:
     """Sample the run's GPUs with its host's nvidia-smi, and the engine's own metrics route."""
-    from labctl.bench.telemetry import METRICS_PATHS
     from labctl.host import gpu
 
     if not enabled:

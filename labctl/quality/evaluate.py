@@ -21,12 +21,12 @@ from labctl.catalog.limits import MAX_CONCURRENCY, check_count, check_seconds
 from labctl.errors import BadInput, LabctlError
 from labctl.host.sandbox import check_sandbox, run_code
 from labctl.quality.suites import Case, Suite, judge, strip_fence
-from labctl.run.store import (
+from labctl.run.records.record import now
+from labctl.run.records.store import (
     MAX_RESULT_BYTES,
     Runs,
     is_result_id,
     new_run_id,
-    now,
     read_json_file,
     read_json_folder,
     write_run_file,

@@ -14,7 +14,8 @@ from labctl.host.forward import Forward, close_forward, open_forward
 from labctl.host.gpu import Gpu
 from labctl.host.hosts import HostEntry
 from labctl.host.identity import host_name, process_token
-from labctl.run.store import Runs, now
+from labctl.run.records.record import now
+from labctl.run.records.store import Runs
 
 # An `up` that has started nothing yet (pulling, building) holds its claims this long past its own timeout
 # before another controller machine may call them stale.

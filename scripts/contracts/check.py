@@ -26,7 +26,7 @@ import venvs  # noqa: E402
 
 from labctl.catalog.contracts import check_argv, contract_path, has_errors, load_contract  # noqa: E402
 
-# Known-good command lines from engines.md, shared with tests/unit/test_contracts.py.
+# Known-good command lines from engines.md, shared with tests/catalog/test_contracts.py.
 KNOWN_GOOD = json.loads((HERE / "known_good.json").read_text())
 M = KNOWN_GOOD["model"]
 VLLM_GOOD = KNOWN_GOOD["vllm"]

@@ -1,0 +1,1 @@
+"""Starting and stopping: up, down, status, preflight, the hosts' inventory, reproduce."""

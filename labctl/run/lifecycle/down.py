@@ -1,0 +1,146 @@
+"""Taking a run down: its logs saved beside the record first, its containers removed, its record
+and events told who stopped it and why, its keys deleted."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from labctl.compose.labels import RunLabels
+from labctl.errors import BadInput
+from labctl.host import docker as dk
+from labctl.host.files import write_atomically
+from labctl.host.hosts import LOCAL_HOST, HostEntry
+from labctl.host.identity import current_user
+from labctl.run.lifecycle.live import live_runs
+from labctl.run.records.record import now
+from labctl.run.records.store import RUN_FILE_MODE, Runs, is_run_id
+from labctl.run.remote import close_run_forward, release_claims
+from labctl.run.resident import remote_watch, watch
+from labctl.run.resident.host_keys import remove_keys
+from labctl.run.resident.keys import KeyStore
+from labctl.run.resident.ownership import check_may_act
+
+
+def project_name(run_id: str) -> str:
+    return f"labctl-{run_id}"
+
+
+def save_logs(runs: Runs, run_id: str) -> None:
+    """Keep the engine's logs beside the record before the container goes away."""
+    for container in dk.labctl_containers(run_id=run_id):
+        service = dk.service_of(container) or "serve"
+        text = dk.logs_tail(container, 100_000)
+        if text:
+            write_atomically(runs.dir(run_id) / f"{service}.log", text, RUN_FILE_MODE)
+
+
+def owning_runs(runs: Runs, run_id: str) -> Runs:
+    """The store that holds a run's record: this home, or the home its containers' labels name (a `down`
+    from another home updates the owner's record, not nobody's)."""
+    if runs.exists(run_id):
+        return runs
+    for container in dk.labctl_containers(run_id=run_id):
+        home = RunLabels.from_labels(dk.labels_of(container)).home
+        if home and Runs(Path(home)).exists(run_id):
+            return Runs(Path(home))
+    return runs
+
+
+def stop_run(
+    runs: Runs, run_id: str, by: str, reason: str | None = None, replaced_by: str | None = None, forced: bool = False
+) -> None:
+    owner_runs = owning_runs(runs, run_id)
+    # The watcher goes first: the engine going away is no restart and no hang, and a watcher reading the
+    # record's new status would race this removal by removing itself.
+    containers = dk.labctl_containers(run_id=run_id)
+    resident = any(RunLabels.from_labels(dk.labels_of(c)).resident for c in containers) or not containers
+    if resident:
+        record = owner_runs.try_load(run_id)
+        remote = record is not None and record.docker_endpoint.startswith("ssh://")
+        if remote and record is not None and record.resident is not None and record.resident.watcher:
+            remote_watch.collect(owner_runs, record)  # what the watcher on the remote host saw, before it goes
+        watch.remove(run_id)
+    if containers and owner_runs.exists(run_id):
+        save_logs(owner_runs, run_id)
+    # The record says stopped, by whom and why, before the containers go: an `up` still waiting for this
+    # engine then sees who stopped it, not an engine that died.
+    if owner_runs.exists(run_id):
+        changes: dict[str, Any] = {"status": "stopped", "stopped_at": now(), "stopped_by": by}
+        if reason:
+            changes["stop_reason"] = reason
+        if replaced_by:
+            changes["replaced_by"] = replaced_by
+        if forced:
+            changes["stop_forced"] = True
+        owner_runs.update(run_id, **changes)
+        elsewhere = {"from_home": str(runs.home)} if owner_runs.home != runs.home else {}
+        owner_runs.event(run_id, "down", reason=reason, forced=forced, **elsewhere)
+    if containers:
+        project = dk.labels_of(containers[0]).get("com.docker.compose.project", project_name(run_id))
+        dk.compose_down(project)
+    # A remote resident run's keys live in a volume on its host; the record may be another home's.
+    keys_removed = resident and remove_keys(run_id)
+    if resident:
+        remote_watch.remove_volume(run_id)
+    released = release_claims(run_id)
+    record = owner_runs.try_load(run_id)
+    if record is not None:
+        if keys_removed:
+            owner_runs.event(run_id, "key volume removed")
+        if released:
+            owner_runs.event(run_id, "claims released", count=released)
+        if close_run_forward(record.forward):
+            owner_runs.event(run_id, "forward closed")
+    KeyStore(owner_runs.home).remove(run_id)  # a stopped deployment's keys open nothing any more
+
+
+@dataclass(frozen=True)
+class Stopped:
+    run_id: str
+    engine: str
+    profile: str
+
+
+def stop(
+    runs: Runs,
+    target: str | None,
+    reason: str | None,
+    force: bool,
+    all_: bool = False,
+    confirm: Callable[[list[dict[str, Any]]], bool] | None = None,
+    host: HostEntry = LOCAL_HOST,
+) -> list[Stopped]:
+    """`labctl down [RUN_ID|ENGINE]`: which runs, whether you may, then stop each."""
+    live = live_runs(runs, probe=False, host=host)
+    if target is None:
+        chosen = live
+        if len(chosen) > 1:
+            raise BadInput(
+                "several runs are up: name one (labctl down RUN_ID). Up now: "
+                + ", ".join(f"{r['run_id']} ({r['engine']}/{r['profile']})" for r in chosen)
+            )
+    elif is_run_id(target):
+        chosen = [r for r in live if r["run_id"] == target]
+        if not chosen and runs.exists(target):
+            raise BadInput(f"run {target} is not up (its record says {runs.load(target).status}).")
+    else:  # an engine name: only your own runs of this home, and more than one only when asked
+        me_ = current_user()
+        chosen = [r for r in live if r["engine"] == target and r["owner"] == me_ and r["home"] == str(runs.home)]
+        if len(chosen) > 1 and not (all_ or (confirm is not None and confirm(chosen))):
+            listed = ", ".join(r["run_id"] for r in chosen)
+            raise BadInput(f"{target} matches {len(chosen)} of your runs ({listed}): name one, or pass --all.")
+    if not chosen:
+        raise BadInput(f"nothing to stop{' matching ' + repr(target) if target else ''}: see `labctl status`.")
+    me = current_user()
+    allowed = [
+        (run, check_may_act(run["run_id"], run["owner"], run["resident"], me, "stopping", force, reason))
+        for run in chosen
+    ]
+    stopped = []
+    for run, forced in allowed:
+        stop_run(runs, run["run_id"], by=me, reason=reason, forced=forced)
+        stopped.append(Stopped(run["run_id"], run["engine"], run["profile"]))
+    return stopped

@@ -1,0 +1,193 @@
+"""Rebuild a recorded setup from an export (or a record): same image digest, same engine arguments,
+same model revision; only host-specific values change. The export itself is records/export.py."""
+
+from __future__ import annotations
+
+import copy
+import difflib
+from dataclasses import dataclass
+from typing import Any
+
+from labctl.catalog.image import ImageRef
+from labctl.catalog.lab import Lab
+from labctl.catalog.limits import check_seconds
+from labctl.catalog.profiles import Profile, with_overrides
+from labctl.compose.canonical import canonical_compose, sha256_text
+from labctl.compose.labels import RunLabels
+from labctl.compose.render import RenderOptions, render_compose
+from labctl.errors import BadInput
+from labctl.host.hosts import LOCAL_HOST, HostEntry
+from labctl.run.records.export import (
+    Export,
+    content_hash,
+    load_source,
+    recorded_profile,
+)
+from labctl.run.records.record import Record, Reproduction
+from labctl.run.records.store import Runs
+from labctl.run.resident.plan import check_bind
+
+
+def unified(a: str, b: str, a_name: str, b_name: str) -> str:
+    return "".join(difflib.unified_diff(a.splitlines(keepends=True), b.splitlines(keepends=True), a_name, b_name))
+
+
+@dataclass
+class Verification:
+    problems: list[str]
+    diff: str
+
+
+def verify(lab: Lab, export: Export, profile: Profile) -> Verification:
+    """The export must be intact (content hash) and must re-render to the compose file it carries."""
+    problems = []
+    recorded_hash = export.doc.get("content_sha256")
+    actual_hash = content_hash(export.doc)
+    if recorded_hash != actual_hash:
+        problems.append(
+            f"content hash mismatch: the file says {recorded_hash}, its content hashes to {actual_hash} "
+            "(edited by hand?)"
+        )
+    host = export.host
+    options = RenderOptions(
+        cache_dir=host["cache_dir"],
+        engine_store=host.get("engine_store"),
+        allow_unsupported=bool(export.setup.get("allow_unsupported")),
+        labels=recorded_run_labels(host.get("run_labels")),
+        # A run on a simulated GPU host was labelled harness-check; an export may only ever lower the label.
+        environment_label="harness-check" if export.setup.get("environment_label") == "harness-check" else None,
+    )
+    rerendered = render_compose(lab, profile, options)
+    diff = ""
+    if rerendered != export.compose:
+        diff = unified(export.compose, rerendered, "recorded compose.yaml", "re-rendered from setup")
+        problems.append("the recorded compose file differs from what its setup renders to here")
+    canonical = sha256_text(
+        canonical_compose(
+            lab,
+            profile.engine,
+            profile.name,
+            profile.spec,
+            export.setup["image"].get("digest"),
+            bool(export.setup.get("allow_unsupported")),
+        )
+    )
+    if canonical != export.setup["compose_sha256"]:
+        problems.append(f"compose hash mismatch: recorded {export.setup['compose_sha256']}, re-rendered {canonical}")
+    return Verification(problems=problems, diff=diff)
+
+
+def recorded_run_labels(raw: Any) -> dict[str, str]:
+    """Only the run labels labctl itself writes (run id, owner, port, …), parsed as labels: an export cannot
+    smuggle other labels, keys or values into the re-rendered file."""
+    if not isinstance(raw, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in raw.items()):
+        return {}
+    return RunLabels.from_labels(raw).run_labels()
+
+
+def pinned_for_reproduction(export: Export, profile: Profile, gpus: list[str] | None, port: int | None) -> Profile:
+    digest = export.setup["image"].get("digest")
+    if not digest:
+        raise BadInput(f"{export.source}: the run recorded no image digest, so it cannot be reproduced by digest.")
+    spec = copy.deepcopy(profile.spec)
+    spec["image"] = str(ImageRef.parse(spec["image"]).with_digest(digest))
+    spec["unpinned"] = False
+    return with_overrides(
+        Profile(engine=profile.engine, name=profile.name, spec=spec, source=None), gpus=gpus, port=port
+    )
+
+
+@dataclass
+class ReproduceRequest:
+    source: str
+    gpus: list[str] | None = None
+    port: int | None = None
+    cache_dir: str | None = None
+    force: bool = False
+    owner: str | None = None
+    timeout: float = 900.0
+    bind: str | None = None  # the export's bind address is only a suggestion: a non-loopback one needs --bind
+    replace: bool = False
+    host: HostEntry = LOCAL_HOST  # where the setup is rebuilt (any host: the export says where it ran)
+    fetch: bool = True  # the model into this host's cache first (up's --no-fetch)
+    copy_image: bool = False  # up's --copy-image
+
+
+def reproduce(lab: Lab, runs: Runs, request: ReproduceRequest, say: Any, progress: Any = None) -> Record:
+    from labctl.host import docker as dk
+    from labctl.run.lifecycle.up import UpRequest, up
+
+    check_seconds("--timeout", request.timeout)
+    export = load_source(runs, request.source)
+    profile = recorded_profile(lab, export)
+    check = verify(lab, export, profile)
+    if check.problems:
+        detail = "; ".join(check.problems) + (f"\n{check.diff}" if check.diff else "")
+        if not request.force:
+            raise BadInput(
+                f"{export.source} does not reproduce as recorded: {detail}\n"
+                "Nothing was started. Pass --allow-render-drift to run the setup as it now renders (recorded)."
+            )
+        say(f"warning (--allow-render-drift): {detail}")
+    placed = pinned_for_reproduction(export, profile, request.gpus, request.port)
+    recorded_bind = str(export.host.get("bind") or "127.0.0.1")
+    if request.bind is None and recorded_bind not in ("127.0.0.1", "::1", "localhost"):
+        say(
+            f"note: the original bound {recorded_bind}; this run binds 127.0.0.1 (pass --bind {recorded_bind} to "
+            "serve beyond loopback)"
+        )
+    placed = with_overrides(placed, host=check_bind(request.bind) or "127.0.0.1")
+    resident = (export.doc.get("record") or {}).get("resident") if isinstance(export.doc.get("record"), dict) else None
+    dk.check_docker()  # up pulls the recorded digest (with progress, after the disk check) and refuses if it cannot
+    record = up(
+        lab,
+        runs,
+        UpRequest(
+            engine=profile.engine.name,
+            profile=profile.name,
+            timeout=request.timeout,
+            owner=request.owner,
+            cache_dir=request.cache_dir,
+            allow_unsupported=bool(export.setup.get("allow_unsupported")),
+            reproduced_from=export.run_id,
+            profile_override=placed,
+            replace=request.replace,
+            fetch=request.fetch,
+            resident=bool(resident),
+            bind=request.bind if resident else None,
+            keys=int(resident.get("keys") or 1) if isinstance(resident, dict) and resident.get("keys") else None,
+            allow_no_auth=bool(isinstance(resident, dict) and resident.get("allow_no_auth")),
+            host=request.host,
+            copy_image=request.copy_image,
+        ),
+        say,
+        progress,
+    )
+    same = record.setup.get("compose_sha256") == export.setup["compose_sha256"]
+    record = runs.update(
+        record.run_id,
+        reproduction=Reproduction(
+            source=export.source,
+            original_run_id=export.run_id,
+            original_host=export.host.get("host"),
+            original_host_entry=export.host.get("host_entry"),
+            original_docker_host_id=export.host.get("docker_host_id"),
+            compose_sha256_matches=same,
+            forced=bool(check.problems),
+        ),
+    )
+    if not same:
+        say(
+            f"warning: the reproduced setup's compose hash {record.setup.get('compose_sha256')} differs from the "
+            f"original's {export.setup['compose_sha256']}"
+        )
+    original = ((export.doc.get("record") or {}).get("engine_setup") or {}).get("model_commit")
+    now_commit = record.engine_setup.model_commit if record.engine_setup else None
+    if isinstance(original, str) and now_commit and original != now_commit:
+        text = (
+            f"the model's revision {placed.model.revision!r} now names commit {now_commit}; the original "
+            f"ran {original}: the weights may differ"
+        )
+        say(f"warning: {text}")
+        runs.event(record.run_id, "warning", text=text)
+    return record

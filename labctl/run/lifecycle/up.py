@@ -1,0 +1,673 @@
+"""labctl up and down: preflight -> image -> exclusive start -> readiness -> record.
+
+Data flows one way: profile -> rendered compose file -> Docker -> readiness -> record. The record
+is written at every step, atomically, so that a killed labctl leaves a record that says how far it got.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import signal
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from labctl.catalog.image import digests_of
+from labctl.catalog.lab import Lab
+from labctl.catalog.limits import check_seconds
+from labctl.catalog.profiles import Profile, load_profile, with_overrides
+from labctl.compose.canonical import canonical_compose, sha256_text
+from labctl.compose.contract_check import Verdict, check_profile, refuse_unless_valid
+from labctl.compose.labels import RunLabels
+from labctl.compose.options import render_options
+from labctl.compose.render import build_key, render_compose
+from labctl.errors import BadInput, Conflict, LabctlError
+from labctl.host import docker as dk
+from labctl.host.files import write_atomically
+from labctl.host.forward import Forward
+from labctl.host.gpu import Gpu
+from labctl.host.hosts import LOCAL_HOST, HostEntry
+from labctl.host.identity import current_user, host_name, process_token
+from labctl.host.key_volume import volume_name as key_volume_name
+from labctl.host.lock import host_lock
+from labctl.host.probes import check_openai_api, port_in_use, status_without_key, wait_until_ready
+from labctl.run.images.copy import check_copy_request, copy_to_host
+from labctl.run.images.pull import pull_for_up
+from labctl.run.lifecycle.down import project_name, save_logs, stop_run
+from labctl.run.lifecycle.live import base_url
+from labctl.run.lifecycle.preflight import (
+    Holder,
+    check_cuda,
+    check_device_request,
+    check_gpu_host,
+    check_memory_fit,
+    current_holders,
+    foreign_gpu_processes,
+    gpu_conflicts,
+    port_conflicts,
+    refuse,
+)
+from labctl.run.models.fetch import Fetched, fetch_before_start
+from labctl.run.records.prep import PrepPart
+from labctl.run.records.record import (
+    ComposeInfo,
+    ContainerInfo,
+    Endpoint,
+    EngineBuild,
+    EngineSetup,
+    GpuSet,
+    ImageInfo,
+    Record,
+    ResidentInfo,
+    Timings,
+    new_record,
+    now,
+)
+from labctl.run.records.store import ENDED, RUN_FILE_MODE, RunEnded, Runs, new_run_id
+from labctl.run.remote import check_port_free, close_run_forward, open_run_forward, release_claims, take_claims
+from labctl.run.resident import remote_watch, watch
+from labctl.run.resident.host_keys import put_keys, remove_keys
+from labctl.run.resident.keys import KeyAccess, KeyStore, fingerprint
+from labctl.run.resident.plan import (
+    RESTART_POLICY,
+    ResidentPlan,
+    check_bind,
+    image_user_ids,
+    plan_resident,
+)
+
+Say = Callable[[str], None]
+
+
+@dataclass
+class UpRequest:
+    engine: str
+    profile: str
+    gpus: list[str] | None = None
+    port: int | None = None
+    timeout: float = 900.0
+    replace: bool = False
+    allow_unpinned: bool = False
+    allow_unsupported: bool = False
+    owner: str | None = None
+    cache_dir: str | None = None
+    reproduced_from: str | None = None
+    profile_override: Profile | None = None  # reproduce: the recorded resolved profile, not the lab's file
+    resident: bool = False
+    bind: str | None = None
+    key_file: str | None = None
+    keys: int | None = None
+    allow_no_auth: bool = False
+    allow_uncontracted: bool = False
+    allow_unfit: bool = False
+    copy_image: bool = False  # a host that cannot reach the registry: copy the pinned image from this controller
+    fetch: bool = True  # download the model into the cache before anything starts (--no-fetch: the cache as is)
+    host: HostEntry = LOCAL_HOST
+    home: Path | None = None  # where keys live (the runs folder's home)
+
+
+def load_placed_profile(lab: Lab, request: UpRequest) -> Profile:
+    profile = request.profile_override or load_profile(
+        lab, request.engine, request.profile, allow_unsupported=request.allow_unsupported
+    )
+    placed = with_overrides(profile, gpus=request.gpus, port=request.port, host=check_bind(request.bind))
+    if not placed.pinned and not request.allow_unpinned:
+        raise BadInput(
+            f"profile {request.engine}/{request.profile} uses {placed.image_text!r}, which is not pinned by digest: "
+            f"a tag can point at another image tomorrow. Pin it with `labctl pin {request.engine} --profile "
+            f"{request.profile}`, or pass --allow-unpinned (the digest actually run is recorded either way)."
+        )
+    return placed
+
+
+class Starter:
+    """One `labctl up`: owns the record while it starts the engine, and cleans up on any failure."""
+
+    def __init__(self, lab: Lab, runs: Runs, request: UpRequest, say: Say, progress: Say | None) -> None:
+        self.lab, self.runs, self.request, self.say = lab, runs, request, say
+        self.live = progress is not None  # a person is watching a terminal: show the engine's latest log line
+        self.progress: Say = progress or (lambda _text: None)
+        self.run_id = new_run_id()
+        self.project = project_name(self.run_id)
+        self.record: Record | None = None
+        self.plan: ResidentPlan | None = None
+        self.started_anything = False
+        self.claimed = False  # a remote host: this run's claims exist on the host
+        self.key_volume = ""  # a remote host: the volume there holding this run's keys
+        self.forward: Forward | None = None
+        self.t0 = time.monotonic()
+        self.fetched: Fetched | None = None
+        self.prep: dict[str, PrepPart] = {}
+
+    # --- the pipeline ------------------------------------------------------------------------------
+    def run(self) -> Record:
+        request = self.request
+        check_seconds("--timeout", request.timeout)
+        if not request.resident and (request.bind or request.key_file or request.keys or request.allow_no_auth):
+            raise BadInput(
+                "--bind, --key-file, --keys and --allow-no-auth are for resident deployments: add --resident."
+            )
+        profile = load_placed_profile(self.lab, request)
+        if request.copy_image:
+            check_copy_request(profile, request.host)
+        self.contract = check_profile(profile, request.resident, request.allow_uncontracted)
+        refuse_unless_valid(self.contract)
+        for warning in self.contract.warnings:
+            self.say(f"warning: {warning}")
+        self.plan = (
+            plan_resident(profile, request.key_file, request.keys, request.allow_no_auth) if request.resident else None
+        )
+        # The checks are independent Docker CLI calls: asking them at once saves their start-up costs.
+        with ThreadPoolExecutor(max_workers=4) as pool:
+            docker_ok = pool.submit(dk.check_docker)
+            compose_ok = pool.submit(dk.check_compose)
+            local_image = pool.submit(dk.image_facts, profile.image_text)
+            daemon = pool.submit(dk.daemon_facts)
+            docker_ok.result()
+            compose_ok.result()
+            self.daemon = daemon.result()
+        gpu_host = check_gpu_host(profile)
+        found_gpus = gpu_host.found
+        self.simulated = gpu_host.simulated or request.host.simulated
+        if self.simulated:
+            self.say(f"simulated GPU host {request.host.name}: this run is labelled harness-check, never real-gpu")
+        self.driver_cuda = check_cuda(profile)
+        self.fetched = self.fetch(profile)
+        self.memory_fit = check_memory_fit(
+            profile, found_gpus, request.cache_dir, request.allow_unfit, request.host.unified_memory_gib
+        )
+        image, image_pull = self.ensure_image(profile, local_image.result())
+        self.prep["image_pull"] = image_pull
+        check_device_request(profile, gpu_host, image.runnable)
+        try:
+            # A remote host's claims live on the host (host/claims.py); the lock file covers this machine only.
+            with contextlib.nullcontext() if request.host.is_remote else host_lock():
+                profile, replaced = self.claim(profile, found_gpus, image.runnable)
+                compose_file = self.prepare(profile, image, image_pull, found_gpus, replaced)
+                build = self.build_if_needed(profile, compose_file)
+                if build is not None:
+                    self.prep["engine_build"] = PrepPart(
+                        seconds=build.seconds, cached=build.skipped, detail=build.engine_dir
+                    )
+                start = time.monotonic()
+                self.started_anything = True
+                with dk.docker_errors("docker compose up"):
+                    dk.compose_client(compose_file, self.project).compose.up(
+                        services=["serve"], detach=True, quiet=True, dependencies=False
+                    )
+                started = time.monotonic()
+            if self.plan:
+                self.start_watcher(profile)
+            self.update(
+                status="starting",
+                timings=dataclasses.replace(
+                    self.current.timings, engine_build_s=build, compose_up_s=round(started - start, 3)
+                ),
+                prep=dict(self.prep),
+            )
+            return self.wait_ready(profile, start, started)
+        except KeyboardInterrupt as exc:
+            self.fail("aborted", f"interrupted ({exc.args[0] if exc.args else 'Ctrl-C'}) during up")
+            raise
+        except LabctlError as exc:
+            if self.record or self.started_anything or self.claimed:
+                self.fail("failed", str(exc))
+            raise
+        except Exception as exc:  # a disk error, a bug: nothing may stay up unaccounted
+            self.fail("failed", f"{type(exc).__name__}: {exc}")
+            raise
+
+    def fetch(self, profile: Profile) -> Fetched | None:
+        request = self.request
+        remote = request.host if request.host.is_remote else None
+        live = self.progress if self.live else None
+        fetched = fetch_before_start(profile, request.cache_dir, request.fetch, remote, self.say, live)
+        if fetched is not None:
+            self.prep["model_fetch"] = fetched.part()
+        return fetched
+
+    def ensure_image(self, profile: Profile, facts: dk.ImageFacts | None) -> tuple[ImageInfo, PrepPart]:
+        reference = profile.image_text
+        if self.request.copy_image:
+            arrived = copy_to_host(profile, self.request.host, self.say, self.progress if self.live else None)
+            info = ImageInfo(
+                reference=reference,
+                pinned=True,
+                digest=profile.image.digest,
+                image_id=arrived.image_id,
+                user=arrived.user,
+                pulled=False,
+                copied=arrived.verified,
+            )
+            return info, arrived.part
+        if facts is not None:
+            part = PrepPart(seconds=0.0, bytes=0, cached=True, detail="already present on the Docker host")
+        else:
+            try:
+                part = pull_for_up(
+                    profile,
+                    self.request.host.is_remote,
+                    bool(self.request.reproduced_from),
+                    self.say,
+                    self.progress if self.live else None,
+                )
+            except LabctlError as exc:
+                if not self.request.host.is_remote or not profile.image.pinned:
+                    raise
+                raise LabctlError(
+                    f"{exc} If {self.request.host.name} cannot reach that registry, copy the image from this "
+                    "controller over Docker's transport: add --copy-image."
+                ) from None
+            facts = dk.image_facts(reference)
+            if facts is None:
+                raise LabctlError(f"pulled {reference} but Docker does not list it")
+        image = profile.image
+        found = digests_of(facts.repo_digests, image.repository)
+        if image.pinned and image.digest not in found:
+            raise LabctlError(f"{reference} resolved to {facts.repo_digests}, not the pinned digest {image.digest}")
+        return ImageInfo(
+            reference=reference,
+            pinned=image.pinned,
+            digest=image.digest or (found[0] if found else None),
+            repo_digests=tuple(facts.repo_digests),
+            image_id=facts.image_id,
+            user=facts.user,
+            pulled=not part.cached,
+        ), part
+
+    def claim(self, profile: Profile, found_gpus: list[Any], image: str) -> tuple[Profile, list[str]]:
+        """Under the host lock: place a `count:` profile on free GPUs, then refuse (or replace) whoever
+        holds our GPUs or port. Returns the profile with concrete GPU ids."""
+        holders = current_holders()
+        profile = place_on_free_gpus(profile, found_gpus, holders)
+        conflicts = gpu_conflicts(profile, holders)
+        port_holders = port_conflicts(profile, holders)
+        foreign = foreign_gpu_processes(profile, found_gpus)
+        replaced: list[str] = []
+        if (conflicts or port_holders) and self.request.replace:
+            me = current_user()  # who acts, from the OS; --owner only names the new run's owner
+            guarded = [h for h in conflicts + port_holders if h.resident and h.owner != me]
+            if guarded:
+                raise Conflict(
+                    f"--replace will not stop {guarded[0].describe()}: it is {guarded[0].owner}'s resident "
+                    f'deployment. Stop it first: labctl down {guarded[0].run_id} --force --reason "why".'
+                )
+            for holder in {h.run_id: h for h in conflicts + port_holders}.values():
+                self.say(f"replacing {holder.describe()}")
+                stop_run(
+                    self.runs,
+                    holder.run_id,
+                    by=self.request.owner or current_user(),
+                    reason=f"replaced by run {self.run_id}",
+                    replaced_by=self.run_id,
+                )
+                replaced.append(holder.run_id)
+            conflicts, port_holders = [], []
+        if conflicts:
+            raise refuse(f"GPU {','.join(profile.gpu_ids)}", conflicts)
+        if foreign:
+            raise LabctlError(
+                f"GPU memory is held by processes labctl did not start: {'; '.join(foreign)}. "
+                "Stop them first; labctl cannot replace them."
+            )
+        if port_holders:
+            raise refuse(f"port {profile.port}", port_holders)
+        if self.request.host.is_remote:
+            self.claimed = True
+            notes = take_claims(
+                self.request.host,
+                self.run_id,
+                self.request.owner or current_user(),
+                self.runs.home,
+                list(profile.gpu_ids) if profile.engine.needs_gpu else [],
+                found_gpus,
+                profile.port,
+                profile.bind_address,
+                image,
+                self.request.timeout,
+            )
+            for note in notes:
+                self.say(note)
+            unchecked = check_port_free(self.request.host, profile.bind_address, profile.port)
+            if unchecked:
+                self.say(f"warning: {unchecked}")
+            return profile, replaced
+        if port_in_use(profile.bind_address, profile.port):
+            raise Conflict(
+                f"port {profile.port} on {profile.bind_address} is in use by a process labctl did "
+                f"not start. Pick another with --port N (or stop it: ss -ltnp 'sport = :{profile.port}')."
+            )
+        return profile, replaced
+
+    def prepare(
+        self, profile: Profile, image: ImageInfo, image_pull: PrepPart, found_gpus: list[Gpu], replaced: list[str]
+    ) -> Path:
+        request = self.request
+        owner = request.owner or current_user()
+        created = now()
+        labels = RunLabels(
+            home=str(self.runs.home),
+            controller=host_name(),
+            run_id=self.run_id,
+            owner=owner,
+            created_at=created,
+            port=str(profile.port),
+            host=profile.bind_address,
+            resident=self.plan is not None,
+        )
+        access = self.store_keys(image) if self.plan and self.plan.keys else None
+        options = render_options(
+            profile,
+            request.cache_dir,
+            allow_unsupported=request.allow_unsupported,
+            labels=labels.run_labels(),
+            restart=RESTART_POLICY if self.plan else "no",
+            secrets_dir=str(access.folder) if access and not self.key_volume else None,
+            secrets_volume=self.key_volume or None,
+            key_group=access.group if access and not self.key_volume else None,
+            environment_label="harness-check" if self.simulated else None,
+            image=image.image_id if image.copied else None,
+        )
+        if not request.host.is_remote:  # Docker refuses a bind mount whose source folder does not exist
+            for folder in (options.cache_dir, options.engine_store):
+                if folder and profile.engine.model_cache:
+                    Path(folder).mkdir(parents=True, exist_ok=True)
+        text = render_compose(self.lab, profile, options)
+        compose_file = self.runs.make_dir(self.run_id) / "compose.yaml"
+        write_atomically(compose_file, text, RUN_FILE_MODE)
+        engine = profile.engine
+        reach = base_url(profile.bind_address, profile.port)
+        if request.host.is_remote:
+            self.forward = open_run_forward(self.runs, self.run_id, request.host, profile.bind_address, profile.port)
+            reach = self.forward.base
+        self.record = new_record(
+            self.run_id,
+            engine.name,
+            profile.name,
+            profile.served_model_name,
+            Endpoint(host=profile.bind_address, port=profile.port, base_url=reach + "/v1"),
+            owner,
+            "harness-check" if self.simulated else engine.environment_label,
+            created_at=created,
+            record_path=str(self.runs.record_path(self.run_id)),
+            up_process=process_token(),
+            profile_sha256=profile.sha256,
+            resolved_profile=profile.spec,
+            allow_unsupported=bool(request.allow_unsupported and profile.support_problem),
+            support_problem=profile.support_problem,
+            probe=engine.readiness.probe,
+            probe_timeout_s=engine.readiness.probe_timeout_s,
+            metrics_path=engine.metrics_path,
+            image=image,
+            compose=ComposeInfo(
+                file="compose.yaml",
+                project=self.project,
+                command=tuple(dk.compose_argv(compose_file, self.project, "up", "--detach", "--no-deps", "serve")),
+                render_options={"cache_dir": options.cache_dir, "engine_store": options.engine_store},
+            ),
+            env_names=profile.env_names,
+            gpus=GpuSet(
+                ids=tuple(profile.gpu_ids),
+                count=profile.gpu_count,
+                devices=tuple(g for g in found_gpus if g.index in profile.gpu_ids or not profile.gpu_ids),
+                note=("simulated GPU" if self.simulated else None) if engine.needs_gpu else "no GPU",
+                simulated=self.simulated,
+            ),
+            host_entry=request.host.name,
+            docker_endpoint=request.host.docker,
+            docker_host_id=self.daemon.id,
+            docker_host_name=self.daemon.name,
+            forward=self.forward,
+            timings=Timings(image_pull_s=None if image_pull.cached else image_pull.seconds),
+            prep=dict(self.prep),
+            replaced=tuple(replaced),
+            reproduced_from=request.reproduced_from,
+            run_labels=labels,
+            resident=self.resident_block(profile),
+            engine_setup=dataclasses.replace(
+                engine_setup(profile, self.contract, request.allow_uncontracted),
+                driver_cuda=self.driver_cuda,
+                memory_fit=self.memory_fit,
+                model_commit=self.fetched.commit if self.fetched else None,
+            ),
+            setup={
+                "compose_sha256": sha256_text(
+                    canonical_compose(
+                        self.lab, engine, profile.name, profile.spec, image.digest, bool(request.allow_unsupported)
+                    )
+                )
+            },
+        )
+        self.runs.save(self.record)
+        self.runs.event(
+            self.run_id, "up", engine=engine.name, profile=profile.name, owner=owner, resident=bool(self.plan)
+        )
+        for warning in self.plan.warnings if self.plan else []:
+            self.say(f"warning: {warning}")
+            self.runs.event(self.run_id, "warning", text=warning)
+        return compose_file
+
+    def store_keys(self, image: ImageInfo) -> KeyAccess:
+        """The controller's copy (share and rotate-key read it); on a remote host, also the engine's copy in a
+        volume there, written through Docker's transport (the controller's folder is not on that host)."""
+        assert self.plan is not None
+        store = KeyStore(self.request.home or self.runs.home)
+        if not self.request.host.is_remote:
+            return store.write(self.run_id, self.plan.keys, image_user_ids(image.user))
+        access = store.write(self.run_id, self.plan.keys)
+        self.key_volume = key_volume_name(self.run_id)  # named before it exists: a failure removes what was made
+        put_keys(self.run_id, self.plan.keys, image)
+        return access
+
+    def resident_block(self, profile: Profile) -> ResidentInfo | None:
+        if not self.plan:
+            return None
+        return ResidentInfo(
+            restart_policy=RESTART_POLICY,
+            bind=profile.bind_address,
+            auth=profile.engine.auth.kind,
+            keys=len(self.plan.keys),
+            key_fingerprints=tuple(fingerprint(k) for k in self.plan.keys),
+            allow_no_auth=self.plan.allow_no_auth,
+            warnings=tuple(self.plan.warnings),
+            auth_volume=self.key_volume,
+        )
+
+    def start_watcher(self, profile: Profile) -> None:
+        """The resident engine's restart watcher, from the moment its container exists (see run/watch.py)."""
+        serve = next((c for c in dk.labctl_containers(run_id=self.run_id) if dk.service_of(c) == "serve"), None)
+        if serve is None:
+            raise LabctlError("docker compose up returned but no serve container exists")
+        readiness, host = profile.engine.readiness, self.request.host
+        if host.is_remote:
+            name, note = remote_watch.start(self.runs, self.current, readiness, str(serve.name), host, self.daemon.id)
+        else:
+            name, note = watch.start(self.runs, self.current, readiness, str(serve.name))
+        if note:
+            self.say(f"warning: {note}")
+            self.runs.event(self.run_id, "warning", text=note)
+        assert self.current.resident is not None
+        self.update(resident=dataclasses.replace(self.current.resident, watcher=name, watcher_note=note))
+
+    def build_if_needed(self, profile: Profile, compose_file: Path) -> EngineBuild | None:
+        if profile.build is None:
+            return None
+        options = self.current.compose.render_options if self.current.compose else {}
+        engine_dir = Path(options["engine_store"] or "") / build_key(profile)
+        if (engine_dir / "config.json").is_file():
+            self.say(f"engine already built: {engine_dir}")
+            return EngineBuild(skipped=True, engine_dir=str(engine_dir), seconds=0.0)
+        self.say(f"building the TensorRT-LLM engine into {engine_dir} (runs once per image, revision and limits)")
+        self.started_anything = True
+        start = time.monotonic()
+        with dk.docker_errors("the engine build"):
+            dk.compose_client(compose_file, self.project).compose.up(
+                services=["build"], abort_on_container_exit=True, quiet=True
+            )
+        return EngineBuild(skipped=False, engine_dir=str(engine_dir), seconds=round(time.monotonic() - start, 3))
+
+    def wait_ready(self, profile: Profile, start: float, started: float) -> Record:
+        engine = profile.engine
+        containers = dk.labctl_containers(run_id=self.run_id)
+        serve = next((c for c in containers if dk.service_of(c) == "serve"), None)
+        if serve is None:
+            raise LabctlError("docker compose up returned but no serve container exists")
+        base = self.current.base_url.removesuffix("/v1")
+
+        def watch() -> None:
+            state = dk.container_state(serve)
+            if not state["running"] or state["restarts"]:
+                ended = self.runs.try_load(self.run_id)
+                if ended is not None and ended.status in ENDED:  # someone took it down: say who, not "it died"
+                    raise RunEnded(ended)
+                raise LabctlError(
+                    f"the engine container {state['status']} (exit code {state['exit_code']}, restarts {state['restarts']}) "
+                    f"before it was ready. Last log lines:\n{dk.logs_tail(serve, 20).rstrip()}"
+                )
+
+        last_log_at, last_log = 0.0, ""
+
+        def progress(probe_state: str) -> None:
+            nonlocal last_log_at, last_log
+            if not self.live:
+                return
+            now_ = time.monotonic()
+            if now_ - last_log_at > 1.0:
+                last_log_at, last_log = now_, dk.last_log_line(serve)
+            self.progress(f"{now_ - started:5.1f}s  {probe_state}  | {last_log[:100]}")
+
+        try:
+            readiness = wait_until_ready(
+                base,
+                engine.readiness.probe,
+                self.request.timeout,
+                watch,
+                progress,
+                probe_timeout=engine.readiness.probe_timeout_s,
+            )
+        except LabctlError as exc:
+            logs = dk.logs_tail(serve, 20).rstrip()
+            if "Last log lines" not in str(exc):
+                raise LabctlError(f"{exc}. Last log lines:\n{logs}") from None
+            raise
+        self.progress("")
+        key = self.plan.keys[0] if self.plan and self.plan.keys else None
+        api = check_openai_api(base, profile.served_model_name, key, engine.version_path)
+        if key is not None:
+            refused = status_without_key(base)
+            if refused != 401:
+                raise LabctlError(
+                    f"the engine answered GET /v1/models without a key (HTTP {refused}): its keys did not take, so "
+                    "it would serve everyone. It was taken down; see its logs (labctl logs RUN_ID)."
+                )
+        assert readiness.ready is not None
+        container_start = started
+        timings = dataclasses.replace(
+            self.current.timings,
+            port_open_s=round((readiness.port_open or readiness.ready) - container_start, 3),
+            ready_s=round(readiness.ready - container_start, 3),
+            first_completion_s=round(api.completion_at - container_start, 3),
+            cold_start_s=round(api.completion_at - container_start, 3),
+            total_s=round(time.monotonic() - self.t0, 3),
+        )
+        port_open = readiness.port_open or readiness.ready
+        self.prep["engine_load"] = PrepPart(seconds=round(port_open - start, 3), detail="container start -> port open")
+        self.prep["warmup"] = PrepPart(seconds=round(readiness.ready - port_open, 3), detail="port open -> ready")
+        self.prep["first_completion"] = PrepPart(
+            seconds=round(api.completion_at - readiness.ready, 3), detail="ready -> first chat completion answered"
+        )
+        self.update(
+            status="running",
+            ready_at=now(),
+            timings=timings,
+            prep=dict(self.prep),
+            container=ContainerInfo(
+                name=serve.name,
+                id=serve.id,
+                command_line=tuple(dk.command_line(serve)),
+                env_names=profile.env_names,
+            ),
+            engine_version=api.version,
+            models=api.models,
+        )
+        self.runs.event(self.run_id, "ready", cold_start_s=timings.cold_start_s)
+        return self.current
+
+    # --- record keeping ------------------------------------------------------------------------
+    @property
+    def current(self) -> Record:
+        assert self.record is not None, "the record is born in prepare()"
+        return self.record
+
+    def update(self, **changes: Any) -> None:
+        self.record = self.runs.advance(self.run_id, **changes)
+
+    def fail(self, status: str, reason: str) -> None:
+        """Take down what was started and say why; a second Ctrl-C or SIGTERM cannot cut this short."""
+        blocked = {signal.SIGINT, signal.SIGTERM, signal.SIGHUP}
+        previous = signal.pthread_sigmask(signal.SIG_BLOCK, blocked)
+        try:
+            if self.started_anything:
+                with contextlib.suppress(LabctlError):
+                    save_logs(self.runs, self.run_id)
+                if self.plan:
+                    watch.remove(self.run_id)
+                dk.compose_down(self.project)
+            if self.key_volume:
+                with contextlib.suppress(LabctlError):
+                    remove_keys(self.run_id)
+            if self.plan and self.request.host.is_remote:
+                with contextlib.suppress(LabctlError):
+                    remote_watch.remove_volume(self.run_id)
+            if self.claimed:
+                release_claims(self.run_id)
+            close_run_forward(self.forward)
+            on_disk = self.runs.try_load(self.run_id) if self.record else None
+            if on_disk is not None and on_disk.status not in ENDED:  # never overwrite who stopped it, and why
+                self.update(status=status, reason=reason, stopped_at=now())
+                self.runs.event(self.run_id, status, reason=reason.splitlines()[0])
+            KeyStore(self.request.home or self.runs.home).remove(self.run_id)  # a failed run's keys open nothing
+        finally:
+            signal.pthread_sigmask(signal.SIG_SETMASK, previous)
+
+
+def place_on_free_gpus(profile: Profile, found: list[Gpu], holders: list[Holder]) -> Profile:
+    """A `count: N` profile gets N concrete GPUs that no labctl run holds (lowest indexes first), so that
+    exclusivity, labels and the record all name real devices."""
+    if profile.gpu_ids or not profile.gpu_count or not profile.engine.needs_gpu:
+        return profile
+    held = {gpu for holder in holders for gpu in holder.gpus}
+    free = [g.index for g in found if g.index not in held]
+    if len(free) < profile.gpu_count:
+        busy = "; ".join(h.describe() for h in holders if h.gpus)
+        raise Conflict(
+            f"{profile.engine.name}/{profile.name} needs {profile.gpu_count} free GPU(s); free now: "
+            f"{', '.join(free) or 'none'} (held by {busy or 'nobody labctl knows'}). Stop a run (labctl down RUN_ID)."
+        )
+    return with_overrides(profile, gpus=free[: profile.gpu_count])
+
+
+def engine_setup(profile: Profile, contract: Verdict, allow_uncontracted: bool) -> EngineSetup:
+    """What the record says about the engine's own terms: its version and contract, its memory option and
+    what that option means, the thinking mode, and whether the model revision could be pinned."""
+    memory = profile.engine.memory_setting
+    return EngineSetup(
+        version=profile.engine_version,
+        contract=contract.contract,
+        allow_uncontracted=bool(
+            allow_uncontracted and contract.contract is None and profile.engine.contract is not None
+        ),
+        memory_setting=memory[0] if memory else None,
+        memory_value=profile.gpu_memory_utilization,
+        memory_meaning=memory[1] if memory else None,
+        thinking=profile.model.thinking,
+        revision_pinned=profile.engine.pins_revision,
+    )
+
+
+def up(lab: Lab, runs: Runs, request: UpRequest, say: Say, progress: Say | None = None) -> Record:
+    return Starter(lab, runs, request, say, progress).run()

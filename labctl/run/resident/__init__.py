@@ -1,0 +1,1 @@
+"""Resident deployments: keys, host keys, ownership, share and rotate-key, restart watchers."""

@@ -1,0 +1,190 @@
+"""Operating resident deployments: sharing access, rotating keys, and noticing restarts and health
+failures (each becomes an event in the run's events log)."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import shlex
+import time
+from typing import Any
+
+import httpx
+
+from labctl.errors import BadInput, LabctlError
+from labctl.host import docker as dk
+from labctl.host.hosts import LOCAL_HOST, HostEntry
+from labctl.host.probes import check_openai_api, status_without_key, wait_until_ready
+from labctl.run.records.record import Observed, Record, ResidentInfo, now
+from labctl.run.records.store import ENDED, Runs
+from labctl.run.remote import ensure_forward
+from labctl.run.resident import remote_watch, watch
+from labctl.run.resident.host_keys import put_keys
+from labctl.run.resident.keys import KeyStore, fingerprint, generate_keys, read_key_file
+from labctl.run.resident.ownership import check_may_act
+from labctl.run.resident.plan import flag_key_note, image_user_ids, is_loopback
+
+# Counters an engine's /metrics exposes for requests served and tokens generated.
+REQUEST_METRICS = (
+    "harness_requests_success_total",
+    "vllm:request_success_total",
+    "sglang:num_requests_total",
+    "trtllm_request_success_total",
+    "atlas_requests_total",
+)
+TOKEN_METRICS = (
+    "harness_generation_tokens_total",
+    "vllm:generation_tokens_total",
+    "sglang:generation_tokens_total",
+    "trtllm_generation_tokens_total",
+    "atlas_generation_tokens_total",
+)
+
+
+def share(runs: Runs, run_id: str) -> dict[str, Any]:
+    record = runs.load(run_id)
+    resident = record.resident
+    if not resident:
+        raise BadInput(
+            f"run {run_id} is not a resident deployment: nothing to share (its base URL is {record.base_url})."
+        )
+    keys = KeyStore(runs.home).read(run_id) if resident.keys else []
+    url, forward = colleague_reach(record)
+    return {
+        "base_url": url,
+        "model": record.served_model_name,
+        "api_key": keys[0] if keys else None,
+        "api_keys": keys,
+        "key_visibility": flag_key_note(record.engine) if resident.auth == "flag" and keys else None,
+        "host": record.host_entry,
+        "ssh_forward": shlex.join(forward) if forward else None,
+    }
+
+
+def colleague_reach(record: Record) -> tuple[str, list[str] | None]:
+    """The base URL a colleague uses, and the SSH forward they open first when the engine binds its remote
+    host's loopback (the controller's own forward is no use to them: it listens on this machine only)."""
+    host = HostEntry(record.host_entry, record.docker_endpoint)
+    bind, port = record.endpoint.host or "127.0.0.1", record.endpoint.port
+    if not host.is_remote or port is None:
+        return record.base_url, None
+    if is_loopback(bind):
+        return f"http://127.0.0.1:{port}/v1", host.forward_argv(bind, port, port)
+    address = host.address if bind in ("0.0.0.0", "::") else bind
+    return f"http://{f'[{address}]' if ':' in address else address}:{port}/v1", None
+
+
+def snippets(info: dict[str, Any]) -> str:
+    key = info["api_key"] or "none"
+    python = (
+        f'from openai import OpenAI\n\nclient = OpenAI(base_url="{info["base_url"]}", api_key="{key}")\n'
+        f'reply = client.chat.completions.create(model="{info["model"]}",\n'
+        f'    messages=[{{"role": "user", "content": "Hello!"}}])\nprint(reply.choices[0].message.content)\n'
+    )
+    body = json.dumps({"model": info["model"], "messages": [{"role": "user", "content": "Hello!"}]})
+    curl = (
+        f"curl {shlex.quote(info['base_url'] + '/chat/completions')} \\\n  -H 'Content-Type: application/json' \\\n"
+        + (f"  -H {shlex.quote('Authorization: Bearer ' + key)} \\\n" if info["api_key"] else "")
+        + f"  -d {shlex.quote(body)}\n"
+    )
+    return f"# OpenAI Python SDK\n{python}\n# curl\n{curl}"
+
+
+def rotate_key(
+    runs: Runs,
+    run_id: str,
+    by: str,
+    key_file: str | None,
+    keys: int | None,
+    force: bool = False,
+    reason: str | None = None,
+    host: HostEntry = LOCAL_HOST,
+) -> ResidentInfo:
+    record = runs.load(run_id)
+    resident = record.resident
+    if not resident or not resident.keys:
+        raise BadInput(f"run {run_id} is not a resident deployment with API keys.")
+    forced = check_may_act(run_id, record.owner, True, by, "rotating the keys of", force, reason)
+    new_keys = read_key_file(key_file) if key_file else generate_keys(keys or resident.keys)
+    containers = [c for c in dk.labctl_containers(run_id=run_id, all_states=False) if dk.service_of(c) == "serve"]
+    if not containers:
+        raise LabctlError(f"run {run_id} is not running: start it again before rotating its key.")
+    KeyStore(runs.home).write(run_id, new_keys, image_user_ids(record.image.user))
+    if resident.auth_volume:  # a remote host: the engine reads the copy in its volume there
+        put_keys(run_id, new_keys, record.image)
+    serve = containers[0]
+    with dk.docker_errors("restarting the engine with its new key"):
+        dk.restart(serve)
+    base = record.base_url.removesuffix("/v1")
+    if host.is_remote and record.forward is not None:
+        base = ensure_forward(runs, run_id, host, record.forward).base
+
+    def watch() -> None:
+        state = dk.container_state(serve)
+        if not state["running"]:
+            raise LabctlError(f"the engine {state['status']} after the key rotation (exit code {state['exit_code']})")
+
+    wait_until_ready(base, record.probe, 900, watch, probe_timeout=record.probe_timeout_s)
+    check_openai_api(base, record.served_model_name, new_keys[0], None)
+    if status_without_key(base) != 401:
+        raise LabctlError(f"run {run_id} answers without a key after the rotation: stop it (labctl down {run_id}).")
+    fingerprints = [fingerprint(k) for k in new_keys]
+    resident = dataclasses.replace(resident, keys=len(new_keys), key_fingerprints=tuple(fingerprints), rotated_at=now())
+    runs.update(run_id, resident=resident)
+    runs.event(run_id, "key rotation", by_user=by, key_fingerprints=fingerprints, forced=forced, reason=reason)
+    return resident
+
+
+def engine_counters(base: str, metrics_path: str | None) -> dict[str, float | None]:
+    if not metrics_path:
+        return {"requests": None, "tokens": None}
+    try:
+        text = httpx.get(base + metrics_path, timeout=2).text
+    except httpx.HTTPError:
+        return {"requests": None, "tokens": None}
+    return {"requests": _sum(text, REQUEST_METRICS), "tokens": _sum(text, TOKEN_METRICS)}
+
+
+def _sum(text: str, names: tuple[str, ...]) -> float | None:
+    total, seen = 0.0, False
+    for line in text.splitlines():
+        if line.startswith("#"):
+            continue
+        name = line.split("{", 1)[0].split(" ", 1)[0]
+        if name in names:
+            try:
+                total += float(line.rsplit(" ", 1)[1])
+                seen = True
+            except (IndexError, ValueError):
+                continue
+    return total if seen else None
+
+
+def observe(runs: Runs, run: dict[str, Any]) -> None:
+    """Turn what `status` sees into events: a health result that changed. (Restarts are recorded from
+    Docker's own events: by the run's watcher, else replayed by `status`; see run/watch.py.)"""
+    run_id = run["run_id"]
+    if not runs.exists(run_id):
+        return
+    record = runs.load(run_id)
+    seen = record.observed or Observed()
+    now_seen = Observed(
+        restarts=max(run["restarts"], seen.restarts), health=run["health"], at=now(), at_monotonic=time.monotonic()
+    )
+    if run["health"] != seen.health:
+        runs.event(run_id, "health failure" if run["health"] != "healthy" else "health recovered", health=run["health"])
+    if (now_seen.restarts, now_seen.health) != (seen.restarts, seen.health):
+        runs.update(run_id, observed=now_seen)
+
+
+def describe_resident(runs: Runs, record: Record) -> list[tuple[str, str]]:
+    """`labctl show` rows for a resident run: its watcher and the restarts recorded (replayed first from
+    Docker's events when the run is still up, so that `show` alone is enough)."""
+    if record.resident is None:
+        return []
+    if record.status not in ENDED and dk.labctl_containers(run_id=record.run_id):
+        if record.docker_endpoint.startswith("ssh://") and record.resident.watcher:
+            remote_watch.collect(runs, record)  # first: what its watcher saw is recorded as the watcher's
+        watch.replay(runs, record)
+    watcher = record.resident.watcher or f"none ({record.resident.watcher_note or 'started before watchers'})"
+    return [("watcher", watcher), ("restarts", watch.recorded_restarts(runs, record.run_id).describe())]

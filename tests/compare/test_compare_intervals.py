@@ -1,0 +1,69 @@
+"""compare shows 95 % intervals and marks differences whose intervals overlap as not distinguishable;
+eval scores carry n/N and an interval."""
+
+from __future__ import annotations
+
+import json
+
+from labctl.bench.intervals import mean_interval
+from labctl.compare.formats import render
+from labctl.compare.rules import Entry, checklist, rows, score_text
+from labctl.run.records.record import Record
+
+
+def entry(given: str, engine: str, ttft: float, ci: list[float], evals: dict[str, dict[str, object]]) -> Entry:
+    level = {
+        "concurrency": 8,
+        "median_ttft_ms": ttft,
+        "median_ttft_ms_ci95": ci,
+        "output_throughput": 100.0,
+        "output_throughput_ci95": [95.0, 105.0],
+        "repeat": 3,
+    }
+    result = {
+        "bench_id": given,
+        "levels": [level],
+        "workload": {"name": "w", "sha256": "1" * 12},
+        "target": {"environment_label": "harness-check"},
+    }
+    record = Record(
+        run_id="r" + given,
+        status="stopped",
+        engine=engine,
+        profile="p",
+        served_model_name="m",
+        resolved_profile={"model": {"family": "qwen3", "revision": "main"}},
+    )
+    return Entry(given=given, result=result, record=record, evals=evals)  # type: ignore[arg-type]
+
+
+def test_overlapping_intervals_are_marked_not_distinguishable_and_apart_ones_are_not() -> None:
+    entries = [
+        entry("a", "vllm", 50.0, [48.0, 52.0], {}),
+        entry("b", "sglang", 60.0, [58.0, 63.0], {}),
+        entry("c", "trtllm", 55.0, [49.5, 59.0], {}),
+    ]
+    table = rows(entries, checklist(entries))
+    marks = {row["id"]: row["not_distinguishable"] for row in table}
+    # a and b are apart on TTFT; c overlaps both; throughput intervals are all equal
+    assert marks == {
+        "a": ["median_ttft_ms", "output_throughput"],
+        "b": ["median_ttft_ms", "output_throughput"],
+        "c": ["median_ttft_ms", "output_throughput"],
+    }
+    two = rows(entries[:2], checklist(entries[:2]))
+    assert [row["not_distinguishable"] for row in two] == [["output_throughput"], ["output_throughput"]]
+    text = render(checklist(entries[:2]), two, entries[:2], "markdown")
+    assert "≈" in text  # the throughputs' intervals overlap: the Δ is marked not distinguishable
+    doc = json.loads(render(checklist(entries[:2]), two, entries[:2], "json"))
+    assert doc["rows"][0]["median_ttft_ms_ci95"] == [48.0, 52.0] and doc["rows"][0]["repeat"] == 3
+
+
+def test_eval_scores_carry_n_of_n_and_an_interval() -> None:
+    interval = mean_interval([1.0] * 8 + [0.0] * 2)
+    assert interval is not None and interval[0] < 0.8 < interval[1] <= 1.0
+    ev = {"score": 0.8, "passed": 8, "total": 10, "score_ci95": interval, "suite": {"full_version": "1@abc"}}
+    assert score_text("coding", ev).startswith("coding 80% (8/10, 95% ")
+    assert score_text("coding", {"score": 0.5, "passed": 1, "total": 2}) == "coding 50% (1/2)"
+    entries = [entry("a", "vllm", 50.0, [48.0, 52.0], {"coding": ev}), entry("b", "sglang", 50.0, [48, 52], {})]
+    assert rows(entries, checklist(entries))[0]["quality"] == score_text("coding", ev)

@@ -1,0 +1,180 @@
+"""export / reproduce / diff / show --docker-run against a real Docker Engine and the local registry."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+
+import httpx
+import pytest
+import yaml
+from helpers.harness_proc import free_port, wait_healthy
+from helpers.lifecycle_helpers import IMAGE, labctl, record, remove_runs, up, write_profile
+from helpers.support import REPO, run_labctl
+
+pytestmark = pytest.mark.docker
+
+
+@pytest.fixture
+def exported(lab: Path, home: Path, tmp_path: Path) -> tuple[str, Path]:
+    write_profile(lab, "rep", free_port())
+    info = json.loads(up(lab, home, "rep").stdout)
+    path = tmp_path / "run.yaml"
+    result = labctl(lab, home, "export", info["run_id"], "-o", str(path))
+    assert result.code == 0, result.stderr
+    assert labctl(lab, home, "down", info["run_id"]).code == 0
+    return info["run_id"], path
+
+
+def test_reproduce_elsewhere_pulls_by_digest(lab: Path, home: Path, exported: tuple[str, Path], tmp_path: Path) -> None:
+    run_id, path = exported
+    original = record(home, run_id)
+    doc = yaml.safe_load(path.read_text())
+    assert doc["labctl_export"] == 1 and doc["content_sha256"] and doc["host"]["port"] == original["endpoint"]["port"]
+    assert "HF_TOKEN=" not in path.read_text()
+    subprocess.run(["docker", "rmi", "-f", IMAGE], capture_output=True, check=True)
+    other_home = tmp_path / "bob"
+    other_dir = tmp_path / "somewhere"
+    other_dir.mkdir()
+    port = free_port()
+    proc = subprocess.run(
+        [*__import__("support").LABCTL, "reproduce", str(path), "--port", str(port), "--json"],
+        capture_output=True,
+        text=True,
+        cwd=other_dir,
+        env={**__import__("os").environ, "LABCTL_LAB": str(lab), "LABCTL_HOME": str(other_home)},
+    )
+    try:
+        assert proc.returncode == 0, proc.stderr
+        assert "by digest" in proc.stderr
+        info = json.loads(proc.stdout)
+        assert info["health"] == "healthy" and info["reproduced_from"] == run_id
+        new = json.loads((other_home / "runs" / info["run_id"] / "record.json").read_text())
+        assert new["image"]["digest"] == original["image"]["digest"]
+        assert new["setup"]["compose_sha256"] == original["setup"]["compose_sha256"]
+        assert new["reproduced_from"] == run_id and new["reproduction"]["compose_sha256_matches"] is True
+        assert new["endpoint"]["port"] == port
+        assert httpx.get(f"http://127.0.0.1:{port}/health").status_code == 200
+        diff = run_labctl("diff", str(path), info["run_id"], lab=lab, env={"LABCTL_HOME": str(other_home)})
+        assert diff.code == 0, diff.stdout + diff.stderr
+        assert "setups are identical" in diff.stdout
+    finally:
+        remove_runs(other_home)
+        subprocess.run(["bash", "scripts/harness-image.sh"], capture_output=True, cwd=REPO)
+
+
+def _rewrite(path: Path, change) -> None:  # type: ignore[no-untyped-def]
+    from labctl.catalog.lab import Lab
+    from labctl.compose.canonical import canonical_compose, sha256_text
+    from labctl.run.records.export import content_hash, dump_export, load_export, recorded_profile
+
+    export = load_export(path)
+    change(export.doc)
+    lab = Lab(REPO)
+    profile = recorded_profile(lab, export)
+    export.doc["setup"]["compose_sha256"] = sha256_text(
+        canonical_compose(
+            lab, profile.engine, profile.name, profile.spec, export.doc["setup"]["image"]["digest"], False
+        )
+    )
+    export.doc["content_sha256"] = content_hash(export.doc)
+    path.write_text(dump_export(export.doc))
+
+
+def test_missing_digest_is_refused_with_nothing_started(lab: Path, home: Path, exported: tuple[str, Path]) -> None:
+    _, path = exported
+    _rewrite(path, lambda d: d["setup"]["image"].update(digest="sha256:" + "0" * 64))
+    before = sorted(p.name for p in (home / "runs").iterdir())
+    result = labctl(lab, home, "reproduce", str(path))
+    assert result.code == 1
+    assert "the recorded image digest cannot be had" in result.stderr and "Nothing was started." in result.stderr
+    assert sorted(p.name for p in (home / "runs").iterdir()) == before
+
+
+def test_hand_edited_export_is_detected(lab: Path, home: Path, exported: tuple[str, Path]) -> None:
+    _, path = exported
+    text = path.read_text()
+    path.write_text(text.replace("- --tpot-ms\n", "- --tpot-MS\n", 1).replace('"--tpot-ms"', '"--tpot-MS"', 1))
+    result = labctl(lab, home, "reproduce", str(path))
+    assert result.code == 2
+    assert "content hash mismatch" in result.stderr
+    assert "--- recorded compose.yaml\n+++ re-rendered from setup\n" in result.stderr  # the diff is shown
+    assert "Nothing was started." in result.stderr
+
+
+def test_diff_of_different_setups_exits_1(lab: Path, home: Path, exported: tuple[str, Path]) -> None:
+    _, path = exported
+    write_profile(lab, "other", free_port(), extra=["--tpot-ms", "9"])
+    info = json.loads(up(lab, home, "other").stdout)
+    result = labctl(lab, home, "diff", str(path), info["run_id"])
+    assert result.code == 1
+    assert "setups differ in: engine args, compose hash" in result.stdout
+    as_json = labctl(lab, home, "diff", str(path), info["run_id"], "--json")
+    assert as_json.code == 1
+    verdict = json.loads(as_json.stdout)
+    assert verdict["identical"] is False and verdict["differing"] == ["engine args", "compose hash"]
+    args_row = next(row for row in verdict["rows"] if row["field"] == "engine args")
+    assert args_row["same"] is False and "--tpot-ms 9" in args_row["b"]
+
+
+def test_show_docker_run_starts_an_answering_engine(lab: Path, home: Path) -> None:
+    port = free_port()
+    write_profile(lab, "dr", port)
+    info = json.loads(up(lab, home, "dr").stdout)
+    command = labctl(lab, home, "show", info["run_id"], "--docker-run").stdout.strip()
+    assert "@sha256:" in command and "--network host" in command
+    labctl(lab, home, "down", info["run_id"])
+    command = command.replace(f"--name labctl-{info['run_id']}", "--name labctl-docker-run-test")
+    try:
+        subprocess.run(["bash", "-c", command], check=True, capture_output=True)
+        wait_healthy(f"http://127.0.0.1:{port}", 20)
+        assert (
+            httpx.post(
+                f"http://127.0.0.1:{port}/v1/completions",
+                json={"model": "harness-test", "prompt": "a", "max_tokens": 2},
+            ).status_code
+            == 200
+        )
+    finally:
+        subprocess.run(["docker", "rm", "-f", "labctl-docker-run-test"], capture_output=True)
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        ("labctl_export: 1\nsetup: {engine: harness\n", "YAML syntax error"),
+        ("- not a mapping\n", "expected a YAML mapping"),
+        (
+            "labctl_export: 99\nsetup: {}\n",
+            "export schema version 99 is newer than this labctl reads (1). Upgrade labctl.",
+        ),
+        ("hello: world\n", "not a labctl export"),
+        (
+            "labctl_export: 1\nsetup: {engine: harness}\nhost: {}\n",
+            "missing setup.profile: the export is truncated or invalid.",
+        ),
+    ],
+)
+def test_bad_export_files(lab: Path, tmp_path: Path, content: str, message: str) -> None:
+    path = tmp_path / "bad.yaml"
+    path.write_text(content)
+    result = run_labctl("reproduce", str(path), lab=lab, env={"LABCTL_HOME": str(tmp_path / "h")})
+    assert result.code == 2 and message in result.stderr and "Traceback" not in result.stderr
+
+
+def test_truncated_export_and_unknown_engine(lab: Path, home: Path, exported: tuple[str, Path], tmp_path: Path) -> None:
+    _, path = exported
+    text = path.read_text()
+    cut = tmp_path / "cut.yaml"
+    cut.write_text(text[: len(text) // 3])
+    result = labctl(lab, home, "reproduce", str(cut))
+    assert result.code == 2 and "Traceback" not in result.stderr
+    alien = tmp_path / "alien.yaml"
+    alien.write_text(text.replace("  engine: harness\n", "  engine: mystery\n", 1))
+    result = labctl(lab, home, "reproduce", str(alien))
+    assert result.code == 2 and "unknown engine 'mystery'" in result.stderr
+    newer = tmp_path / "newer.yaml"
+    newer.write_text(text.replace("  schema_version: 1\n", "  schema_version: 7\n", 1))
+    result = labctl(lab, home, "reproduce", str(newer))
+    assert result.code == 2 and "record schema version 7 is newer" in result.stderr
