@@ -44,3 +44,79 @@ def test_the_library_never_imports_the_cli() -> None:
         if not rel.startswith(("cli/", "__main__")) and any(n.startswith("labctl.cli") for n in imports_of(path))
     ]
     assert offenders == []
+
+
+# Lowest first. A package imports only from packages below it; packages on one line never import each other.
+LAYERS = [
+    ["errors"],
+    ["catalog"],
+    ["host"],
+    ["compose"],
+    ["run.records"],
+    ["run.remote"],
+    ["run.images", "run.models", "run.resident"],
+    ["run.lifecycle"],
+    ["bench"],
+    ["quality"],
+    ["compare"],
+    ["cli"],
+    ["__main__"],
+]
+SEPARATE = {"harness": {"errors", "catalog"}}  # the harness engine is its own program: it uses only these
+
+
+def area_of(module: str) -> str:
+    parts = module.split(".")[1:]
+    if parts[:1] == ["run"] and len(parts) > 1:
+        return f"run.{parts[1]}"
+    return parts[0] if parts else ""
+
+
+def labctl_imports(rel: str, path: Path) -> set[str]:
+    package = "labctl." + rel.removesuffix(".py").replace("/", ".")
+    return {name for name in imports_of(path) if name.startswith("labctl.") and name != package}
+
+
+def test_no_import_runs_up_the_layers() -> None:
+    rank = {area: level for level, areas in enumerate(LAYERS) for area in areas}
+    offenders = []
+    for rel, path in modules():
+        here = area_of("labctl." + rel.removesuffix(".py").replace("/", "."))
+        for name in labctl_imports(rel, path):
+            there = area_of(name)
+            if there == here or not there:
+                continue
+            if here in SEPARATE:
+                ok = there in SEPARATE[here]
+            else:
+                ok = there in rank and rank[there] < rank.get(here, len(LAYERS))
+            if not ok:
+                offenders.append(f"{rel} imports {name}")
+    assert offenders == []
+
+
+def test_no_import_cycles() -> None:
+    graph: dict[str, set[str]] = {}
+    for rel, path in modules():
+        name = "labctl." + rel.removesuffix(".py").replace("/", ".").removesuffix(".__init__")
+        graph[name] = set()
+        for imported in labctl_imports(rel, path):
+            graph[name].add(imported)
+    graph = {m: {d for d in deps if d in graph and d != m} for m, deps in graph.items()}
+    cycles, seen, on_path = [], set(), []
+
+    def visit(module: str) -> None:
+        if module in on_path:
+            cycles.append(on_path[on_path.index(module) :] + [module])
+            return
+        if module in seen:
+            return
+        seen.add(module)
+        on_path.append(module)
+        for dep in sorted(graph[module]):
+            visit(dep)
+        on_path.pop()
+
+    for module in sorted(graph):
+        visit(module)
+    assert cycles == []
