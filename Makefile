@@ -28,8 +28,11 @@ check: $(STAMP)
 	$(VENV)/bin/ruff check labctl tests scripts
 	$(PY) -m mypy --strict labctl
 
+# Tiers in parallel (tests/conftest.py): the docker tier and the lab tier each on one worker, one test at a
+# time; unit and process tests spread over all workers. It ends with each tier's time and the slowest tests.
+TEST_WORKERS ?= 4
 test: $(STAMP) check docker-lab harness-image sim-lab remote-lab test-deps
-	$(PY) -m pytest -q
+	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadgroup --durations=15
 
 # The unit tier: the pure core, in-process, no Docker, in seconds.
 test-fast: $(STAMP)

@@ -117,8 +117,9 @@ def test_ttft_and_tpot_follow_the_model() -> None:
                 if line.startswith("data: {") and '"text":""' not in line.replace(" ", ""):
                     stamps.append(time.perf_counter() - start)
         assert len(stamps) == 5
-        assert stamps[0] >= 0.15  # never early
-        assert all(b - a >= 0.025 for a, b in zip(stamps, stamps[1:], strict=False))
+        # Never early: token i leaves no sooner than TTFT + i x TPOT. (Gaps between two tokens are not
+        # checked: on a loaded host one late read shortens the next gap without anything being early.)
+        assert all(t >= 0.15 + i * 0.03 - 0.002 for i, t in enumerate(stamps)), stamps
 
 
 def test_cold_start_keeps_port_closed_then_warmup_503() -> None:

@@ -407,6 +407,7 @@ def visible_devices(host: str, *run_args: str) -> str:
 
 
 @pytest.mark.docker
+@pytest.mark.lab
 def test_hosts_file_and_each_hosts_nvidia_smi(sim_lab: dict) -> None:
     hosts = sim_lab["hosts"]
     assert sim_lab["default"] == "sim-h100" and set(hosts) == {"sim-h100", "sim-gb10"}
@@ -431,6 +432,7 @@ def test_hosts_file_and_each_hosts_nvidia_smi(sim_lab: dict) -> None:
 
 
 @pytest.mark.docker
+@pytest.mark.lab
 def test_docker_run_gpus_sets_visible_devices(sim_lab: dict) -> None:
     assert visible_devices("sim-h100", "--gpus", '"device=1"') == "1"
     assert visible_devices("sim-h100", "--gpus", "1") == "0"
@@ -459,6 +461,7 @@ services:
 
 
 @pytest.mark.docker
+@pytest.mark.lab
 def test_compose_device_reservations_start(sim_lab: dict, tmp_path: Path) -> None:
     (tmp_path / "compose.yaml").write_text(COMPOSE.format(image=IMAGE))
     project = f"simtest-{uuidlib.uuid4().hex[:10]}"
@@ -473,6 +476,7 @@ def test_compose_device_reservations_start(sim_lab: dict, tmp_path: Path) -> Non
 
 
 @pytest.mark.docker
+@pytest.mark.lab
 def test_main_daemon_still_refuses_gpus(sim_lab: dict, tmp_path: Path) -> None:
     if docker(None, "info", check=False).returncode != 0:
         _missing("the main Docker daemon does not answer")
@@ -502,6 +506,7 @@ def test_main_daemon_still_refuses_gpus(sim_lab: dict, tmp_path: Path) -> None:
 
 
 @pytest.mark.docker
+@pytest.mark.lab
 def test_sim_hosts_share_the_loopback_registry(sim_lab: dict, tmp_path: Path) -> None:
     """sim-h100 pushes a tiny image to 127.0.0.1:5000; sim-gb10 pulls it back by digest."""
     try:

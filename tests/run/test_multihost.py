@@ -32,7 +32,7 @@ from helpers.support import IN_CI, LABCTL, REPO, Result, run_labctl
 from labctl.host.hosts import HostEntry
 from labctl.host.remote_ports import listeners
 
-pytestmark = pytest.mark.docker
+pytestmark = [pytest.mark.docker, pytest.mark.lab]  # the simulated GPU lab or labb: one test at a time
 
 DOCKER_URL = "ssh://labctl-remote@10.201.0.2"
 SSH_TARGET = "labctl-remote@10.201.0.2"

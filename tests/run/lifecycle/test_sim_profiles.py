@@ -33,7 +33,7 @@ H100 = [
 ]
 GB10 = [("atlas", "qwen3.6-35b-a3b-fp8"), ("vllm", "qwen3.6-35b-a3b-fp8"), ("sglang", "qwen3.6-35b-a3b-fp8")]
 
-pytestmark = pytest.mark.docker
+pytestmark = [pytest.mark.docker, pytest.mark.lab]  # the simulated GPU lab or labb: one test at a time
 
 
 @pytest.fixture

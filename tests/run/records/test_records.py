@@ -9,11 +9,8 @@ import sys
 import time
 from pathlib import Path
 
-import pytest
 from helpers.harness_proc import free_port
 from helpers.lifecycle_helpers import containers_of, labctl, record, remove_runs, up, write_profile
-
-pytestmark = pytest.mark.process  # local processes: the CLI, the harness engine, loopback servers
 
 
 def test_down_during_up_is_not_overwritten(lab: Path, home: Path) -> None:
