@@ -81,9 +81,10 @@ remote-lab: docker-lab
 remote-lab-down:
 	bash scripts/remote-lab.sh down
 
-# The README's command table, from the CLI's own help.
-readme: $(STAMP)
-	$(PY) -c 'from pathlib import Path; from labctl.cli import app; from labctl.cli.reference import write_readme; print("README.md", "updated" if write_readme(app, Path("README.md")) else "unchanged")'
+# The CLI reference page (docs/reference/cli.md), from the CLI itself; a unit test keeps them equal.
+.PHONY: reference
+reference: $(STAMP)
+	$(PY) -c 'from pathlib import Path; from labctl.cli import app; from labctl.cli.reference import write_reference; print("docs/reference/cli.md", "updated" if write_reference(app, Path("docs/reference/cli.md")) else "unchanged")'
 
 # Engine CLI contracts (engines/<engine>/cli/<version>.yaml), from the engines' own parsers.
 # Wheels and venvs are cached outside the repository (LABCTL_CONTRACTS_CACHE, default
