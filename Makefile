@@ -4,11 +4,11 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test check format test-deps test-fast venv docker-lab harness-image bench-cli bench-harness bench-up bench-client typecheck lint clean
+.PHONY: demo test check docs format test-deps test-fast venv docker-lab harness-image bench-cli bench-harness bench-up bench-client typecheck lint clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install -q --disable-pip-version-check -e '.[test]'
+	$(PY) -m pip install -q --disable-pip-version-check -e '.[test,docs]'
 	touch $(STAMP)
 
 venv: $(STAMP)
@@ -31,8 +31,15 @@ check: $(STAMP)
 # Tiers in parallel (tests/conftest.py): the docker tier and the lab tier each on one worker, one test at a
 # time; unit and process tests spread over all workers. It ends with each tier's time and the slowest tests.
 TEST_WORKERS ?= 4
-test: $(STAMP) check docker-lab harness-image sim-lab remote-lab test-deps
+test: $(STAMP) check docs docker-lab harness-image sim-lab remote-lab test-deps
 	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadgroup --durations=15
+
+# The documentation site (mkdocs.yml, docs/) into build/site, offline and strict: a broken link, a broken
+# anchor or a page missing from the nav fails. Open build/site/index.html, or `.venv/bin/mkdocs serve`.
+# Never --quiet: MkDocs 1.6 then drops the warnings before --strict counts them, and passes.
+# NO_MKDOCS_2_WARNING: Material's end-of-life notice (printed at every build) is not a build result.
+docs: $(STAMP)
+	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict --site-dir build/site
 
 # The unit tier: the pure core, in-process, no Docker, in seconds.
 test-fast: $(STAMP)
@@ -84,9 +91,10 @@ remote-lab: docker-lab
 remote-lab-down:
 	bash scripts/remote-lab.sh down
 
-# The README's command table, from the CLI's own help.
-readme: $(STAMP)
-	$(PY) -c 'from pathlib import Path; from labctl.cli import app; from labctl.cli.reference import write_readme; print("README.md", "updated" if write_readme(app, Path("README.md")) else "unchanged")'
+# The CLI reference page (docs/reference/cli.md), from the CLI itself; a unit test keeps them equal.
+.PHONY: reference
+reference: $(STAMP)
+	$(PY) -c 'from pathlib import Path; from labctl.cli import app; from labctl.cli.reference import write_reference; print("docs/reference/cli.md", "updated" if write_reference(app, Path("docs/reference/cli.md")) else "unchanged")'
 
 # Engine CLI contracts (engines/<engine>/cli/<version>.yaml), from the engines' own parsers.
 # Wheels and venvs are cached outside the repository (LABCTL_CONTRACTS_CACHE, default
