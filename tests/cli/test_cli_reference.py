@@ -6,7 +6,6 @@ from __future__ import annotations
 import re
 
 import typer
-
 from helpers.support import REPO
 
 from labctl.cli import app
