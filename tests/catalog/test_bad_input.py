@@ -164,8 +164,8 @@ def test_empty_file(lab: Path) -> None:
     (lab / PROFILE).write_text("\n")
     _render_fails(
         lab,
-        "engines/vllm/profiles/qwen3-32b.yaml: the file is empty; it must be a YAML mapping "
-        "(see README, 'Profile format').",
+        "engines/vllm/profiles/qwen3-32b.yaml: the file is empty; it must be a YAML mapping of its fields "
+        "(copy a shipped one to start).",
     )
 
 

@@ -16,7 +16,7 @@ RESTART_POLICY = "unless-stopped"
 
 def flag_key_note(engine: str) -> str:
     """Who can see a key the engine takes on its command line (auth kind `flag`, SGLang): said once by `up`
-    and `share`, and in the README's resident section."""
+    and `share`, and in the resident deployments guide (docs/guides/resident.md)."""
     return (
         f"{engine} takes its API key on its command line: every local user of the engine's host can read it "
         "with `ps` (unless /proc is mounted hidepid=2), and docker-group members with `docker top` or "
