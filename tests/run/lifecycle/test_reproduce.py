@@ -11,7 +11,7 @@ import pytest
 import yaml
 from helpers.harness_proc import free_port, wait_healthy
 from helpers.lifecycle_helpers import IMAGE, labctl, record, remove_runs, up, write_profile
-from helpers.support import REPO, run_labctl
+from helpers.support import LABCTL, REPO, run_labctl
 
 pytestmark = pytest.mark.docker
 
@@ -39,7 +39,7 @@ def test_reproduce_elsewhere_pulls_by_digest(lab: Path, home: Path, exported: tu
     other_dir.mkdir()
     port = free_port()
     proc = subprocess.run(
-        [*__import__("support").LABCTL, "reproduce", str(path), "--port", str(port), "--json"],
+        [*LABCTL, "reproduce", str(path), "--port", str(port), "--json"],
         capture_output=True,
         text=True,
         cwd=other_dir,
