@@ -32,6 +32,8 @@ PLOTS = [
     ("tpot.png", "TPOT", "ms", ["median_tpot_ms", "p99_tpot_ms"]),
 ]
 
+DODGE = 0.03  # octaves between lines drawn at the same level
+
 
 @dataclass
 class Frame:
@@ -123,13 +125,13 @@ def _line_plot(
     plt: Any, folder: Path, filename: str, title: str, unit: str, entries: list[Entry], lines: list[Line], frame: Frame
 ) -> str:
     figure, axis = plt.subplots(figsize=(7.5, 4.8), dpi=110)
-    for line in lines:
-        if all(y is None for _, y, _, _ in line.points):
-            continue
-        x = [p[0] for p in line.points]
+    drawn = [line for line in lines if any(y is not None for _, y, _, _ in line.points)]
+    for index, line in enumerate(drawn):
+        nudge = 2 ** (DODGE * (index - (len(drawn) - 1) / 2))  # lines side by side: no interval hides another
+        x = [p[0] * nudge for p in line.points]
         y = [math.nan if p[1] is None else p[1] for p in line.points]
         axis.plot(x, y, line.style, marker="o", color=line.color, label=line.label)
-        for xi, yi, ci, caveats in line.points:
+        for xi, (_, yi, ci, caveats) in zip(x, line.points, strict=True):
             if ci and yi is not None:
                 axis.errorbar([xi], [yi], yerr=[[yi - ci[0]], [ci[1] - yi]], color=line.color, capsize=3)
             _mark(axis, xi, yi, caveats)
@@ -139,8 +141,7 @@ def _line_plot(
     axis.set_title(f"{title} vs {'request rate' if frame.by_rate else 'concurrency'}" + (" ✗" if frame.failed else ""))
     axis.grid(True, alpha=0.3)
     axis.legend(fontsize=7)
-    figure.tight_layout()
-    _footer(figure, frame)
+    _lay_out(figure, frame)
     figure.savefig(folder / filename)
     plt.close(figure)
     return filename
@@ -150,17 +151,25 @@ def _log_x(axis: Any, ticks: list[float]) -> None:
     axis.set_xscale("log", base=2)
     axis.set_xticks(ticks, [f"{t:g}" for t in ticks])
     axis.minorticks_off()
+    if len(ticks) == 1:  # one level: a little room either side, not the width of the nudges
+        axis.set_xlim(ticks[0] / 1.5, ticks[0] * 1.5)
 
 
-def _footer(figure: Any, frame: Frame) -> None:
-    notes = frame.notes
+def _lay_out(figure: Any, frame: Frame) -> None:
+    """Lay the plot out, then grow the figure downwards for the caveats written in red under it, so the
+    plot keeps its size however many there are."""
+    notes = [textwrap.shorten(n, 110) for n in frame.notes[:6]]
+    if len(frame.notes) > 6:
+        notes.append(f"… and {len(frame.notes) - 6} more caveats (see the report's table)")
     if not notes:
+        figure.tight_layout()
         return
-    text = "\n".join(textwrap.shorten(n, 110) for n in notes[:6])
-    if len(notes) > 6:
-        text += f"\n… and {len(notes) - 6} more caveats (see the report's table)"
-    figure.text(0.01, 0.01, text, fontsize=7, color="#b00000", va="bottom", ha="left")
-    figure.subplots_adjust(bottom=0.16 + 0.035 * min(len(notes), 7))
+    line = 7 * 1.35 / 72  # one 7-point line, in inches
+    under = len(notes) * line + 0.2
+    height = figure.get_figheight() + under
+    figure.set_figheight(height)
+    figure.tight_layout(rect=(0, under / height, 1, 1))
+    figure.text(0.01, 0.06 / height, "\n".join(notes), fontsize=7, color="#b00000", va="bottom", ha="left")
 
 
 def _mark(axis: Any, x: float | None, y: float | None, caveats: list[str]) -> None:
@@ -211,43 +220,71 @@ def _telemetry(plt: Any, folder: Path, entries: list[Entry], frame: Frame, color
             axis.legend(fontsize=6)
         else:
             reasons = sorted({reason for e in entries if (reason := missing_reason(e, where))})
-            note = "no samples" + (f":\n{textwrap.shorten(reasons[0], 60)}" if reasons else "")
+            note = "no samples" + (":\n" + textwrap.fill(textwrap.shorten(reasons[0], 150), 50) if reasons else "")
             axis.text(0.5, 0.5, note, ha="center", va="center", fontsize=8, color="#666666", transform=axis.transAxes)
+            axis.set_xticks([])
+            axis.set_yticks([])
         axis.set_title(title + (" (simulated GPU)" if simulated and where[0] == "gpu" else ""), fontsize=9)
         axis.set_xlabel(_x_label(frame.by_rate), fontsize=8)
         axis.set_ylabel(unit, fontsize=8)
         axis.grid(True, alpha=0.3)
     figure.suptitle("Telemetry per level" + (" ✗" if frame.failed else ""))
-    figure.tight_layout()
-    _footer(figure, frame)
+    _lay_out(figure, frame)
     figure.savefig(folder / TELEMETRY)
     plt.close(figure)
     return TELEMETRY
+
+
+def _label_points(figure: Any, axis: Any, labels: list[tuple[float, float, str, str]]) -> None:
+    """Each point's level beside it: above right, else where it covers no label placed before it."""
+    (x0, x1), (y0, y1) = axis.get_xlim(), axis.get_ylim()
+    box = axis.get_window_extent()
+    width, height = box.width * 72 / figure.dpi, box.height * 72 / figure.dpi  # the axes, in points
+    placed: list[tuple[float, float, float, float]] = []
+    for x, y, text, color in labels:
+        px, py = (x - x0) / ((x1 - x0) or 1) * width, (y - y0) / ((y1 - y0) or 1) * height
+        wide = len(text) * 7 * 0.6
+        tries = []
+        for dx, dy, align in ((5, 5, "left"), (5, -13, "left"), (-5, 5, "right"), (-5, -13, "right")):
+            left = px + dx - (wide if align == "right" else 0)
+            tries.append((dx, dy, align, (left, py + dy, left + wide, py + dy + 9)))
+        free = [t for t in tries if not any(_overlap(t[3], other) for other in placed)]
+        dx, dy, align, spot = (free or tries)[0]
+        placed.append(spot)
+        axis.annotate(text, (x, y), textcoords="offset points", xytext=(dx, dy), ha=align, fontsize=7, color=color)
+
+
+def _overlap(a: tuple[float, float, float, float], b: tuple[float, float, float, float]) -> bool:
+    return a[0] < b[2] and b[0] < a[2] and a[1] < b[3] and b[1] < a[3]
 
 
 def _pareto(plt: Any, folder: Path, entries: list[Entry], frame: Frame, colors: list[str]) -> str:
     """Output tokens/s per user against total output tokens/s: up and to the right is better."""
     figure, axis = plt.subplots(figsize=(7.5, 5.2), dpi=110)
     failed = set(frame.failed)
+    labels: list[tuple[float, float, str, str]] = []
     for index, entry in enumerate(entries):
-        points = [(value_of(lv, "output_throughput"), value_of(lv, "tokens_per_user"), lv) for lv in levels_of(entry)]
-        points = [(x, y, lv) for x, y, lv in points if x is not None and y is not None]
+        points = [
+            (x, y, lv)
+            for lv in levels_of(entry)
+            if (x := value_of(lv, "output_throughput")) is not None
+            and (y := value_of(lv, "tokens_per_user")) is not None
+        ]
         if not points:
             continue
         color = colors[index % len(colors)]
         axis.plot([p[0] for p in points], [p[1] for p in points], "-o", color=color, label=frame.labels[index])
         for x, y, lv in points:
-            axis.annotate(
-                level_name(level_key(lv)), (x, y), textcoords="offset points", xytext=(5, 5), fontsize=7, color=color
-            )
+            labels.append((x, y, level_name(level_key(lv)), color))
             _mark(axis, x, y, level_caveats(entry, lv, failed))
+    axis.margins(0.08)  # room for the labels of the outermost points
+    _label_points(figure, axis, labels)
     axis.set_xlabel("total output tokens/s")
     axis.set_ylabel("output tokens/s per user (1000 / TPOT p50)")
     axis.set_title("Throughput vs interactivity (points: their level)" + (" ✗" if frame.failed else ""))
     axis.grid(True, alpha=0.3)
     axis.legend(fontsize=7)
-    figure.tight_layout()
-    _footer(figure, frame)
+    _lay_out(figure, frame)
     figure.savefig(folder / PARETO)
     plt.close(figure)
     return PARETO
