@@ -1,5 +1,5 @@
 """The report's PNG plots (matplotlib): lines against concurrency (or the request rate for rate sweeps),
-the Pareto plot and the telemetry panels, for a comparison.
+the Pareto plot and the telemetry panels, for a comparison or for one result.
 
 Every plot carries the caveats of the points it draws (✗ on the point, the reason under the plot), so
 a PNG sent on its own still says what is wrong with it."""
@@ -32,6 +32,20 @@ PLOTS = [
     ("tpot.png", "TPOT", "ms", ["median_tpot_ms", "p99_tpot_ms"]),
 ]
 
+# One result: one line per metric, p50 solid, p99 dashed, ITL dotted:
+# (file, title, y label, [(key, legend, colour, dash)])
+P50, P99, ITL = ("C0", "-"), ("C3", "--"), ("C2", ":")
+ONE_RESULT_PLOTS = [
+    ("throughput.png", "Output throughput", "output tokens/s", [("output_throughput", "output tokens/s", *P50)]),
+    ("ttft.png", "TTFT", "ms", [("median_ttft_ms", "TTFT p50", *P50), ("p99_ttft_ms", "TTFT p99", *P99)]),
+    (
+        "tpot.png",
+        "TPOT and ITL",
+        "ms",
+        [("median_tpot_ms", "TPOT p50", *P50), ("p99_tpot_ms", "TPOT p99", *P99), ("p99_itl_ms", "ITL p99", *ITL)],
+    ),
+    ("e2e.png", "End-to-end latency", "ms", [("median_e2el_ms", "E2E p50", *P50), ("p99_e2el_ms", "E2E p99", *P99)]),
+]
 DODGE = 0.03  # octaves between lines drawn at the same level
 
 
@@ -43,6 +57,7 @@ class Frame:
     failed: list[str]  # blocking rules not met: ✗ in every title
     notes: list[str]  # caveats, written under every plot
     by_rate: bool
+    about: str = ""  # one result: which result this is, under every plot (a PNG may travel alone)
 
 
 @dataclass
@@ -107,6 +122,18 @@ def draw_plots(folder: Path, entries: list[Entry], checks: list[Check]) -> list[
     return written
 
 
+def draw_one_result(folder: Path, entry: Entry, label: str, about: str, notes: list[str]) -> list[str]:
+    """One result: one colour per metric, which result it is under every plot, and every caveat it carries."""
+    plt = pyplot()
+    frame = Frame([label], [], [f"✗ {n}" for n in notes], by_rate([entry]), about)
+    colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+    written = []
+    for filename, title, unit, keys in ONE_RESULT_PLOTS:
+        lines = [_line(entry, key, frame, Line(legend, color, dash)) for key, legend, color, dash in keys]
+        written.append(_line_plot(plt, folder, filename, title, unit, [entry], lines, frame))
+    return [*written, _pareto(plt, folder, [entry], frame, colors), _telemetry(plt, folder, [entry], frame, colors)]
+
+
 def _line(entry: Entry, key: str, frame: Frame, line: Line) -> Line:
     failed = set(frame.failed)
     for level in levels_of(entry):
@@ -156,20 +183,27 @@ def _log_x(axis: Any, ticks: list[float]) -> None:
 
 
 def _lay_out(figure: Any, frame: Frame) -> None:
-    """Lay the plot out, then grow the figure downwards for the caveats written in red under it, so the
-    plot keeps its size however many there are."""
+    """Lay the plot out, then grow the figure downwards for what is written under it — the caveats in red
+    and, for one result, which result it is in grey — so the plot keeps its size however many there are."""
     notes = [textwrap.shorten(n, 110) for n in frame.notes[:6]]
     if len(frame.notes) > 6:
         notes.append(f"… and {len(frame.notes) - 6} more caveats (see the report's table)")
-    if not notes:
+    count = len(notes) + (1 if frame.about else 0)
+    if not count:
         figure.tight_layout()
         return
     line = 7 * 1.35 / 72  # one 7-point line, in inches
-    under = len(notes) * line + 0.2
+    under = count * line + 0.2
     height = figure.get_figheight() + under
     figure.set_figheight(height)
     figure.tight_layout(rect=(0, under / height, 1, 1))
-    figure.text(0.01, 0.06 / height, "\n".join(notes), fontsize=7, color="#b00000", va="bottom", ha="left")
+    bottom = 0.06 / height
+    if frame.about:
+        fits = int(figure.get_figwidth() * 72 / (7 * 0.62))
+        figure.text(0.01, bottom, textwrap.shorten(frame.about, fits), fontsize=7, color="#555555", va="bottom")
+        bottom += line / height
+    if notes:
+        figure.text(0.01, bottom, "\n".join(notes), fontsize=7, color="#b00000", va="bottom", ha="left")
 
 
 def _mark(axis: Any, x: float | None, y: float | None, caveats: list[str]) -> None:
