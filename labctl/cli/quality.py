@@ -158,13 +158,22 @@ def compare(
 
 
 def report(
-    ids: Annotated[list[str], typer.Argument(help="Bench ids (or run ids).")],
+    ids: Annotated[
+        list[str],
+        typer.Argument(
+            help="Bench ids, or run ids: a run's newest complete result (with one id, the report names the run's "
+            "other results; give a bench id to report one of those)."
+        ),
+    ],
     output: Annotated[str, typer.Option("-o", "--output", help="The report folder to write.")],
     allow_mismatch: Annotated[
         bool, typer.Option(help="Report results measured under different rules (marked).")
     ] = False,
 ) -> None:
     """Write a report folder: Markdown, PNG plots and a static index.html.
+
+    Two or more ids: the comparison, checklist first. One id: the report of that result alone, its setup,
+    levels, caveats and plots, nothing compared.
 
     Example: labctl report b20261203-020000-aaaaaa b20261203-021500-bbbbbb -o reports/qwen3-32b
     """
@@ -173,6 +182,15 @@ def report(
     from labctl.compare.report import write_report
     from labctl.compare.rules import compare as gather
 
+    if len(ids) == 1:
+        from labctl.compare.single import choice_line, load_one, write_one_result_report
+
+        one = load_one(state.runs(), ids[0])
+        chosen = choice_line(one)
+        if chosen:
+            warn(chosen)
+        out(str(write_one_result_report(Path(output), one) / "index.html"))
+        return
     checks, rows, entries = gather(state.runs(), ids)
     _refuse_mixed(
         checks,

@@ -111,7 +111,8 @@ def workload_lines(entries: list[Entry]) -> list[str]:
             lines.append(f"{who}overrides: " + " ".join(f"{o['flag']} {_flag(o['value'])}" for o in w["overrides"]))
         found = e.result.get("max_rate_meeting_slo")
         if found:
-            lines.append(f"{letter(index)}: max_rate_meeting_slo: {found['note']}")
+            whose = f"{letter(index)}: " if len(entries) > 1 else ""  # one result has no letter
+            lines.append(f"{whose}max_rate_meeting_slo: {found['note']}")
     return lines
 
 

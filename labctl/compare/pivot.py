@@ -69,6 +69,8 @@ def level_caveats(entry: Entry, level: dict[str, Any], failed_rules: set[str]) -
     caveats += [f"mismatch: {rule}" for rule in sorted(failed_rules) if rule != BATCH_RULE]
     if level.get("failed"):
         caveats.append(f"{level['failed']} failed")
+    if level.get("usage_fallback"):  # output tokens counted from chunks: the throughputs may be wrong
+        caveats.append("no usage from server")
     for warning in level.get("warnings", []):
         if warning.startswith("CLIENT SATURATED"):
             caveats.append("client saturated")

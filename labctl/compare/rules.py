@@ -87,10 +87,14 @@ class Entry:
 
 def load_entry(runs: Runs, given: str) -> Entry:
     if is_run_id(given):
-        results = [r for r in list_results(runs, given) if r.get("status") == "complete"]
+        every = list_results(runs, given)
+        results = [r for r in every if r.get("status") == "complete"]
         if not results:
+            partial = [str(r.get("bench_id")) for r in every if r.get("status") == "interrupted"]
             raise BadInput(
-                f"run {given} has no complete bench result: run `labctl bench {given} --workload NAME` first."
+                f"run {given} has no complete bench result"
+                + (f" (interrupted: {', '.join(partial)}; give a bench id to use a partial result)" if partial else "")
+                + f": run `labctl bench {given} --workload NAME` first."
             )
         result = results[-1]
     elif given.startswith("b") and is_run_id(given[1:]):
@@ -284,7 +288,10 @@ def _overlap(a: list[float] | None, b: list[float] | None) -> bool:
 
 def compare(runs: Runs, ids: list[str]) -> tuple[list[Check], list[dict[str, Any]], list[Entry]]:
     if len(ids) < 2:
-        raise BadInput("give at least two bench or run ids to compare (one result has nothing to be compared with).")
+        raise BadInput(
+            "give at least two bench or run ids to compare (one result has nothing to be compared with; "
+            "`labctl report ID -o DIR` writes the report of one)."
+        )
     if len(set(ids)) != len(ids):
         raise BadInput("an id is given twice.")
     entries = [load_entry(runs, i) for i in ids]

@@ -3,7 +3,7 @@ averaged over the run's GPUs, and nothing invented where a level has no samples.
 
 from __future__ import annotations
 
-from labctl.compare.report import TELEMETRY_PANELS, telemetry_value
+from labctl.compare.plots import TELEMETRY_PANELS, telemetry_value
 
 LEVEL = {
     "concurrency": 4,

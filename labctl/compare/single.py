@@ -1,0 +1,288 @@
+"""labctl report of one result: its setup once, its levels with n/N and 95 % intervals, every caveat it
+carries, and its plots (labctl.compare.plots). Nothing is compared, so there is no checklist, no A/B and
+no Δ: a bench of one engine needs none."""
+
+from __future__ import annotations
+
+import html
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from labctl import __version__
+from labctl.bench.session import list_results
+from labctl.compare.formats import workload_lines
+from labctl.compare.pivot import interval_of, level_caveats, level_key, level_name, number, value_of
+from labctl.compare.plots import draw_one_result
+from labctl.compare.rules import Entry, load_entry, rows
+from labctl.errors import BadInput
+from labctl.host.files import write_atomically
+from labctl.host.identity import host_name
+from labctl.run.records.record import now
+from labctl.run.records.store import Runs, is_run_id
+
+PREP = [("pull", "pull_s"), ("fetch", "fetch_s"), ("build", "build_s"), ("load", "load_s"), ("warm-up", "warmup_s")]
+# (title, key): one column per metric, one row per level
+METRICS = [
+    ("TTFT p50 ms", "median_ttft_ms"),
+    ("TTFT p99 ms", "p99_ttft_ms"),
+    ("TPOT p50 ms", "median_tpot_ms"),
+    ("TPOT p99 ms", "p99_tpot_ms"),
+    ("ITL p50 ms", "median_itl_ms"),
+    ("ITL p99 ms", "p99_itl_ms"),
+    ("E2E p50 ms", "median_e2el_ms"),
+    ("E2E p99 ms", "p99_e2el_ms"),
+    ("out tok/s", "output_throughput"),
+    ("tok/s per user", "tokens_per_user"),
+    ("req/s", "request_throughput"),
+    ("goodput req/s", "goodput"),
+]
+
+
+@dataclass
+class OneResult:
+    entry: Entry
+    others: list[dict[str, Any]] = field(default_factory=list)  # the run's other results, when a run id was given
+
+    @property
+    def name(self) -> str:
+        if self.entry.record.engine == "external":
+            return f"external {self.entry.result['target']['base_url']}"
+        return self.entry.label
+
+    @property
+    def about(self) -> str:
+        """Which result this is, in one line: under every plot, since a PNG may travel alone."""
+        result, facts = self.entry.result, self.entry.facts()
+        model = facts["model family and revision"]
+        if model == "?@?":  # an endpoint labctl did not start: only its served name is known
+            model = f"model {result['target'].get('model')}"
+        when = str(result.get("created_at") or "-")[:16].replace("T", " ") + " UTC"
+        workload = facts["workload"].split(",")[0]
+        return " · ".join([result["bench_id"], self.name, workload, facts["environment label"], model, when])
+
+
+def load_one(runs: Runs, given: str) -> OneResult:
+    """A bench id, or a run id: its newest complete result, with the run's other results named."""
+    entry = load_entry(runs, given)
+    if not entry.result["levels"]:
+        raise BadInput(f"bench result {entry.result['bench_id']} has no measured level: nothing to report.")
+    others = []
+    if is_run_id(given):
+        others = [r for r in list_results(runs, given) if r.get("bench_id") != entry.result["bench_id"]]
+    return OneResult(entry, others)
+
+
+def choice_line(one: OneResult) -> str | None:
+    """Said when a run id had several results: which one this is, and how to pick another."""
+    if not one.others:
+        return None
+    result = one.entry.result
+    others = ", ".join(
+        f"{r.get('bench_id')} ({(r.get('workload') or {}).get('name', '?')}, {r.get('status', '?')})"
+        for r in reversed(one.others)
+    )
+    return (
+        f"run {result['run_id']} has {len(one.others) + 1} bench results; this report is of its newest complete "
+        f"one, {result['bench_id']} ({result['workload']['name']}). The others: {others}. "
+        "Give a bench id to report another."
+    )
+
+
+def setup_facts(one: OneResult) -> list[tuple[str, str]]:
+    """The setup, once: what ran, on what, measured how (the facts of the comparison's setup row)."""
+    entry = one.entry
+    row = {key: _text(value) for key, value in rows([entry], [])[0].items()}
+    record, result = entry.record, entry.result
+    facts = [
+        ("result", f"{result['bench_id']} of run {result['run_id']} ({result.get('status', '?')})"),
+        ("engine", row["engine"]),
+        ("profile", row["profile"]),
+        ("image", row["image"]),
+        ("image digest", record.image.digest or "-"),
+        ("engine version", row["engine_version"]),
+        ("served model", str(result["target"].get("model") or record.served_model_name or "-")),
+        ("model@revision", row["model"]),
+        ("thinking", row["thinking"]),
+        ("memory option", row["memory"]),
+        ("GPU", row["gpu"]),
+        ("environment label", row["environment_label"]),
+        ("workload", row["workload"]),
+        ("quality", row["quality"]),
+        ("suite version", row["suite_version"]),
+        ("measured (UTC)", row["bench_date"]),
+        ("client host", row["host"]),
+        ("labctl (client)", row["labctl_version"]),
+    ]
+    if record.engine != "external":
+        where = record.host_entry + (f" ({record.docker_host_name})" if record.docker_host_name else "")
+        facts.append(("engine host", where))
+    prep = " · ".join(f"{title} {row[key]}" for title, key in PREP)
+    facts += [
+        ("prep (s)", f"{prep} · cold start {row['cold_start_s']}"),
+        ("served from cache", row["cache"]),
+        ("command", row["command"]),
+        ("telemetry", telemetry_line(result)),
+        ("intervals", f"{result.get('interval_method') or '-'} (repeat {result.get('repeat', 1)})"),
+    ]
+    return facts
+
+
+def _text(value: Any) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, float):
+        return number(value)
+    return " ".join(str(value).split())
+
+
+def telemetry_line(result: dict[str, Any]) -> str:
+    """What was sampled during the levels, and what was not and why (as the bench recorded it)."""
+    telemetry = result.get("telemetry") or {}
+    if not telemetry:
+        return "not recorded"
+    missing = telemetry.get("missing") or {}
+    parts = []
+    for name, title in (("gpu", "GPU"), ("engine", "engine metrics")):
+        section = telemetry.get(name) or {}
+        if section.get("samples"):
+            simulated = " (simulated GPU)" if section.get("simulated") else ""
+            parts.append(f"{title}: {section['samples']} samples{simulated}")
+        else:
+            parts.append(f"{title}: no samples ({missing.get(name, 'none taken')})")
+    unread: dict[str, list[str]] = {}
+    for name, reason in sorted(missing.items()):
+        if name.startswith("engine."):
+            unread.setdefault(str(reason), []).append(name.removeprefix("engine."))
+    parts += [f"{', '.join(names)}: {reason}" for reason, names in unread.items()]
+    return "; ".join(parts)
+
+
+def caveats(one: OneResult) -> list[str]:
+    """Every caveat the result carries, each with the level it touches, in words a person can act on."""
+    result = one.entry.result
+    lines = []
+    if result.get("status") == "interrupted":
+        lines.append("the benchmark was interrupted; its last level is partial")
+    found = result.get("max_rate_meeting_slo")
+    if found and not found.get("converged"):
+        lines.append(f"the capacity search did not converge: {found.get('note', '?')}")
+    for level in sorted(result["levels"], key=level_key):
+        said = _level_caveats(level)
+        if said:
+            lines.append(f"{level_name(level_key(level))}: " + "; ".join(said))
+    return [" ".join(line.split()) for line in lines]
+
+
+def _level_caveats(level: dict[str, Any]) -> list[str]:
+    said = []
+    if level.get("interrupted"):
+        said.append("interrupted (partial)")
+    if level.get("failed"):
+        reasons = ", ".join(f"{reason} ×{count}" for reason, count in sorted((level.get("failures") or {}).items()))
+        said.append(
+            f"{level['failed']} of {level.get('requests', '?')} requests failed" + (f": {reasons}" if reasons else "")
+        )
+    warnings = [w for w in level.get("warnings", []) if "request(s) failed" not in w]
+    said += warnings
+    if level.get("over_max_batch_size") and not any("max_batch_size" in w for w in warnings):
+        said.append("concurrency above the engine's built max_batch_size")
+    return said
+
+
+def level_head(one: OneResult) -> list[str]:
+    search = any("meets_slo" in lv for lv in one.entry.result["levels"])
+    return ["level", "n/N", *[title for title, _ in METRICS], *(["meets SLO"] if search else []), "caveats"]
+
+
+def level_rows(one: OneResult) -> list[list[tuple[str, str]]]:
+    """One row per level: (value, 95 % interval or "") per cell."""
+    out = []
+    search = any("meets_slo" in lv for lv in one.entry.result["levels"])
+    for level in sorted(one.entry.result["levels"], key=level_key):
+        row = [(level_name(level_key(level)), ""), (f"{level.get('completed', '?')}/{level.get('requests', '?')}", "")]
+        for _, key in METRICS:
+            interval = interval_of(level, key)
+            row.append(
+                (number(value_of(level, key)), f"[{number(interval[0])}, {number(interval[1])}]" if interval else "")
+            )
+        if search:
+            row.append(("yes" if level.get("meets_slo") else "no" if "meets_slo" in level else "-", ""))
+        said = level_caveats(one.entry, level, set())
+        row.append(("✗ " + ", ".join(said) if said else "-", ""))
+        out.append(row)
+    return out
+
+
+def header_lines(one: OneResult) -> list[str]:
+    lines = [f"Written {now()[:16].replace('T', ' ')} UTC on {host_name()} by labctl {__version__}."]
+    chosen = choice_line(one)
+    return lines + ([chosen] if chosen else [])
+
+
+def _md(text: str) -> str:
+    return " ".join(text.split()).replace("|", "\\|")
+
+
+def markdown(one: OneResult, plots: list[str]) -> str:
+    lines = [f"# labctl report: {_md(one.name)}", "", *[f"- {line}" for line in header_lines(one)], "", "## Setup", ""]
+    lines += ["| | |", "|---|---|", *[f"| {_md(k)} | {_md(v)} |" for k, v in setup_facts(one)]]
+    lines += ["", "## Workload and SLO", "", *[f"- {line}" for line in workload_lines([one.entry])]]
+    lines += ["", "## Per level", "", "Each value with its 95 % interval in brackets, when the result carries one.", ""]
+    head = level_head(one)
+    lines += ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for row in level_rows(one):
+        lines.append("| " + " | ".join(_md(f"{v} {ci}".strip()) for v, ci in row) + " |")
+    said = caveats(one)
+    lines += ["", "## Caveats", "", *([f"- ✗ {_md(c)}" for c in said] or ["- none"])]
+    lines += ["", "## Plots", "", *[f"![{name}]({name})" for name in plots]]
+    return "\n".join(lines) + "\n"
+
+
+def page(one: OneResult, plots: list[str]) -> str:
+    esc = html.escape
+    header = "".join(f"<li>{esc(line)}</li>" for line in header_lines(one))
+    setup = "".join(f"<tr><th>{esc(k)}</th><td>{esc(v)}</td></tr>" for k, v in setup_facts(one))
+    spec = "".join(f"<li>{esc(line)}</li>" for line in workload_lines([one.entry]))
+    head = "".join(f"<th>{esc(t)}</th>" for t in level_head(one))
+    body = ""
+    for row in level_rows(one):
+        cells = "".join(
+            f"<td>{esc(v)}" + (f"<br><span class=ci>{esc(ci)}</span>" if ci else "") + "</td>" for v, ci in row[:-1]
+        )
+        last = row[-1][0]
+        body += f"<tr>{cells}<td{' class=bad' if last.startswith('✗') else ''}>{esc(last)}</td></tr>"
+    said = "".join(f"<li class=bad>✗ {esc(c)}</li>" for c in caveats(one)) or "<li>none</li>"
+    images = "".join(f'<figure><img src="{esc(name)}" alt="{esc(name)}"></figure>' for name in plots)
+    title = esc(f"labctl report: {one.name}")
+    return f"""<!doctype html>
+<html lang="en"><head><meta charset="utf-8"><title>{title}</title>
+<style>
+body {{ font-family: sans-serif; margin: 2em; color: #222; }}
+table {{ border-collapse: collapse; font-size: 12px; margin-bottom: 1.5em; }}
+td, th {{ border: 1px solid #ccc; padding: 3px 6px; text-align: left; vertical-align: top; }}
+th {{ background: #f0f0f0; }} table.setup {{ max-width: 1100px; }} table.setup th {{ white-space: nowrap; }}
+table.setup td, ul.spec {{ overflow-wrap: anywhere; }} ul.spec {{ font-size: 12px; }}
+table.levels td {{ white-space: nowrap; }} span.ci {{ color: #666; font-size: 11px; }}
+li.bad, td.bad {{ color: #b00; }}
+div.plots {{ display: grid; grid-template-columns: repeat(auto-fill, minmax(540px, 1fr)); gap: 1em; }}
+figure {{ margin: 0; }} img {{ width: 100%; border: 1px solid #ddd; }}
+</style></head><body>
+<h1>{title}</h1>
+<ul>{header}</ul>
+<h2>Setup</h2><table class=setup>{setup}</table>
+<h2>Workload and SLO</h2><ul class=spec>{spec}</ul>
+<h2>Per level</h2><p>Each value with its 95 % interval beneath it, when the result carries one.</p>
+<table class=levels><tr>{head}</tr>{body}</table>
+<h2>Caveats</h2><ul>{said}</ul>
+<h2>Plots</h2><div class=plots>{images}</div>
+</body></html>
+"""
+
+
+def write_one_result_report(folder: Path, one: OneResult) -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    plots = draw_one_result(folder, one.entry, one.name, one.about, caveats(one))
+    write_atomically(folder / "report.md", markdown(one, plots))
+    write_atomically(folder / "index.html", page(one, plots))
+    return folder
