@@ -216,7 +216,9 @@ EOF
   rm -f "$DOCKERD_PID"
   clear_stale_containerd
   mkdir -p "$STATE/docker" "$RUN/exec"
-  local log_lines; log_lines=$(cat "$LOGS/dockerd.log" 2>/dev/null | wc -l)
+  # Only this start's lines are shown when it fails; on a first run there is no log yet.
+  local log_lines=0
+  if [ -f "$LOGS/dockerd.log" ]; then log_lines=$(wc -l <"$LOGS/dockerd.log"); fi
   say "starting dockerd in $NS (socket $SOCK, data $STATE/docker, log $LOGS/dockerd.log)"
   local args; mapfile -t args < <(dockerd_args)
   # The no-op hook first on PATH registers Docker's `nvidia` device driver (simulated GPUs only).
