@@ -23,7 +23,6 @@ trap on_error ERR
   || die "Debian's python3 has no venv module (make test-deps installs python3-venv)"
 key="$(sha256sum "$repo/pyproject.toml" | cut -c1-16)"
 venv="$cache/$key"
-log="$venv.log"
 if [ -x "$venv/bin/python" ] && [ -f "$venv/.installed" ]; then echo "$venv"; exit 0; fi
 mkdir -p "$cache"
 # Every user must reach it: add read and search, never take any away (the parent may be /tmp).
@@ -32,6 +31,7 @@ exec 9>"$cache/.lock"
 flock 9
 if [ ! -f "$venv/.installed" ]; then
   rm -rf "$venv"  # a build cut short
+  log="$venv.log"
   printf 'user-venv: building %s (log: %s)\n' "$venv" "$log" >&2
   # Non-editable: the venv must not point into a checkout that may vanish; tests put the current code first.
   { "$python" -m venv "$venv" && "$venv/bin/pip" install -q "$repo"; } >"$log" 2>&1 \
