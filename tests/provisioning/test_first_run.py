@@ -19,12 +19,14 @@ The instances here are this file's own, so the labs other tests use are never st
   machine's own `make docker-lab` did; so here it must find both and write nothing.
 - test-deps (apt, no state root of its own) runs twice; user-venv builds into an empty cache.
 
-The scripts need root: without it these skip locally and fail under CI=true. Runs of this file on
-one machine take turns (a lock file), since the instances' names are fixed.
+The scripts need root: without it these skip locally and fail under CI=true. The instances' names
+are fixed, so this file's tests take turns on a machine, one at a time (a lock file), whichever run
+or xdist worker they belong to; each instance is purged before its test too (a killed run's leftovers).
 """
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import os
 import pwd
@@ -41,6 +43,8 @@ from pathlib import Path
 
 import pytest
 
+# The docker tier, not the lab tier: it needs the main daemon (the base image, image builds), which a
+# docker-tier test restarts; the lab tier's labb and sim daemons it never touches, and checks that.
 pytestmark = pytest.mark.docker
 
 REPO = Path(__file__).resolve().parents[2]
@@ -228,37 +232,74 @@ def remove_test_images() -> None:
         subprocess.run(["docker", "rmi", *ours], capture_output=True, text=True, check=True)
 
 
-def purge_instances() -> None:
-    run_script("remote-lab.sh", "purge", env=remote_env()).ok()
-    run_script("sim-lab.sh", "purge", env=sim_env()).ok()
-    remove_test_images()
-    shutil.rmtree(ROOT, ignore_errors=True)
-
-
 @pytest.fixture(scope="module")
-def machine() -> Iterator[None]:
-    """Root, a Docker Engine, this file's turn on the machine, and no instance of it left from before."""
+def machine() -> None:
+    """Root and a Docker Engine."""
     if os.geteuid() != 0:
         _missing("the provisioning scripts run as root")
     if shutil.which("docker") is None or subprocess.run(["docker", "info"], capture_output=True).returncode != 0:
         _missing("no Docker Engine answers `docker info` (make docker-lab)")
+
+
+@pytest.fixture
+def turn(machine: None) -> Iterator[None]:
+    """One test of this file at a time on this machine (other runs, other xdist workers): its instances have
+    fixed names. Held for one test only, so that a worker waiting for it never waits on an idle one."""
     with LOCK.open("w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
-        purge_instances()  # a run killed half-way left its instances: they go first
-        ROOT.mkdir(mode=0o755)
-        ROOT.chmod(0o755)  # the remote account walks through it to its home and keys
-        try:
-            yield
-        finally:
-            purge_instances()
+        yield
 
 
-@pytest.fixture(scope="module")
-def fresh_checkout(machine: None, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """This checkout as a fresh clone has it: no build/, no .venv, nothing a run left."""
+def instance_root(name: str) -> Path:
+    """ROOT/NAME, absent: whatever a killed run left there has been purged by the caller."""
+    shutil.rmtree(ROOT / name, ignore_errors=True)
+    ROOT.mkdir(mode=0o755, exist_ok=True)
+    ROOT.chmod(0o755)  # the remote account walks through it to its home and keys
+    return ROOT / name
+
+
+def remove_instance_root(name: str) -> None:
+    shutil.rmtree(ROOT / name, ignore_errors=True)
+    with contextlib.suppress(OSError):
+        ROOT.rmdir()  # when the other instance's folder is gone too
+
+
+@pytest.fixture
+def remote_instance(turn: None) -> Iterator[dict[str, str]]:
+    """labft's variables, and nothing of labft on the machine; purged again after the test, whatever happened."""
+    env = remote_env()
+    run_script("remote-lab.sh", "purge", env=env).ok()
+    instance_root("remote")
+    yield env
+    run_script("remote-lab.sh", "purge", env=env)
+    remove_instance_root("remote")
+
+
+@pytest.fixture
+def sim_instance(turn: None) -> Iterator[dict[str, str]]:
+    """The one-host sim-lab's variables, and nothing of it on the machine; purged again after the test."""
+    env = sim_env()
+    run_script("sim-lab.sh", "purge", env=env).ok()
+    instance_root("sim")
+    yield env
+    run_script("sim-lab.sh", "purge", env=env)
+    remove_instance_root("sim")
+
+
+@pytest.fixture
+def test_images(turn: None) -> Iterator[dict[str, str]]:
+    """harness-image's variables for images of this file's own; none of them before or after the test."""
+    remove_test_images()
+    yield image_env()
+    remove_test_images()
+
+
+@pytest.fixture
+def fresh_checkout(tmp_path: Path) -> Path:
+    """This checkout as a fresh clone has it: no build/, no .venv, nothing a run left (about 3 MB)."""
     skip = {".git", ".venv", "build", "runs", ".state", "__pycache__", ".pytest_cache", ".mypy_cache", ".ruff_cache"}
     skip |= {".hypothesis"}
-    copy = tmp_path_factory.mktemp("checkout") / "labctl"
+    copy = tmp_path / "checkout"
     shutil.copytree(
         REPO,
         copy,
@@ -270,8 +311,8 @@ def fresh_checkout(machine: None, tmp_path_factory: pytest.TempPathFactory) -> P
     return copy
 
 
-def test_remote_lab_first_run_again_and_purge(machine: None) -> None:
-    env = remote_env()
+def test_remote_lab_first_run_again_and_purge(remote_instance: dict[str, str]) -> None:
+    env = remote_instance
     assert not ROOT.joinpath("remote").exists()
     assert REMOTE_NAME not in netns_names()
     held = subprocess.run(["ip", "-o", "addr"], capture_output=True, text=True, check=True).stdout
@@ -322,8 +363,8 @@ def test_remote_lab_first_run_again_and_purge(machine: None) -> None:
     assert the_other_labs() == others
 
 
-def test_sim_lab_first_run_again_and_purge(machine: None) -> None:
-    env = sim_env()
+def test_sim_lab_first_run_again_and_purge(sim_instance: dict[str, str]) -> None:
+    env = sim_instance
     root = ROOT / "sim"
     assert not root.exists()
     others = the_other_labs()
@@ -359,9 +400,9 @@ def test_sim_lab_first_run_again_and_purge(machine: None) -> None:
     assert the_other_labs() == others
 
 
-def test_harness_image_from_a_fresh_checkout(fresh_checkout: Path) -> None:
+def test_harness_image_from_a_fresh_checkout(fresh_checkout: Path, test_images: dict[str, str]) -> None:
     lab_images = the_lab_images()
-    env = image_env()
+    env = test_images
     image = env["LABCTL_HARNESS_IMAGE"]
     contracts = sorted(fresh_checkout.glob("engines/*/cli/*.yaml"))
     assert not (fresh_checkout / "build").exists() and contracts
@@ -374,40 +415,43 @@ def test_harness_image_from_a_fresh_checkout(fresh_checkout: Path) -> None:
         )
         return inspected.stdout.split()
 
-    try:
-        first = run_script("harness-image.sh", env=env, cwd=fresh_checkout).ok()
-        assert f"harness-image: digest: {IMAGE_PREFIX}/harness@sha256:" in first.out, first.out
-        assert first.out.count("harness-image: persona ") == len(contracts), first.out
-        assert list((fresh_checkout / "build" / "image-site" / "yaml").glob("*.py"))
-        built = image_ids()
+    first = run_script("harness-image.sh", env=env, cwd=fresh_checkout).ok()
+    assert f"harness-image: digest: {IMAGE_PREFIX}/harness@sha256:" in first.out, first.out
+    assert first.out.count("harness-image: persona ") == len(contracts), first.out
+    assert list((fresh_checkout / "build" / "image-site" / "yaml").glob("*.py"))
+    built = image_ids()
 
-        again = run_script("harness-image.sh", env=env, cwd=fresh_checkout).ok()
-        assert image_ids() == built, "a second build from the same files made other images"
-        assert "Using cache" in (fresh_checkout / "build" / "harness-image.log").read_text()
-        assert again.seconds < AGAIN_WITHIN * 2, (again.seconds, again.out)
-    finally:
-        remove_test_images()
+    again = run_script("harness-image.sh", env=env, cwd=fresh_checkout).ok()
+    assert image_ids() == built, "a second build from the same files made other images"
+    assert "Using cache" in (fresh_checkout / "build" / "harness-image.log").read_text()
+    assert again.seconds < AGAIN_WITHIN * 2, (again.seconds, again.out)
     assert the_lab_images() == lab_images
 
 
-def test_docker_lab_with_an_empty_state_root(machine: None, tmp_path: Path) -> None:
+def test_docker_lab_with_an_empty_state_root(turn: None, tmp_path: Path) -> None:
     env = {"LABCTL_LAB_STATE": str(tmp_path / "state"), "LABCTL_LAB_LOGS": str(tmp_path / "logs")}
     for _ in range(2):
         ran = run_script("docker-lab.sh", env=env).ok()
-        for said in ("docker-lab: registry: answering on", "docker-lab: base image", ": present", "docker-lab: ready:"):
+        for said in (
+            "docker-lab: docker + compose v2 already work: leaving the engine alone",
+            "docker-lab: registry: answering on",
+            "docker-lab: base image",
+            ": present",
+            "docker-lab: ready:",
+        ):
             assert said in ran.out, ran.out
         assert ran.making("docker-lab") == [] and ran.seconds < AGAIN_WITHIN, (ran.seconds, ran.out)
     assert not (tmp_path / "state").exists(), "the registry and base image were there: nothing to write"
 
 
-def test_test_deps_twice(machine: None, tmp_path: Path) -> None:
+def test_test_deps_twice(turn: None, tmp_path: Path) -> None:
     env = {"LABCTL_TEST_DEPS_LOG": str(tmp_path / "test-deps.log")}
     run_script("test-deps.sh", env=env, timeout=900).ok()  # installs what is missing (make test did already)
     again = run_script("test-deps.sh", env=env).ok()
     assert again.out == "test-deps: chromium and python3-venv present\n" and again.seconds < AGAIN_WITHIN
 
 
-def test_user_venv_into_an_empty_cache(machine: None, tmp_path: Path) -> None:
+def test_user_venv_into_an_empty_cache(turn: None, tmp_path: Path) -> None:
     cache = tmp_path / "cache"
     env = {"LABCTL_USER_VENV_CACHE": str(cache)}
     first = run_script("user-venv.sh", env=env, timeout=900).ok()
@@ -431,7 +475,7 @@ def free_loopback_port() -> int:
 
 @pytest.mark.parametrize("script", ["remote-lab.sh", "sim-lab.sh", "docker-lab.sh", "harness-image.sh", "user-venv.sh"])
 def test_a_failing_script_says_what_failed_and_where_its_log_is(
-    script: str, machine: None, fresh_checkout: Path, tmp_path: Path
+    script: str, turn: None, tmp_path: Path, request: pytest.FixtureRequest
 ) -> None:
     """Each is made to fail early and harmlessly: a folder it must create lies below a plain file (or, for
     harness-image, its base image does not exist). It must exit non-zero naming the failure, the line or
@@ -455,8 +499,8 @@ def test_a_failing_script_says_what_failed_and_where_its_log_is(
         log = str(tmp_path / "logs")
     elif script == "harness-image.sh":
         env = image_env() | {"LABCTL_HARNESS_BASE": f"{IMAGE_PREFIX}/absent:none"}
-        cwd = fresh_checkout
-        log = str(fresh_checkout / "build" / "harness-image.log")
+        cwd = request.getfixturevalue("fresh_checkout")
+        log = str(cwd / "build" / "harness-image.log")
     else:
         env = {"LABCTL_USER_VENV_CACHE": str(blocked / "cache")}
         log = "log: (none: nothing was built)"
