@@ -41,6 +41,12 @@ test: $(STAMP) check docs docker-lab harness-image sim-lab remote-lab test-deps
 docs: $(STAMP)
 	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict --site-dir build/site
 
+# Every provisioning script on state roots that do not exist yet (instances of its own, never the labs
+# other tests use), again (idempotent), then torn down; and each made to fail loudly. Part of `make test`.
+.PHONY: test-first-run
+test-first-run: $(STAMP) docker-lab
+	$(PY) -m pytest -q tests/provisioning
+
 # The unit tier: the pure core, in-process, no Docker, in seconds.
 test-fast: $(STAMP)
 	$(PY) -m pytest -q -m unit

@@ -2,15 +2,26 @@
 # Provision a real Docker lab on a Debian-like host (root): Docker Engine, Compose v2 + buildx
 # plugins, a registry on 127.0.0.1:5000 and an offline Python base image. Idempotent: every step
 # checks first and says what it does; a host with a working Docker + Compose v2 is left alone.
-set -euo pipefail
+#   LABCTL_LAB_STATE   /var/lib/labctl-lab  the registry's storage and config, the base image's tarball
+#   LABCTL_LAB_LOGS    /var/log             dockerd.log, labctl-registry.log, labctl-debootstrap.log
+set -Eeuo pipefail
 
 REGISTRY_ADDR=${LABCTL_REGISTRY_ADDR:-127.0.0.1:5000}
 BASE_IMAGE=${LABCTL_BASE_IMAGE:-labctl/base:bookworm}
 STATE=${LABCTL_LAB_STATE:-/var/lib/labctl-lab}
+LOGS=${LABCTL_LAB_LOGS:-/var/log}
 PLUGIN_DIR=/usr/local/lib/docker/cli-plugins
 
 say() { printf 'docker-lab: %s\n' "$*"; }
 die() { printf 'docker-lab: error: %s\n' "$*" >&2; exit 1; }
+# Any command that fails says so, with where, and where the logs are: never a silent exit.
+on_error() {
+  local rc=$?
+  [ "$BASH_SUBSHELL" = 0 ] || return "$rc"  # the shell that ran the subshell reports it
+  printf 'docker-lab: error: exit %s from: %s (%s line %s, in %s); logs: %s\n' \
+    "$rc" "$BASH_COMMAND" "$0" "${BASH_LINENO[0]}" "${FUNCNAME[1]:-main}" "$LOGS" >&2
+}
+trap on_error ERR
 
 need_root() { [ "$(id -u)" = 0 ] || die "run as root (it installs packages and starts dockerd)"; }
 
@@ -59,11 +70,12 @@ ensure_compose_plugins() {
 ensure_daemon() {
   if docker info >/dev/null 2>&1; then say "docker daemon: answering"; return; fi
   need_root
-  say "starting dockerd --bridge=none --iptables=false (log: /var/log/dockerd.log)"
+  mkdir -p "$LOGS"
+  say "starting dockerd --bridge=none --iptables=false (log: $LOGS/dockerd.log)"
   # Tests talk to loopback only: no bridge, containers use host networking.
-  nohup dockerd --bridge=none --iptables=false >/var/log/dockerd.log 2>&1 &
+  nohup dockerd --bridge=none --iptables=false >"$LOGS/dockerd.log" 2>&1 &
   for _ in $(seq 1 60); do docker info >/dev/null 2>&1 && { say "docker daemon: up"; return; }; sleep 0.5; done
-  tail -20 /var/log/dockerd.log >&2 || true
+  tail -20 "$LOGS/dockerd.log" >&2 || true
   die "dockerd did not answer within 30 s"
 }
 
@@ -77,16 +89,16 @@ ensure_registry() {
   if registry_ok; then say "registry: answering on $REGISTRY_ADDR"; return; fi
   need_root
   command -v docker-registry >/dev/null || apt_install docker-registry
-  mkdir -p "$STATE/registry"
+  mkdir -p "$STATE/registry" "$LOGS"
   cat > "$STATE/registry.yml" <<YML
 version: 0.1
 storage: {filesystem: {rootdirectory: $STATE/registry}, delete: {enabled: true}}
 http: {addr: $REGISTRY_ADDR}
 YML
-  say "starting registry on $REGISTRY_ADDR (log: /var/log/labctl-registry.log)"
-  nohup docker-registry serve "$STATE/registry.yml" >/var/log/labctl-registry.log 2>&1 &
+  say "starting registry on $REGISTRY_ADDR (log: $LOGS/labctl-registry.log)"
+  nohup docker-registry serve "$STATE/registry.yml" >"$LOGS/labctl-registry.log" 2>&1 &
   for _ in $(seq 1 40); do registry_ok && { say "registry: up"; return; }; sleep 0.25; done
-  tail -20 /var/log/labctl-registry.log >&2 || true
+  tail -20 "$LOGS/labctl-registry.log" >&2 || true
   die "registry did not answer on $REGISTRY_ADDR"
 }
 
@@ -97,11 +109,14 @@ ensure_base_image() {
   if [ ! -s "$tarball" ]; then
     command -v debootstrap >/dev/null || apt_install debootstrap
     local root; root=$(mktemp -d)
-    say "debootstrap bookworm minbase with python3 (about a minute)"
-    debootstrap --variant=minbase --include=python3 bookworm "$root" >/var/log/labctl-debootstrap.log 2>&1 \
-      || { tail -20 /var/log/labctl-debootstrap.log >&2; die "debootstrap failed"; }
+    mkdir -p "$LOGS"
+    say "debootstrap bookworm minbase with python3 (about a minute; log: $LOGS/labctl-debootstrap.log)"
+    debootstrap --variant=minbase --include=python3 bookworm "$root" >"$LOGS/labctl-debootstrap.log" 2>&1 \
+      || { tail -20 "$LOGS/labctl-debootstrap.log" >&2; die "debootstrap failed"; }
     mkdir -p "$STATE"
-    tar -C "$root" -cf "$tarball.tmp" . && mv "$tarball.tmp" "$tarball"
+    # Two commands, not `tar && mv`: a failing tar in an && list would not stop the script.
+    tar -C "$root" -cf "$tarball.tmp" .
+    mv "$tarball.tmp" "$tarball"
     rm -rf "$root"
   fi
   say "importing $BASE_IMAGE"

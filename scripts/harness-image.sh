@@ -4,27 +4,49 @@
 # image per engine version with a CLI contract (engines/ENGINE/cli/VERSION.yaml), pushed as
 # 127.0.0.1:5000/labctl/persona-ENGINE:VERSION. Nothing is downloaded; builds are cached (idempotent).
 # Uses python:3.12-slim when present locally, else the offline base from `make docker-lab`.
-set -euo pipefail
+# Its state is build/ in this checkout (the staged PyYAML, which the Dockerfile copies, and the
+# build log build/harness-image.log), remade every run; the names it tags and pushes come from
+#   LABCTL_HARNESS_IMAGE   127.0.0.1:5000/labctl/harness:dev
+#   LABCTL_PERSONA_REPO    127.0.0.1:5000/labctl       (persona-ENGINE:VERSION under it)
+#   LABCTL_PERSONA_BASE    labctl/persona-base:dev     (local only, the personas' common layer)
+set -Eeuo pipefail
 cd "$(dirname "$0")/.."
 IMAGE=${LABCTL_HARNESS_IMAGE:-127.0.0.1:5000/labctl/harness:dev}
 PERSONA_REPO=${LABCTL_PERSONA_REPO:-127.0.0.1:5000/labctl}
-PERSONA_BASE=labctl/persona-base:dev
+PERSONA_BASE=${LABCTL_PERSONA_BASE:-labctl/persona-base:dev}
 PYTHON=${PYTHON:-.venv/bin/python}
+LOG=$PWD/build/harness-image.log
+say() { printf 'harness-image: %s\n' "$*"; }
+die() { printf 'harness-image: error: %s\n' "$*" >&2; exit 1; }
+# Any command that fails says so, with where, and where the log is: never a silent exit.
+on_error() {
+  local rc=$?
+  [ "$BASH_SUBSHELL" = 0 ] || return "$rc"  # the shell that ran the subshell reports it
+  printf 'harness-image: error: exit %s from: %s (%s line %s); log: %s\n' \
+    "$rc" "$BASH_COMMAND" "$0" "${BASH_LINENO[0]}" "$LOG" >&2
+}
+trap on_error ERR
+[ -x "$PYTHON" ] || die "$PYTHON not found (PYTHON names the Python whose PyYAML goes into the image): run \`make venv\` first"
 BASE=${LABCTL_HARNESS_BASE:-}
 if [ -z "$BASE" ]; then
   if docker image inspect python:3.12-slim >/dev/null 2>&1; then BASE=python:3.12-slim; else BASE=labctl/base:bookworm; fi
 fi
-say() { printf 'harness-image: %s\n' "$*"; }
-log=$(mktemp)
+mkdir -p build
+: >"$LOG"
 ctx=$(mktemp -d)
-trap 'rm -rf "$log" "$ctx"' EXIT
+trap 'rm -rf "$ctx"' EXIT
 # The legacy builder needs no buildx and works with the Debian 12 daemon.
-build() { DOCKER_BUILDKIT=0 docker build "$@" >"$log" 2>&1 || { cat "$log" >&2; exit 1; }; }
+build() {
+  local tag=${*: -2:1}  # every call is `build … -t TAG CONTEXT`
+  DOCKER_BUILDKIT=0 docker build "$@" >>"$LOG" 2>&1 || { tail -30 "$LOG" >&2; die "building $tag failed (log: $LOG)"; }
+}
 digest() { docker image inspect -f '{{range .RepoDigests}}{{.}} {{end}}' "$1"; }
 
 # The bench client in the image reads workloads with PyYAML: its pure-Python modules, staged in build/.
 yaml_dir=$("$PYTHON" -c 'import os, yaml; print(os.path.dirname(yaml.__file__))')
-rm -rf build/image-site && mkdir -p build/image-site/yaml && cp "$yaml_dir"/*.py build/image-site/yaml/
+rm -rf build/image-site
+mkdir -p build/image-site/yaml
+cp "$yaml_dir"/*.py build/image-site/yaml/
 say "building $IMAGE on $BASE"
 build --build-arg "BASE=$BASE" -f engines/harness/Dockerfile -t "$IMAGE" .
 say "pushing $IMAGE"

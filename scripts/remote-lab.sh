@@ -13,21 +13,38 @@
 # 127.0.0.1:5000) forwarded to labb's 127.0.0.1:5000, so image references are identical on both
 # hosts. The main Docker daemon is never touched. Needs root. Writes build/remote-lab/hosts.yaml
 # in the checkout. Namespaces and processes do not survive a reboot: run it again after one.
-set -euo pipefail
+#
+# Everything it makes is named by the variables below (defaults: the `labb` lab above), so a second
+# instance (a test's) can live beside labb without touching it:
+#   LABCTL_REMOTE_NAME        labb                  netns, hostname and hosts.yaml entry (<= 13 chars)
+#   LABCTL_REMOTE_VETH_MAIN   v<name>0              veth end in the main namespace
+#   LABCTL_REMOTE_VETH_NS     v<name>1              veth end inside the namespace
+#   LABCTL_REMOTE_ADDR_MAIN   10.201.0.1            /30 address of the main end
+#   LABCTL_REMOTE_ADDR        10.201.0.2            /30 address inside the namespace (sshd listens here)
+#   LABCTL_REMOTE_SSH_PORT    22                    sshd's port
+#   LABCTL_REMOTE_USER        labctl-remote         the account docker and ssh log in as
+#   LABCTL_REMOTE_GROUP       <user>-docker         the group that may use the host's docker socket
+#   LABCTL_REMOTE_STATE       /var/lib/labctl-<name>  data: docker data root, keys, configs, stand-ins
+#   LABCTL_REMOTE_RUN         /var/run/labctl-<name>  sockets, pid files, the UTS namespace
+#   LABCTL_REMOTE_LOGS        /var/log/labctl-<name>  dockerd, sshd, forwarder and apt logs
+#   LABCTL_REMOTE_SSH_CONFIG  ~/.ssh/config         the ssh client config that gets the Include line
+#   LABCTL_REMOTE_HOSTS_YAML  build/remote-lab/hosts.yaml in this checkout
+set -Eeuo pipefail
 
 REPO=$(cd "$(dirname "$0")/.." && pwd)
-NS=labb
-VETH_MAIN=vlabb0
-VETH_NS=vlabb1
-ADDR_MAIN=10.201.0.1
-ADDR_NS=10.201.0.2
+NS=${LABCTL_REMOTE_NAME:-labb}
+VETH_MAIN=${LABCTL_REMOTE_VETH_MAIN:-v${NS}0}
+VETH_NS=${LABCTL_REMOTE_VETH_NS:-v${NS}1}
+ADDR_MAIN=${LABCTL_REMOTE_ADDR_MAIN:-10.201.0.1}
+ADDR_NS=${LABCTL_REMOTE_ADDR:-10.201.0.2}
 PREFIX=30
+SSH_PORT=${LABCTL_REMOTE_SSH_PORT:-22}
 REGISTRY_PORT=5000
-REMOTE_USER=labctl-remote
-SOCKET_GROUP=labctl-remote-docker
-STATE=/var/lib/labctl-labb
-RUN=/var/run/labctl-labb
-LOGS=/var/log/labctl-labb
+REMOTE_USER=${LABCTL_REMOTE_USER:-labctl-remote}
+SOCKET_GROUP=${LABCTL_REMOTE_GROUP:-$REMOTE_USER-docker}
+STATE=${LABCTL_REMOTE_STATE:-/var/lib/labctl-$NS}
+RUN=${LABCTL_REMOTE_RUN:-/var/run/labctl-$NS}
+LOGS=${LABCTL_REMOTE_LOGS:-/var/log/labctl-$NS}
 SOCK=$RUN/docker.sock
 DOCKERD_PID=$RUN/dockerd.pid
 SSHD_PID=$RUN/sshd.pid
@@ -43,13 +60,29 @@ USER_HOME=$STATE/home
 FWD_MAIN_PID=$RUN/forward-main.pid
 FWD_NS_PID=$RUN/forward-labb.pid
 UTS_NS=$RUN/uts
+SSH_WRAPPER=$STATE/ssh-bin
 # ssh reads ~/.ssh/config from the passwd home, whatever $HOME says (sudo, CI).
-SSH_USER_CONFIG=$(getent passwd "$(id -u)" | cut -d: -f6)/.ssh/config
-HOSTS_YAML=$REPO/build/remote-lab/hosts.yaml
-DOCKER_URL=ssh://$REMOTE_USER@$ADDR_NS
+DEFAULT_SSH_CONFIG=$(getent passwd "$(id -u)" | cut -d: -f6)/.ssh/config
+SSH_USER_CONFIG=${LABCTL_REMOTE_SSH_CONFIG:-$DEFAULT_SSH_CONFIG}
+HOSTS_YAML=${LABCTL_REMOTE_HOSTS_YAML:-$REPO/build/remote-lab/hosts.yaml}
+if [ "$SSH_PORT" = 22 ]; then
+  DOCKER_URL=ssh://$REMOTE_USER@$ADDR_NS
+  KNOWN_HOST=$ADDR_NS
+else
+  DOCKER_URL=ssh://$REMOTE_USER@$ADDR_NS:$SSH_PORT
+  KNOWN_HOST="[$ADDR_NS]:$SSH_PORT"
+fi
 
 say() { printf 'remote-lab: %s\n' "$*"; }
 die() { printf 'remote-lab: error: %s\n' "$*" >&2; exit 1; }
+# Any command that fails says so, with where, and where the logs are: never a silent exit.
+on_error() {
+  local rc=$?
+  [ "$BASH_SUBSHELL" = 0 ] || return "$rc"  # the shell that ran the subshell reports it
+  printf 'remote-lab: error: exit %s from: %s (%s line %s, in %s); logs: %s\n' \
+    "$rc" "$BASH_COMMAND" "$0" "${BASH_LINENO[0]}" "${FUNCNAME[1]:-main}" "$LOGS" >&2
+}
+trap on_error ERR
 # nsenter, not `ip netns exec`: the latter also enters a new mount namespace with a fresh /sys,
 # which hides /sys/fs/cgroup ("failed to start daemon: Devices cgroup isn't mounted").
 # The host also has its own UTS namespace, so `hostname` and `docker info` say labb.
@@ -58,6 +91,11 @@ in_ns() { "${IN_NS[@]}" "$@"; }
 # (No `cmd | grep -q` below: with pipefail, grep -q quitting early can fail the pipeline by SIGPIPE.)
 ns_exists() { [ -e "/var/run/netns/$NS" ] && ip netns list | cut -d' ' -f1 | grep -x "$NS" >/dev/null; }
 labb_docker() { docker -H "unix://$SOCK" "$@"; }
+# ssh, and docker's ssh:// transport (which runs the `ssh` on PATH), reading the ssh config in use:
+# the user's own, or through a wrapper that passes -F when LABCTL_REMOTE_SSH_CONFIG names another.
+over_ssh() {
+  if [ "$SSH_USER_CONFIG" = "$DEFAULT_SSH_CONFIG" ]; then "$@"; else PATH="$SSH_WRAPPER:$PATH" "$@"; fi
+}
 
 # A pid file names a live process whose command line contains $2.
 alive() {
@@ -216,7 +254,9 @@ EOF
   rm -f "$DOCKERD_PID"
   clear_stale_containerd
   mkdir -p "$STATE/docker" "$RUN/exec"
-  local log_lines; log_lines=$(cat "$LOGS/dockerd.log" 2>/dev/null | wc -l)
+  # Only this start's lines are shown when it fails; on a first run there is no log yet.
+  local log_lines=0
+  if [ -f "$LOGS/dockerd.log" ]; then log_lines=$(wc -l <"$LOGS/dockerd.log"); fi
   say "starting dockerd in $NS (socket $SOCK, data $STATE/docker, log $LOGS/dockerd.log)"
   local args; mapfile -t args < <(dockerd_args)
   # The no-op hook first on PATH registers Docker's `nvidia` device driver (simulated GPUs only).
@@ -285,7 +325,7 @@ ensure_sshd() {
   local changed=""
   write_if_changed "$SSHD_CONFIG" 0644 <<EOF && changed=1
 # labctl remote lab ($NS): written by scripts/remote-lab.sh
-Port 22
+Port $SSH_PORT
 ListenAddress $ADDR_NS
 HostKey $HOST_KEY
 PidFile $SSHD_PID
@@ -304,9 +344,9 @@ Match User $REMOTE_USER
     SetEnv DOCKER_HOST=unix://$SOCK LABCTL_SIM_GPU_CONFIG=$GPUS
 EOF
   /usr/sbin/sshd -t -f "$SSHD_CONFIG" || die "sshd rejects $SSHD_CONFIG"
-  if alive "$SSHD_PID" "sshd" && [ -z "$changed" ]; then say "sshd in $NS: running on $ADDR_NS:22 (pid $(cat "$SSHD_PID"))"; return; fi
+  if alive "$SSHD_PID" "sshd" && [ -z "$changed" ]; then say "sshd in $NS: running on $ADDR_NS:$SSH_PORT (pid $(cat "$SSHD_PID"))"; return; fi
   if alive "$SSHD_PID" sshd; then stop_pidfile "$SSHD_PID" sshd 5; fi
-  say "starting sshd in $NS on $ADDR_NS:22 (log $LOGS/sshd.log)"
+  say "starting sshd in $NS on $ADDR_NS:$SSH_PORT (log $LOGS/sshd.log)"
   # -D keeps it in the foreground of its own session so the pid is the listener; -E logs to a file.
   rm -f "$SSHD_PID"
   spawn /dev/null "${IN_NS[@]}" /usr/sbin/sshd -D -f "$SSHD_CONFIG" -E "$LOGS/sshd.log"
@@ -317,12 +357,13 @@ EOF
 # --- ssh client configuration for root -----------------------------------------------------------
 ensure_client_config() {
   write_if_changed "$KNOWN_HOSTS" 0644 <<EOF || true
-$ADDR_NS $(cut -d' ' -f1,2 "$HOST_KEY.pub")
+$KNOWN_HOST $(cut -d' ' -f1,2 "$HOST_KEY.pub")
 EOF
   write_if_changed "$SSH_SNIPPET" 0644 <<EOF || true
 # labctl remote lab ($NS): written by scripts/remote-lab.sh; included from ~/.ssh/config
 Host $ADDR_NS $NS
     HostName $ADDR_NS
+    Port $SSH_PORT
     User $REMOTE_USER
     IdentityFile $CLIENT_KEY
     IdentitiesOnly yes
@@ -342,6 +383,14 @@ EOF
     install -m 0600 "$tmp" "$SSH_USER_CONFIG"; rm -f "$tmp"
     say "$SSH_USER_CONFIG: added '$include' at the top (the rest of the file is unchanged)"
   fi
+  [ "$SSH_USER_CONFIG" != "$DEFAULT_SSH_CONFIG" ] || return 0
+  mkdir -p "$SSH_WRAPPER"
+  write_if_changed "$SSH_WRAPPER/ssh" 0755 <<EOF || true
+#!/bin/sh
+# labctl remote lab ($NS): written by scripts/remote-lab.sh. ssh (and docker -H ssh://, when this folder is
+# first on PATH) with the ssh config LABCTL_REMOTE_SSH_CONFIG named instead of ~/.ssh/config.
+exec $(command -v ssh) -F "$SSH_USER_CONFIG" "\$@"
+EOF
 }
 
 # --- registration and checks ---------------------------------------------------------------------
@@ -361,11 +410,11 @@ EOF
 check_over_ssh() {
   local version gpu
   for _ in $(seq 1 20); do
-    version=$(timeout 20 docker -H "$DOCKER_URL" version -f '{{.Server.Version}}' 2>/dev/null) && break
+    version=$(over_ssh timeout 20 docker -H "$DOCKER_URL" version -f '{{.Server.Version}}' 2>/dev/null) && break
     sleep 0.25
   done
-  [ -n "${version:-}" ] || { docker -H "$DOCKER_URL" version >&2 || true; tail -5 "$LOGS/sshd.log" >&2; die "docker -H $DOCKER_URL does not answer"; }
-  gpu=$(ssh "$REMOTE_USER@$ADDR_NS" "$BIN/nvidia-smi" --sim-config "$GPUS" --query-gpu=index,name --format=csv,noheader) \
+  [ -n "${version:-}" ] || { over_ssh docker -H "$DOCKER_URL" version >&2 || true; tail -5 "$LOGS/sshd.log" >&2; die "docker -H $DOCKER_URL does not answer"; }
+  gpu=$(over_ssh ssh "$REMOTE_USER@$ADDR_NS" "$BIN/nvidia-smi" --sim-config "$GPUS" --query-gpu=index,name --format=csv,noheader) \
     || die "nvidia-smi over ssh failed"
   say "check: docker -H $DOCKER_URL -> server $version; nvidia-smi over ssh -> $gpu"
 }
@@ -382,6 +431,8 @@ Host entry written to $HOSTS_YAML. To use it, either
 or merge its 'hosts:' entry into ~/.config/labctl/hosts.yaml (the user's file is not touched here).
 Tear down: scripts/remote-lab.sh down   (after a reboot, re-run scripts/remote-lab.sh)
 EOF
+  [ "$SSH_USER_CONFIG" = "$DEFAULT_SSH_CONFIG" ] \
+    || echo "ssh reaches $NS through $SSH_USER_CONFIG, not ~/.ssh/config: put $SSH_WRAPPER first on PATH."
 }
 
 up() {
@@ -448,8 +499,15 @@ purge() {
   fi
   if [ -d "$STATE" ]; then say "deleting $STATE"; rm -rf "$STATE"; fi
   rm -rf "$RUN" "$HOSTS_YAML"
-  id "$REMOTE_USER" >/dev/null 2>&1 && { say "deleting account $REMOTE_USER"; userdel "$REMOTE_USER"; }
-  getent group "$SOCKET_GROUP" >/dev/null && { say "deleting group $SOCKET_GROUP"; groupdel "$SOCKET_GROUP"; }
+  # The account and group are this instance's only if the account's home is this state's: another
+  # instance's (labb's, when a test's purge got the wrong variables) is left alone.
+  local home; home=$(getent passwd "$REMOTE_USER" | cut -d: -f6 || true)
+  if [ -n "$home" ] && [ "$home" != "$USER_HOME" ]; then
+    say "account $REMOTE_USER (home $home) belongs to another remote lab: left alone"
+  else
+    if [ -n "$home" ]; then say "deleting account $REMOTE_USER"; userdel "$REMOTE_USER"; fi
+    if getent group "$SOCKET_GROUP" >/dev/null; then say "deleting group $SOCKET_GROUP"; groupdel "$SOCKET_GROUP"; fi
+  fi
   say "purged"
 }
 

@@ -19,30 +19,54 @@
 #   scripts/sim-lab.sh [up]   provision / reuse (what `make sim-lab` runs)
 #   scripts/sim-lab.sh status say what runs
 #   scripts/sim-lab.sh stop   stop the sim daemons this script started (by pid file), nothing else
-set -euo pipefail
+#   scripts/sim-lab.sh purge  stop, then delete the state, run and logs folders and the hosts file
+#
+# Its state roots and names come from variables (defaults: the paths above), so that a second
+# instance (a test's) runs its own daemons beside these without touching them:
+#   LABCTL_SIM_STATE          /var/lib/labctl-sim   stand-ins, GPU configs, daemon.json, data roots
+#   LABCTL_SIM_RUN            /var/run/labctl-sim   sockets, exec roots, pid files
+#   LABCTL_SIM_LOGS           the state folder      dockerd and hook logs
+#   LABCTL_SIM_LAB_DIR        build/sim-lab         the lab folder; hosts.yaml goes there
+#   LABCTL_SIM_HOSTS          "sim-h100 sim-gb10"   which simulated hosts to provision (the first is the default)
+#   LABCTL_SIM_CONTAINERD_NS  labctl                prefix of each daemon's containerd namespaces
+set -Eeuo pipefail
 
 REPO=$(cd "$(dirname "$0")/.." && pwd)
-STATE=/var/lib/labctl-sim
+STATE=${LABCTL_SIM_STATE:-/var/lib/labctl-sim}
 BIN=$STATE/bin
-RUN=/var/run/labctl-sim
+RUN=${LABCTL_SIM_RUN:-/var/run/labctl-sim}
+LOGS=${LABCTL_SIM_LOGS:-$STATE}
 REGISTRY_ADDR=${LABCTL_REGISTRY_ADDR:-127.0.0.1:5000}
 BASE_IMAGE=${LABCTL_BASE_IMAGE:-labctl/base:bookworm}
-HOSTS_FILE=$REPO/build/sim-lab/hosts.yaml
+HOSTS_FILE=${LABCTL_SIM_LAB_DIR:-$REPO/build/sim-lab}/hosts.yaml
+CONTAINERD_NS=${LABCTL_SIM_CONTAINERD_NS:-labctl}
 MARKER=LABCTL-SIM-STAND-IN
 DRIVER=580.95.05
 CUDA=13.0
-HOSTS=(sim-h100 sim-gb10)
+read -r -a HOSTS <<<"${LABCTL_SIM_HOSTS:-sim-h100 sim-gb10}"
 
 say() { printf 'sim-lab: %s\n' "$*"; }
 die() { printf 'sim-lab: error: %s\n' "$*" >&2; exit 1; }
+# Any command that fails says so, with where, and where the logs are: never a silent exit.
+on_error() {
+  local rc=$?
+  [ "$BASH_SUBSHELL" = 0 ] || return "$rc"  # the shell that ran the subshell reports it
+  printf 'sim-lab: error: exit %s from: %s (%s line %s, in %s); logs: %s\n' \
+    "$rc" "$BASH_COMMAND" "$0" "${BASH_LINENO[0]}" "${FUNCNAME[1]:-main}" "$LOGS" >&2
+}
+trap on_error ERR
+[ ${#HOSTS[@]} -gt 0 ] || die "LABCTL_SIM_HOSTS names no host (choose from: sim-h100 sim-gb10)"
+for h in "${HOSTS[@]}"; do
+  case $h in sim-h100 | sim-gb10) ;; *) die "LABCTL_SIM_HOSTS: unknown simulated host '$h' (choose from: sim-h100 sim-gb10)" ;; esac
+done
 
 # Per-host daemon layout. sim-h100 owns the paths named in the lab docs; sim-gb10 nests under gb10/.
 sock_of() { case $1 in sim-h100) echo "$RUN/docker.sock" ;; *) echo "$RUN/${1#sim-}/docker.sock" ;; esac; }
 data_of() { case $1 in sim-h100) echo "$STATE/docker" ;; *) echo "$STATE/${1#sim-}/docker" ;; esac; }
 exec_of() { case $1 in sim-h100) echo "$RUN/exec" ;; *) echo "$RUN/${1#sim-}/exec" ;; esac; }
 pid_of() { echo "$(dirname "$(sock_of "$1")")/docker.pid"; }
-log_of() { echo "$STATE/$1.dockerd.log"; }
-hook_log_of() { echo "$STATE/$1.hook.log"; }
+log_of() { echo "$LOGS/$1.dockerd.log"; }
+hook_log_of() { echo "$LOGS/$1.hook.log"; }
 sim_docker() { local h=$1; shift; env -u DOCKER_HOST -u DOCKER_CONTEXT docker -H "unix://$(sock_of "$h")" "$@"; }
 main_docker() { env -u DOCKER_HOST -u DOCKER_CONTEXT docker "$@"; }
 
@@ -65,7 +89,7 @@ refuse_real_nvidia() {
 }
 
 install_tools() {
-  mkdir -p "$BIN" "$RUN"
+  mkdir -p "$BIN" "$RUN" "$LOGS"
   local t changed=()
   for t in nvidia-smi nvidia-container-runtime-hook; do
     if ! cmp -s "$REPO/scripts/sim/$t" "$BIN/$t"; then
@@ -126,7 +150,8 @@ daemon_pid() {
 is_our_daemon() {
   local pid
   pid=$(daemon_pid "$1") || return 1
-  tr '\0' '\n' <"/proc/$pid/environ" 2>/dev/null | grep -qx "PATH=$BIN:.*"
+  # (grep -q could quit before tr is done: a SIGPIPE that pipefail turns into "not ours".)
+  tr '\0' '\n' <"/proc/$pid/environ" 2>/dev/null | grep -x "PATH=$BIN:.*" >/dev/null
 }
 
 answers() { sim_docker "$1" version --format '{{.Server.Version}}' >/dev/null 2>&1; }
@@ -149,7 +174,7 @@ ensure_daemon() {
       LABCTL_SIM_HOOK_LOG="$(hook_log_of "$h")" \
     setsid dockerd --config-file "$conf" -H "unix://$sock" --data-root "$data" --exec-root "$exe" \
       --pidfile "$pidf" --bridge=none --iptables=false --ip-forward=false --ip-masq=false \
-      --containerd-namespace "labctl-$h" --containerd-plugins-namespace "labctl-$h-plugins" \
+      --containerd-namespace "$CONTAINERD_NS-$h" --containerd-plugins-namespace "$CONTAINERD_NS-$h-plugins" \
       </dev/null >>"$log" 2>&1 &
   for _ in $(seq 1 80); do answers "$h" && { say "$h: up (pid $(daemon_pid "$h"))"; return; }; sleep 0.25; done
   tail -20 "$log" >&2 || true
@@ -197,7 +222,7 @@ write_hosts_file() {
       # A DGX Spark's GPU shares the host's 128 GB (nvidia-smi says [N/A]): the simulated one says how much.
       [ "$h" = sim-gb10 ] && echo "    unified_memory_gib: 119.6"
     done
-    echo "default: sim-h100"
+    echo "default: ${HOSTS[0]}"
   } >"$tmp"
   mv -f "$tmp" "$HOSTS_FILE"
   say "hosts file: $HOSTS_FILE"
@@ -239,13 +264,31 @@ cmd_stop() {
     say "$h: stopping dockerd pid $pid"
     kill "$pid"
     for _ in $(seq 1 60); do [ -d "/proc/$pid" ] || break; sleep 0.25; done
-    [ -d "/proc/$pid" ] && die "$h: dockerd pid $pid still running after 15 s"
+    # (An if, not `[ … ] && die`: as the loop's last command a false test would fail the whole stop.)
+    if [ -d "/proc/$pid" ]; then die "$h: dockerd pid $pid still running after 15 s"; fi
   done
+}
+
+cmd_purge() {
+  HOSTS=(sim-h100 sim-gb10)  # every daemon whose data is about to go, not only the chosen ones
+  cmd_stop
+  # A stopped dockerd leaves its network namespace mounted under its exec root (and a killed one its
+  # data root's mounts): rm cannot delete a mount point.
+  local dir mounts
+  for dir in "$STATE" "$RUN"; do
+    dir=$(realpath -m "$dir")  # findmnt reports /run, not the /var/run symlink
+    mounts=$(findmnt -rn -o TARGET | awk -v d="$dir" '$0 == d || index($0, d "/") == 1' | sort -r)
+    if [ -n "$mounts" ]; then say "unmounting ${mounts//$'\n'/ }"; echo "$mounts" | xargs -r umount -l; fi
+  done
+  say "deleting $STATE, $RUN, $LOGS and $HOSTS_FILE"
+  rm -rf "$STATE" "$RUN" "$LOGS" "$HOSTS_FILE"
+  say "purged"
 }
 
 case ${1:-up} in
   up) cmd_up ;;
   status) cmd_status ;;
   stop) cmd_stop ;;
-  *) die "usage: $0 [up|status|stop]" ;;
+  purge) cmd_purge ;;
+  *) die "usage: $0 [up|status|stop|purge]" ;;
 esac

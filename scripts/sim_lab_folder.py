@@ -6,11 +6,14 @@ has simulated GPUs:
     .venv/bin/labctl --lab build/sim-lab up sglang --profile qwen3-32b --json
 
 Test lab only: nothing here is ever a real-gpu result (labctl labels runs on simulated GPUs harness-check).
+LABCTL_SIM_LAB_DIR names another folder to write (as scripts/sim-lab.sh does for hosts.yaml), and
+LABCTL_REGISTRY_ADDR another registry to ask for the personas' digests.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import re
 import shutil
 import sys
@@ -18,8 +21,8 @@ import urllib.request
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
-OUT = REPO / "build" / "sim-lab"
-REGISTRY = "127.0.0.1:5000"
+OUT = Path(os.environ.get("LABCTL_SIM_LAB_DIR") or REPO / "build" / "sim-lab").resolve()
+REGISTRY = os.environ.get("LABCTL_REGISTRY_ADDR") or "127.0.0.1:5000"
 COPIED = ("engines", "templates", "workloads", "suites")
 MANIFEST_TYPES = ", ".join(
     [
@@ -104,4 +107,8 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    try:
+        sys.exit(main())
+    except OSError as exc:
+        print(f"sim-lab: error: writing the lab folder {OUT} failed: {exc}", file=sys.stderr)
+        sys.exit(1)
