@@ -28,11 +28,10 @@ check: $(STAMP)
 	$(VENV)/bin/ruff check labctl tests scripts
 	$(PY) -m mypy --strict labctl
 
-# Tiers in parallel (tests/conftest.py): the docker tier and the lab tier each on one worker, one test at a
-# time; unit and process tests spread over all workers. It ends with each tier's time and the slowest tests.
-TEST_WORKERS ?= 4
+# The tiers side by side (scripts/test_tiers.py; tests/conftest.py says which test is in which), then the
+# exclusive tests alone; it ends with each tier's time, the 15 slowest tests and the totals.
 test: $(STAMP) check docs docker-lab harness-image sim-lab remote-lab test-deps
-	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadgroup --durations=15
+	$(PY) scripts/test_tiers.py
 
 # The documentation site (mkdocs.yml, docs/) into build/site, offline and strict: a broken link, a broken
 # anchor or a page missing from the nav fails. Open build/site/index.html, or `.venv/bin/mkdocs serve`.

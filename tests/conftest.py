@@ -3,6 +3,8 @@ CI=true), and a LABCTL_HOME whose containers are removed after each test."""
 
 from __future__ import annotations
 
+import json
+import os
 import shutil
 from collections.abc import Iterator
 from pathlib import Path
@@ -51,9 +53,9 @@ def home(tmp_path: Path, docker_engine: None) -> Iterator[Path]:
 
 
 # Tiers: unit (in-process), process (local processes), docker (the main Docker daemon), lab (the simulated
-# GPU lab and labb). Under pytest-xdist (`--dist loadgroup`) the docker tier runs on one worker and the lab
-# tier on another, each one test at a time: their tests read host-wide state (claims, `status`, the lock),
-# while the two share no daemon. Process tests go module by module, unit tests one by one, over every worker.
+# GPU lab and labb). `make test` (scripts/test_tiers.py) runs them side by side: unit and process spread
+# over workers; docker and lab each one test at a time, since their tests read host-wide state (claims,
+# `status`, the host lock) but the two share no daemon. Tests marked exclusive run last, alone.
 TIERS = ("lab", "docker", "process", "unit")
 
 
@@ -65,34 +67,13 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         if "docker_engine" in getattr(item, "fixturenames", ()) and "docker" not in item.keywords:
             item.add_marker(pytest.mark.docker)  # through the `home` fixture: it starts containers
-        tier = tier_of(item.keywords)
-        if tier == "unit":
+        if tier_of(item.keywords) == "unit":
             item.add_marker(pytest.mark.unit)
-        elif tier in ("docker", "lab"):
-            item.add_marker(pytest.mark.xdist_group(tier))
-        else:  # a process module's expensive fixtures (module scope) are then made once, on one worker
-            item.add_marker(pytest.mark.xdist_group(item.nodeid.split("::")[0]))
-
-
-_SPANS: dict[str, list[float]] = {}
 
 
 def pytest_runtest_logreport(report: pytest.TestReport) -> None:
-    """Each tier's wall span and test time, from every report (under xdist the controller sees them all)."""
-    span = _SPANS.setdefault(tier_of(report.keywords), [float("inf"), 0.0, 0.0, 0])
-    span[0] = min(span[0], report.start)
-    span[1] = max(span[1], report.stop)
-    span[2] += report.duration
-    span[3] += report.when == "call"
-
-
-def pytest_terminal_summary(terminalreporter: Any) -> None:
-    if not _SPANS:
-        return
-    terminalreporter.section("time per tier")
-    for tier in TIERS:
-        if tier in _SPANS:
-            start, stop, total, count = _SPANS[tier]
-            terminalreporter.write_line(
-                f"{tier:8} {int(count):4d} tests  first start to last end {stop - start:7.1f} s  (test time {total:7.1f} s)"
-            )
+    """Each test phase's duration, for scripts/test_tiers.py's list of the slowest (LABCTL_TEST_TIMES)."""
+    times = os.environ.get("LABCTL_TEST_TIMES")
+    if times and report.duration >= 0.5:
+        with open(times, "a", encoding="utf-8") as out:
+            out.write(json.dumps({"nodeid": report.nodeid, "when": report.when, "duration": report.duration}) + "\n")

@@ -144,6 +144,7 @@ def main_dockerd() -> int | None:
     return pid if ours else None
 
 
+@pytest.mark.exclusive  # every other Docker test would lose its daemon for a while
 def test_comes_back_after_dockerd_restart(lab: Path, home: Path) -> None:
     pid = main_dockerd()
     if pid is None:
