@@ -39,13 +39,23 @@ def _global(
     ] = False,
     debug: Annotated[bool, typer.Option("--debug", help="Show tracebacks.")] = False,
     lab: Annotated[
-        str | None, typer.Option("--lab", help="The lab folder (default: $LABCTL_LAB, or the checkout).")
+        str | None,
+        typer.Option(
+            "--lab",
+            help="The lab folder (default: $LABCTL_LAB, else the nearest parent of this folder holding engines/ "
+            "and templates/, else your default lab from `labctl init`, else the read-only lab that ships with labctl).",
+        ),
     ] = None,
     host: Annotated[
         str | None, typer.Option("--host", help="The Docker host to drive (see `labctl hosts`; default: local).")
     ] = None,
     home: Annotated[
-        str | None, typer.Option("--home", help="Where runs/ live (default: $LABCTL_HOME, or the lab folder).")
+        str | None,
+        typer.Option(
+            "--home",
+            help="Where runs/ live (default: $LABCTL_HOME, else the lab folder; for the lab that ships with "
+            "labctl, $XDG_DATA_HOME/labctl or ~/.local/share/labctl).",
+        ),
     ] = None,
 ) -> None:
     state.debug = debug or os.environ.get("LABCTL_DEBUG") == "1"

@@ -332,7 +332,7 @@ def pin(
 
     state.choose_host(host)
 
-    pinned = pin_profile(state.lab(), engine, profile)
+    pinned = pin_profile(state.writable_lab(f"labctl pin {engine} --profile {profile}"), engine, profile)
     if as_json:
         print(json.dumps(dataclasses.asdict(pinned)))
         return
