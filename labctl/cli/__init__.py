@@ -10,7 +10,7 @@ from typing import Annotated
 
 import typer
 
-from labctl.cli import bench, catalog, fetch, hosts, quality, reproduce, runs
+from labctl.cli import bench, catalog, fetch, hosts, init, quality, reproduce, runs
 from labctl.cli.context import state
 
 app = typer.Typer(
@@ -64,6 +64,7 @@ def _global(
     state.host_option = host
 
 
+init.register(app)
 catalog.register(app)
 runs.register(app)
 fetch.register(app)
