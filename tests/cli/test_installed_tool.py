@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import socket
 import subprocess
 import sys
@@ -21,7 +22,8 @@ import pytest
 from helpers.lifecycle_helpers import remove_runs
 from helpers.support import REPO, Result
 
-pytestmark = pytest.mark.process
+# One tier for the whole module, so that its tests share one wheel and venv: docker (two of them start engines).
+pytestmark = pytest.mark.docker
 TEST_TAG = "installed-tool-test"  # never harness:dev, which other tests on this daemon share
 PORTS = range(42000, 42100)
 
@@ -32,13 +34,33 @@ class Installed:
     shipped: Path  # the lab inside the installed wheel
 
 
+SOURCE = (
+    "pyproject.toml",
+    "setup.py",
+    "MANIFEST.in",
+    "README.md",
+    "labctl",
+    "engines",
+    "templates",
+    "workloads",
+    "suites",
+)
+
+
 @pytest.fixture(scope="module")
 def installed(tmp_path_factory: pytest.TempPathFactory) -> Installed:
+    """Built from a copy of the sources (pip builds in the source folder: never in this checkout's build/)."""
     root = tmp_path_factory.mktemp("installed")
-    dist, venv = root / "dist", root / "venv"
+    source, dist, venv = root / "source", root / "dist", root / "venv"
+    source.mkdir()
+    for name in SOURCE:
+        if (REPO / name).is_dir():
+            shutil.copytree(REPO / name, source / name, ignore=shutil.ignore_patterns("__pycache__"))
+        else:
+            shutil.copy2(REPO / name, source / name)
     quiet = ["-q", "--disable-pip-version-check"]
     for argv in (
-        [sys.executable, "-m", "pip", "wheel", *quiet, "--no-deps", "-w", str(dist), str(REPO)],
+        [sys.executable, "-m", "pip", "wheel", *quiet, "--no-deps", "-w", str(dist), str(source)],
         [sys.executable, "-m", "venv", str(venv)],
     ):
         done = subprocess.run(argv, capture_output=True, text=True, cwd=root, timeout=300)
@@ -159,7 +181,6 @@ def up_and_down(installed: Installed, cwd: Path, env: dict[str, str], *home: str
     return {**record, "stderr": started.stderr}
 
 
-@pytest.mark.docker
 def test_up_and_down_on_the_shipped_lab(
     installed: Installed, tmp_path: Path, docker_engine: None, untouched: object
 ) -> None:
@@ -188,7 +209,6 @@ def registry_digest(repository: str, tag: str) -> str:
         return str(response.headers["Docker-Content-Digest"])
 
 
-@pytest.mark.docker
 def test_the_harness_image_is_built_when_missing(
     installed: Installed, tmp_path: Path, docker_engine: None, untouched: object
 ) -> None:
