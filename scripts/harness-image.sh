@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
-# Build the harness engine image and push it to the lab registry, so that it has a real digest.
-# Then the engine personas: one image with shims for every engine's real command line, and one tiny
-# image per engine version with a CLI contract (engines/ENGINE/cli/VERSION.yaml), pushed as
+# Build the harness engine image and push it to the lab registry, so that it has a real digest: labctl's
+# own build (python -m labctl.run.images.harness, the one `labctl up` runs when the image is missing),
+# on $LABCTL_HARNESS_BASE, else python:3.12-slim when present locally, else the offline base from
+# `make docker-lab`. Then the engine personas: one image with shims for every engine's real command line,
+# and one tiny image per engine version with a CLI contract (engines/ENGINE/cli/VERSION.yaml), pushed as
 # 127.0.0.1:5000/labctl/persona-ENGINE:VERSION. Nothing is downloaded; builds are cached (idempotent).
-# Uses python:3.12-slim when present locally, else the offline base from `make docker-lab`.
-# Its state is build/ in this checkout (the staged PyYAML, which the Dockerfile copies, and the
-# build log build/harness-image.log), remade every run; the names it tags and pushes come from
+# Its state is the persona builds' log build/harness-image.log in this checkout, remade every run; the
+# names it tags and pushes come from
 #   LABCTL_HARNESS_IMAGE   127.0.0.1:5000/labctl/harness:dev
 #   LABCTL_PERSONA_REPO    127.0.0.1:5000/labctl       (persona-ENGINE:VERSION under it)
 #   LABCTL_PERSONA_BASE    labctl/persona-base:dev     (local only, the personas' common layer)
@@ -26,11 +27,7 @@ on_error() {
     "$rc" "$BASH_COMMAND" "$0" "${BASH_LINENO[0]}" "$LOG" >&2
 }
 trap on_error ERR
-[ -x "$PYTHON" ] || die "$PYTHON not found (PYTHON names the Python whose PyYAML goes into the image): run \`make venv\` first"
-BASE=${LABCTL_HARNESS_BASE:-}
-if [ -z "$BASE" ]; then
-  if docker image inspect python:3.12-slim >/dev/null 2>&1; then BASE=python:3.12-slim; else BASE=labctl/base:bookworm; fi
-fi
+[ -x "$PYTHON" ] || die "$PYTHON not found (PYTHON names the Python whose labctl builds the image): run \`make venv\` first"
 mkdir -p build
 : >"$LOG"
 ctx=$(mktemp -d)
@@ -42,15 +39,7 @@ build() {
 }
 digest() { docker image inspect -f '{{range .RepoDigests}}{{.}} {{end}}' "$1"; }
 
-# The bench client in the image reads workloads with PyYAML: its pure-Python modules, staged in build/.
-yaml_dir=$("$PYTHON" -c 'import os, yaml; print(os.path.dirname(yaml.__file__))')
-rm -rf build/image-site
-mkdir -p build/image-site/yaml
-cp "$yaml_dir"/*.py build/image-site/yaml/
-say "building $IMAGE on $BASE"
-build --build-arg "BASE=$BASE" -f engines/harness/Dockerfile -t "$IMAGE" .
-say "pushing $IMAGE"
-docker push -q "$IMAGE" >/dev/null
+"$PYTHON" -m labctl.run.images.harness "$IMAGE"
 say "digest: $(digest "$IMAGE")"
 
 # Persona context: the contract loader (labctl.catalog.contracts + labctl.errors), the contracts, the
@@ -61,6 +50,7 @@ cp labctl/catalog/__init__.py labctl/catalog/contracts.py labctl/catalog/sourcef
 for f in engines/*/cli/*.yaml; do mkdir -p "$ctx/$(dirname "$f")"; cp "$f" "$ctx/$f"; done
 cp -r engines/harness/persona/bin engines/harness/persona/site engines/harness/persona/app "$ctx/persona/"
 cp engines/harness/persona/Dockerfile "$ctx/Dockerfile"
+yaml_dir=$("$PYTHON" -c 'import os, yaml; print(os.path.dirname(yaml.__file__))')
 cp "$yaml_dir"/*.py "$ctx/persona/site/yaml/"
 find "$ctx" -name __pycache__ -prune -exec rm -rf {} +
 find "$ctx" -exec touch -h -d 2000-01-01 {} +  # content, not copy times, decides the legacy builder's cache

@@ -10,7 +10,7 @@ from typing import Annotated
 
 import typer
 
-from labctl.cli import bench, catalog, fetch, hosts, quality, reproduce, runs
+from labctl.cli import bench, catalog, fetch, hosts, init, quality, reproduce, runs
 from labctl.cli.context import state
 
 app = typer.Typer(
@@ -39,13 +39,23 @@ def _global(
     ] = False,
     debug: Annotated[bool, typer.Option("--debug", help="Show tracebacks.")] = False,
     lab: Annotated[
-        str | None, typer.Option("--lab", help="The lab folder (default: $LABCTL_LAB, or the checkout).")
+        str | None,
+        typer.Option(
+            "--lab",
+            help="The lab folder (default: $LABCTL_LAB, else the nearest parent of this folder holding engines/ "
+            "and templates/, else your default lab from `labctl init`, else the read-only lab that ships with labctl).",
+        ),
     ] = None,
     host: Annotated[
         str | None, typer.Option("--host", help="The Docker host to drive (see `labctl hosts`; default: local).")
     ] = None,
     home: Annotated[
-        str | None, typer.Option("--home", help="Where runs/ live (default: $LABCTL_HOME, or the lab folder).")
+        str | None,
+        typer.Option(
+            "--home",
+            help="Where runs/ live (default: $LABCTL_HOME, else the lab folder; for the lab that ships with "
+            "labctl, $XDG_DATA_HOME/labctl or ~/.local/share/labctl).",
+        ),
     ] = None,
 ) -> None:
     state.debug = debug or os.environ.get("LABCTL_DEBUG") == "1"
@@ -54,6 +64,7 @@ def _global(
     state.host_option = host
 
 
+init.register(app)
 catalog.register(app)
 runs.register(app)
 fetch.register(app)

@@ -42,10 +42,21 @@ class State:
             from labctl.catalog.lab import find_lab
             from labctl.host.hosts import activate, load_hosts
 
-            self._lab = find_lab(self.lab_option)
+            lab = find_lab(self.lab_option)
+            if lab.packaged:  # read-only: what a command renders goes to the home, like its runs
+                from labctl.run.records.store import home_dir
+
+                lab = lab.rendering_into(home_dir(lab, self.home_option) / "compose")
+            self._lab = lab
             self._host = load_hosts(self._lab.root).get(self.host_option)
             activate(self._host)
         return self._lab
+
+    def writable_lab(self, what: str) -> Lab:
+        """The lab, refused when it is the read-only one that ships with labctl."""
+        lab = self.lab()
+        lab.check_writable(what)
+        return lab
 
     def host(self) -> HostEntry:
         self.lab()

@@ -87,6 +87,10 @@ def up(
 ) -> None:
     """Start one engine from a profile, wait until its OpenAI API answers, and record the run.
 
+    A missing image is pulled (by digest when pinned); the harness engine's image, unpinned and missing on this
+    machine's Docker, is built by labctl from the lab's engines/harness/Dockerfile and pushed when its registry
+    answers (the record says how it was built, and holds a digest only when the registry gave one).
+
     Example: labctl up sglang --profile qwen3-32b --gpus 0
     """
     from labctl.catalog.profiles import parse_gpu_ids, parse_port
@@ -332,7 +336,7 @@ def pin(
 
     state.choose_host(host)
 
-    pinned = pin_profile(state.lab(), engine, profile)
+    pinned = pin_profile(state.writable_lab(f"labctl pin {engine} --profile {profile}"), engine, profile)
     if as_json:
         print(json.dumps(dataclasses.asdict(pinned)))
         return

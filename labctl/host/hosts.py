@@ -1,7 +1,8 @@
 """The hosts labctl drives: each one's Docker endpoint (reached the way Docker itself reaches remote daemons:
 `unix://` sockets, `ssh://user@host`) and the command that answers `nvidia-smi` queries on it.
 
-Where they are written down: `$LABCTL_HOSTS`, else `~/.config/labctl/hosts.yaml` (the user's), merged over
+Where they are written down: `$LABCTL_HOSTS`, else `~/.config/labctl/hosts.yaml` (the user's;
+`$XDG_CONFIG_HOME/labctl/hosts.yaml` when that is set), merged over
 the lab's own `hosts.yaml` (a lab may ship hosts, such as the simulated ones). A test lab's registration
 (`build/remote-lab/hosts.yaml`, written by `make remote-lab`) is known by name (`--host labb`) but not
 listed with the configured hosts. No secrets live here: SSH keys stay in the user's SSH setup."""
@@ -15,6 +16,7 @@ from pathlib import Path
 
 from labctl.catalog.fields import Field, check_mapping
 from labctl.catalog.sourcefile import load_yaml_mapping
+from labctl.catalog.user_folders import config_folder
 from labctl.errors import BadInput
 
 LOCAL = "local"
@@ -125,7 +127,7 @@ def user_hosts_file() -> Path:
     explicit = os.environ.get("LABCTL_HOSTS")
     if explicit:
         return Path(explicit).expanduser()
-    return Path("~/.config/labctl/hosts.yaml").expanduser()
+    return config_folder() / "hosts.yaml"
 
 
 TEST_LAB_HOSTS = ("build/remote-lab/hosts.yaml",)

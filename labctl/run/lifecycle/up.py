@@ -36,6 +36,7 @@ from labctl.host.key_volume import volume_name as key_volume_name
 from labctl.host.lock import host_lock
 from labctl.host.probes import check_openai_api, port_in_use, status_without_key, wait_until_ready
 from labctl.run.images.copy import check_copy_request, copy_to_host
+from labctl.run.images.harness import build_for_up, dockerfile_to_build
 from labctl.run.images.pull import pull_for_up
 from labctl.run.lifecycle.down import project_name, save_logs, stop_run
 from labctl.run.lifecycle.live import base_url
@@ -244,8 +245,16 @@ class Starter:
                 copied=arrived.verified,
             )
             return info, arrived.part
+        built: str | None = None
+        dockerfile = dockerfile_to_build(self.lab, profile, self.request.host) if facts is None else None
         if facts is not None:
             part = PrepPart(seconds=0.0, bytes=0, cached=True, detail="already present on the Docker host")
+        elif dockerfile is not None:
+            harness, part = build_for_up(dockerfile, reference, self.say, self.progress if self.live else None)
+            built = part.detail
+            facts = dk.image_facts(reference)
+            if facts is None or facts.image_id != harness.image_id:
+                raise LabctlError(f"built {reference} but Docker does not list that image under it")
         else:
             try:
                 part = pull_for_up(
@@ -276,7 +285,8 @@ class Starter:
             repo_digests=tuple(facts.repo_digests),
             image_id=facts.image_id,
             user=facts.user,
-            pulled=not part.cached,
+            pulled=not part.cached and built is None,
+            built=built,
         ), part
 
     def claim(self, profile: Profile, found_gpus: list[Any], image: str) -> tuple[Profile, list[str]]:

@@ -33,6 +33,7 @@ class ImageInfo:
     user: str = ""
     pulled: bool = False
     copied: str | None = None  # copied from the controller (save | load): how it was verified; run by image_id
+    built: str | None = None  # built on this host by labctl (the harness image): from what, and whether pushed
 
     @property
     def runnable(self) -> str:

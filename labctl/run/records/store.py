@@ -15,6 +15,7 @@ from typing import Any
 
 from labctl.catalog.lab import Lab
 from labctl.catalog.sourcefile import read_bounded
+from labctl.catalog.user_folders import data_folder
 from labctl.errors import BadInput, LabctlError
 from labctl.host.files import write_atomically
 from labctl.host.identity import current_user
@@ -110,9 +111,10 @@ def new_run_id() -> str:
 
 
 def home_dir(lab: Lab, explicit: str | None = None) -> Path:
-    """Where runs/ and labctl's state live: --home / LABCTL_HOME, else the lab folder."""
+    """Where runs/ and labctl's state live: --home / LABCTL_HOME, else the lab folder, else (for the read-only
+    lab that ships with labctl) the user's data folder."""
     chosen = explicit or os.environ.get("LABCTL_HOME")
-    home = Path(chosen).expanduser().resolve() if chosen else lab.root
+    home = Path(chosen).expanduser().resolve() if chosen else data_folder() if lab.packaged else lab.root
     if home.exists() and not home.is_dir():
         raise BadInput(f"--home {home}: not a folder. Give a folder (it is made if missing), or unset LABCTL_HOME.")
     return home
