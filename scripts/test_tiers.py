@@ -83,7 +83,7 @@ class Tier:
 
 
 def wait(tiers: list[Tier]) -> None:
-    while not all(tier.poll() for tier in tiers):
+    while not all([tier.poll() for tier in tiers]):  # a list: every tier is polled, so each is timed when it ends
         time.sleep(0.5)
 
 
