@@ -91,7 +91,7 @@ def _argv(name: str, folder: Path, program: str, *args: str) -> list[str]:
         f"import sys, runpy; sys.path.insert(0, '/case'); runpy.run_module('sandboxed.{program}', run_name='__main__')"
     )
     return [
-        *dk.cli_argv(),
+        "docker",  # the local engine, as for every sandbox: the case folder is a local bind mount
         "run",
         "--interactive",
         "--rm",

@@ -18,7 +18,7 @@ def add(a, b):
             return int(re.search(r'== (-?\\d+)', line).group(1))
 """
 
-# (id, answer, the reason it fails): every one of these is refused, whatever it printed or returned.
+# (id, answer, the reason it fails[, the tests]): every one of these is refused, whatever it printed or returned.
 HOSTILE = [
     (
         "forged-os-exit",
@@ -103,6 +103,12 @@ HOSTILE = [
         "test line 1 failed: assert add(2, 3) == 5",
     ),
     ("forged-reads-the-tests", READS_THE_TESTS, "test line 1 raised FileNotFoundError"),
+    (
+        "forged-shadows-a-builtin",
+        "def len(x):\n    return 3\ndef add(a, b):\n    return []\n",
+        "test line 1 failed: assert len(add(1, 2)) == 3",
+        "assert len(add(1, 2)) == 3",
+    ),
     ("defines-nothing", "# nothing to see\n", "the answer does not define add (test line 1)"),
     ("does-not-parse", "def add(a, b) return a + b\n", "the code does not run: SyntaxError: expected ':'"),
     (
@@ -118,9 +124,11 @@ HOSTILE = [
 ]
 
 
-@pytest.mark.parametrize("answer, reason", [pytest.param(a, r, id=i) for i, a, r in HOSTILE])
-def test_a_hostile_answer_fails_with_a_named_reason(answer: str, reason: str) -> None:
-    result = run_code(answer, TESTS, 2)
+@pytest.mark.parametrize(
+    "answer, reason, tests", [pytest.param(h[1], h[2], h[3] if len(h) > 3 else TESTS, id=h[0]) for h in HOSTILE]
+)
+def test_a_hostile_answer_fails_with_a_named_reason(answer: str, reason: str, tests: str) -> None:
+    result = run_code(answer, tests, 2)
     assert not result.passed and result.reason.startswith(reason), result.reason
 
 

@@ -119,7 +119,8 @@ class Proxy:
 
 
 def run_tests(pipe: Pipe, names: list[str], tests: str) -> tuple[bool, str]:
-    scope: dict[str, Any] = {name: Proxy(pipe, name) for name in names}
+    # The tests' builtins stay the tester's own: an answer defining `len` must not answer for `len(...)`.
+    scope: dict[str, Any] = {name: Proxy(pipe, name) for name in names if not hasattr(builtins, name)}
     for number, line in enumerate(tests.splitlines(), 1):
         if not line.strip():
             continue
