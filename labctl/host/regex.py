@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from typing import Any
 
 # Longer than any answer check a person reviews; long patterns are where backtracking hides.
 MAX_PATTERN_CHARS = 1000
@@ -41,3 +42,31 @@ def timed_fullmatch(pattern: str, text: str, seconds: float | None = None) -> bo
     except subprocess.TimeoutExpired:
         return None
     return proc.returncode == 0 if proc.returncode in (0, 1) else None
+
+
+_CALL = """
+import importlib, json, resource, signal, sys
+module, function, args, seconds = json.loads(sys.stdin.read())
+call = getattr(importlib.import_module(module), function)
+resource.setrlimit(resource.RLIMIT_AS, (1 << 30, 1 << 30))
+signal.signal(signal.SIGALRM, lambda *_: sys.exit(3))
+signal.setitimer(signal.ITIMER_REAL, seconds)
+sys.stdout.write(json.dumps(call(*args)))
+"""
+
+
+def timed_call(module: str, function: str, args: list[Any], seconds: float | None = None) -> Any:
+    """`module.function(*args)` (JSON in, JSON out) in a child Python with a time limit, for library code
+    whose regular expressions meet an engine's text (a JSON Schema's `pattern`); None past the limit."""
+    seconds = MATCH_SECONDS if seconds is None else seconds
+    try:
+        proc = subprocess.run(
+            [sys.executable, "-I", "-c", _CALL],
+            input=json.dumps([module, function, args, seconds]),
+            capture_output=True,
+            text=True,
+            timeout=seconds + 10,
+        )
+    except subprocess.TimeoutExpired:
+        return None
+    return json.loads(proc.stdout) if proc.returncode == 0 else None

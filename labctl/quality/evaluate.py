@@ -20,7 +20,7 @@ from labctl.bench.session import BenchRequest, every_request_failed, preflight, 
 from labctl.catalog.limits import MAX_CONCURRENCY, check_count, check_seconds
 from labctl.errors import BadInput, LabctlError
 from labctl.host.sandbox import check_sandbox, run_code
-from labctl.quality.suites import Case, Suite, judge, strip_fence
+from labctl.quality.suites import Case, Suite, check_versions, judge, strip_fence
 from labctl.run.records.record import now
 from labctl.run.records.store import (
     MAX_RESULT_BYTES,
@@ -177,6 +177,7 @@ def run_eval(
             "version": suite.version,
             "sha256": suite.sha256,
             "full_version": suite.full_version,
+            "check_versions": check_versions(suite),
         },
         "settings": {"concurrency": concurrency, "labctl_version": __version__},
         "status": "complete",

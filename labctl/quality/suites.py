@@ -16,9 +16,15 @@ from labctl.catalog.lab import Lab, check_name
 from labctl.catalog.limits import EXACT, MAX_CODE_SECONDS, MAX_TOKENS, finite
 from labctl.catalog.sourcefile import SourceFile, load_yaml_mapping
 from labctl.errors import BadInput
-from labctl.host.regex import MATCH_SECONDS, MAX_ANSWER_CHARS, MAX_PATTERN_CHARS, timed_fullmatch
+from labctl.host import sandbox
+from labctl.host.regex import MATCH_SECONDS, MAX_ANSWER_CHARS, MAX_PATTERN_CHARS, timed_call, timed_fullmatch
+from labctl.quality import schemas
 
 CHECK_KINDS = ("exact", "regex", "number", "json_schema", "python")
+# What each kind's verdict means, versioned: a suite that uses a kind past version 1 hashes the kind's
+# version into its own, so results of a changed check never compare with results of the old one.
+CHECK_VERSIONS = {"exact": 1, "regex": 1, "number": 1, "json_schema": schemas.CHECK_VERSION}
+CHECK_VERSIONS["python"] = sandbox.CHECK_VERSION
 _MAX_TOKENS_WHY = f"a whole number > 0, at most {MAX_TOKENS}: no served model has a longer context"
 # A suite is asked case by case against a live engine; ten thousand cases is hours of answers.
 MAX_CASES = 10_000
@@ -28,7 +34,7 @@ CHECK_FIELDS: dict[str, Field] = {
     "expected": Field("any", "the expected answer (exact: a string; number: a number)"),
     "pattern": Field("str", "a Python regular expression the whole answer must match"),
     "tolerance": Field("float", "allowed absolute difference (>= 0, finite)", default=0.0, check=lambda v: v >= 0),
-    "schema": Field("map", "a JSON schema (type, properties, required, items, enum, additionalProperties)"),
+    "schema": Field("map", "a JSON Schema (draft 2020-12; a keyword labctl would not check is refused)"),
     "tests": Field("str", "Python statements (asserts) run after the model's code"),
     "timeout_s": Field(
         "float",
@@ -119,8 +125,18 @@ def load_suite(lab: Lab, name: str) -> Suite:
         if case.id in seen:
             raise src.problem(("cases", i, "id"), f"duplicate case id {case.id!r}.")
         seen.add(case.id)
-    digest = hashlib.sha256(json.dumps(src.data, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
+    digest = suite_digest(src.data, {case.check["kind"] for case in cases})
     return Suite(name=name, version=spec["version"], description=spec["description"], cases=cases, sha256=digest)
+
+
+def suite_digest(data: dict[str, Any], kinds: set[str]) -> str:
+    versions = {kind: CHECK_VERSIONS[kind] for kind in sorted(kinds) if CHECK_VERSIONS[kind] > 1}
+    hashed = {"suite": data, "check_versions": versions} if versions else data
+    return hashlib.sha256(json.dumps(hashed, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
+
+
+def check_versions(suite: Suite) -> dict[str, int]:
+    return {kind: CHECK_VERSIONS[kind] for kind in sorted({case.check["kind"] for case in suite.cases})}
 
 
 def _case(src: SourceFile, index: int, raw: dict[str, Any], suite: dict[str, Any]) -> Case:
@@ -140,6 +156,10 @@ def _case(src: SourceFile, index: int, raw: dict[str, Any], suite: dict[str, Any
     problem = check_problem(check)
     if problem:
         raise src.problem((*key, "check"), problem)
+    if check["kind"] == "json_schema":
+        found = schemas.schema_problem(check["schema"])
+        if found:
+            raise src.problem((*key, "check", "schema", *found[0]), found[1])
     if check["kind"] != "python":  # code references run in the sandbox (tests do that); the rest here
         verdict = judge(check, spec["reference"])
         if not verdict.passed:
@@ -215,7 +235,13 @@ def judge(check: dict[str, Any], answer: str) -> Verdict:
             data = json.loads(strip_fence(text))
         except ValueError as exc:
             return Verdict(False, f"not JSON: {exc}")
-        errors = schema_errors(data, check["schema"], "$")
+        errors = schema_errors(data, check["schema"])
+        if errors is None:
+            return Verdict(
+                False,
+                f"the schema's patterns ran past their {MATCH_SECONDS:g} s time limit on this answer "
+                "(catastrophic backtracking): simplify the patterns",
+            )
         return Verdict(not errors, "valid" if not errors else "; ".join(errors[:3]))
     raise ValueError(f"judge() cannot run {kind} checks")
 
@@ -225,37 +251,12 @@ def strip_fence(text: str) -> str:
     return match.group(1) if match else text
 
 
-_TYPES = {"object": dict, "array": list, "string": str, "boolean": bool, "null": type(None)}
-
-
-def schema_errors(data: Any, schema: dict[str, Any], where: str) -> list[str]:
-    """A small JSON-schema subset: type, enum, properties, required, additionalProperties, items."""
-    errors: list[str] = []
-    kind = schema.get("type")
-    if kind == "integer":
-        if isinstance(data, bool) or not isinstance(data, int):
-            return [f"{where}: expected an integer"]
-    elif kind == "number":
-        if isinstance(data, bool) or not isinstance(data, (int, float)):
-            return [f"{where}: expected a number"]
-    elif kind in _TYPES and not isinstance(data, _TYPES[kind]):
-        return [f"{where}: expected {kind}"]
-    if "enum" in schema and data not in schema["enum"]:
-        errors.append(f"{where}: {data!r} is not one of {schema['enum']}")
-    if isinstance(data, dict):
-        for name in schema.get("required", []):
-            if name not in data:
-                errors.append(f"{where}: missing {name!r}")
-        properties = schema.get("properties", {})
-        for name, value in data.items():
-            if name in properties:
-                errors += schema_errors(value, properties[name], f"{where}.{name}")
-            elif schema.get("additionalProperties") is False:
-                errors.append(f"{where}: unexpected {name!r}")
-    if isinstance(data, list) and "items" in schema:
-        for i, item in enumerate(data):
-            errors += schema_errors(item, schema["items"], f"{where}[{i}]")
-    return errors
+def schema_errors(data: Any, schema: dict[str, Any]) -> list[str] | None:
+    """The answer's errors against a schema checked at load; None when its patterns ran past the time limit."""
+    if not schemas.uses_regex(schema):
+        return schemas.validation_errors(data, schema)
+    errors = timed_call("labctl.quality.schemas", "validation_errors", [data, schema], MATCH_SECONDS)
+    return None if errors is None else [str(e) for e in errors]
 
 
 def list_suites(lab: Lab) -> list[str]:

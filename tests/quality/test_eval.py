@@ -112,6 +112,12 @@ def test_hostile_code_is_killed_or_refused(lab: Path, tmp_path: Path, docker_eng
             "reference": "def g():\n    return True\n",
         },
         {
+            "id": "exits",
+            "prompt": "Write e.",
+            "check": {"kind": "python", "tests": "assert e() == 1", "timeout_s": 5},
+            "reference": "def e():\n    return 1\n",
+        },
+        {
             "id": "reads-secrets",
             "prompt": "Write h.",
             "check": {"kind": "python", "tests": "assert h()", "timeout_s": 5},
@@ -122,6 +128,7 @@ def test_hostile_code_is_killed_or_refused(lab: Path, tmp_path: Path, docker_eng
     evil = {
         "Write f.": "def f():\n    while True:\n        pass",
         "Write g.": "import urllib.request\ndef g():\n    return urllib.request.urlopen('http://127.0.0.1:5000/v2/', timeout=2).status == 200",
+        "Write e.": "import os\nprint('all tests passed')\nos._exit(0)",
         "Write h.": "import os\ndef h():\n    return 'LABCTL_SECRET' in os.environ or open('/etc/shadow').read()",
     }
     path = tmp_path / "evil.json"
@@ -142,7 +149,10 @@ def test_hostile_code_is_killed_or_refused(lab: Path, tmp_path: Path, docker_eng
     assert result.code == 0, result.stderr
     cases = {c["id"]: c for c in json.loads(result.stdout)["cases"]}
     assert not any(c["passed"] for c in cases.values())
-    assert cases["loops"]["reason"] == "killed: still running after 2 s"
+    assert cases["loops"]["reason"] == "the answer did not answer call 1 (f) within the case's 2 s"
+    assert (
+        cases["exits"]["reason"] == "the answer exited (code 0) before the tests ran"
+    )  # passed on the one-process sandbox
     assert "URLError" in cases["network"]["reason"] or "refused" in cases["network"]["reason"]
     assert "raised" in cases["reads-secrets"]["reason"] or "failed" in cases["reads-secrets"]["reason"]
 
