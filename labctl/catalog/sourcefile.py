@@ -104,7 +104,9 @@ def _decode(data: bytes, name: str) -> str:
 def parse_yaml_mapping(text: str, path: Path, display: str = "") -> SourceFile:
     name = display or str(path)
     if not text.strip():
-        raise BadInput(f"{name}: the file is empty; it must be a YAML mapping of its fields (copy a shipped one to start).")
+        raise BadInput(
+            f"{name}: the file is empty; it must be a YAML mapping of its fields (copy a shipped one to start)."
+        )
     lines: dict[KeyPath, int] = {}
     data = parse_yaml(text, name, lines)
     if not isinstance(data, dict):
