@@ -136,25 +136,30 @@ def check_paths(plan: FetchPlan, hub_dir: Path) -> None:
             f"{plan.repo_id!r}@{plan.revision!r} (commit {plan.commit!r}) is not a Hub repo id, revision and commit: "
             "nothing was written. Fix model.id and model.revision."
         )
-    folder = inside(hub_dir, repo_folder(hub_dir, plan.repo_id))
+    folder = repo_folder(hub_dir, plan.repo_id)
+    paths = [(hub_dir, folder)]
     if not COMMIT.fullmatch(plan.revision):
-        inside(folder / "refs", folder / "refs" / plan.revision)
+        paths.append((folder / "refs", folder / "refs" / plan.revision))
     for file in plan.files:
         if not ETAG.fullmatch(file.etag):
             raise LabctlError(f"the Hub gave {file.path!r} no usable ETag ({file.etag!r}): nothing was written.")
-        inside(folder / "blobs", folder / "blobs" / file.etag)
-        inside(folder / "snapshots" / plan.commit, folder / "snapshots" / plan.commit / file.path)
+        paths.append((folder / "blobs", folder / "blobs" / file.etag))
+        paths.append((folder / "snapshots" / plan.commit, folder / "snapshots" / plan.commit / file.path))
+    for root, path in paths:
+        inside(root, path, hub_dir)
 
 
-def inside(root: Path, path: Path) -> Path:
-    """`path`, refused unless it resolves (symlinks included) to somewhere below `root`."""
-    real_root = os.path.realpath(root)
+def inside(root: Path, path: Path, cache: Path) -> Path:
+    """`path`, refused unless it stays below `root` as written and, symlinks resolved, below `cache`."""
+    real_cache = os.path.realpath(cache)
     real = os.path.realpath(path)
-    if real == real_root or os.path.commonpath([real_root, real]) != real_root:
-        raise LabctlError(
-            f"{path} would resolve to {real}, outside {real_root}: a name from a profile, an export or the Hub is "
-            "used as a path there. Nothing was written."
-        )
+    plain_root, plain = os.path.normpath(root), os.path.normpath(path)
+    for top, below in ((plain_root, plain), (real_cache, real)):
+        if below == top or os.path.commonpath([top, below]) != top:
+            raise LabctlError(
+                f"{path} would be written at {real}, outside {top}: a name from a profile, an export or the Hub, or "
+                "a symlink in the cache, would take it there. Nothing was written."
+            )
     return path
 
 

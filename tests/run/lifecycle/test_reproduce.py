@@ -213,3 +213,15 @@ def test_an_export_whose_extra_args_reset_a_rendered_flag_is_refused_by_reproduc
         assert line.startswith(f"Error: {path}:") and ": setup.resolved_profile.extra_args[6]: " in line
         assert f"sets {flag}, which labctl renders (engines/harness/engine.yaml:" in line
     assert sorted(p.name for p in (home / "runs").iterdir()) == before
+
+
+@pytest.mark.parametrize(("field", "value"), [("revision", "../../x"), ("revision", "main/../../x"), ("id", "../x")])
+def test_an_export_whose_model_names_are_paths_is_refused(
+    lab: Path, home: Path, exported: tuple[str, Path], field: str, value: str
+) -> None:
+    run_id, path = exported
+    _resign(path, lambda d: d["setup"]["resolved_profile"]["model"].update({field: value}))
+    for command in (["reproduce", str(path)], ["diff", str(path), run_id]):
+        result = labctl(lab, home, *command)
+        assert result.code == 2, result
+        assert f": setup.resolved_profile.model.{field}: {value!r} is not allowed" in result.stderr
