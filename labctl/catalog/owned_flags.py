@@ -13,13 +13,11 @@ refused. An engine without a contract (the harness) is matched by name, `=` form
 
 from __future__ import annotations
 
-import functools
 import string
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
-from labctl.catalog.contracts import CommandContract, Contract, contract_path, load_contract
+from labctl.catalog.contracts import CommandContract, contract_path, load_contract_cached
 from labctl.catalog.engines import Engine
 from labctl.catalog.sourcefile import KeyPath, SourceFile
 from labctl.errors import BadInput
@@ -117,12 +115,7 @@ def serve_command(engine: Engine, version: str | None) -> CommandContract | None
         return None
     if not path.is_file():
         return None
-    return _load(path, path.stat().st_mtime_ns).commands.get(ref.serve)
-
-
-@functools.lru_cache(maxsize=32)
-def _load(path: Path, mtime_ns: int) -> Contract:
-    return load_contract(path)
+    return load_contract_cached(path).commands.get(ref.serve)
 
 
 def _candidates(word: str, command: CommandContract | None, owned: Owned) -> list[str]:
