@@ -125,9 +125,10 @@ def _candidates(word: str, command: CommandContract | None, owned: Owned) -> lis
     abbreviates = command is None or (command.parser == "argparse" and command.allow_abbrev)
     if name.startswith("--") and len(name) > 2 and abbreviates:
         found += [n for n in owned.options if n.startswith(_norm(name))]
-    if not name.startswith("--") and len(word) > 2:
-        found.append(word[:2])  # -p8000: a short option with its value attached
-        if command is None or command.parser == "argparse":  # argparse abbreviates single-dash names too
+    if not name.startswith("--") and len(name) >= 2:
+        if len(word) > 2:
+            found.append(word[:2])  # -p8000: a short option with its value attached
+        if command is None or command.parser == "argparse":  # argparse abbreviates single-dash names too: -t, -tp
             found += [n for n in owned.options if not n.startswith("--") and n.startswith(name)]
     return [n for n in found if n in owned.options]
 

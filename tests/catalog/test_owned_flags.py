@@ -98,6 +98,7 @@ HOSTILE = [
     # the rest of what labctl renders
     ("vllm", ["-tp", "8"], "--tensor-parallel-size"),
     ("vllm", ["-tp=8"], "--tensor-parallel-size"),
+    ("vllm", ["-t", "8"], "--tensor-parallel-size"),  # argparse abbreviates single-dash options as well
     ("vllm", ["--tensor_parallel_size", "8"], "--tensor-parallel-size"),
     ("vllm", ["--revision", "main"], "--revision"),
     ("vllm", ["--max-model-len", "1024"], "--max-model-len"),
