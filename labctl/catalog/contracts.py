@@ -11,6 +11,7 @@ Pure: stdlib, labctl's hardened YAML reader and `labctl.errors` only; no engine 
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 from dataclasses import dataclass, field
@@ -238,6 +239,16 @@ def load_contract(path: Path) -> Contract:
     except _Bad as e:
         raise BadInput(f"{path}: bad engine contract: {e}") from None
     return Contract(engine, version, dict(prov), commands, path)
+
+
+def load_contract_cached(path: Path) -> Contract:
+    """A contract is large (hundreds of options) and immutable: each file version is parsed once per process."""
+    return _load_cached(Path(path), Path(path).stat().st_mtime_ns)
+
+
+@functools.lru_cache(maxsize=32)
+def _load_cached(path: Path, mtime_ns: int) -> Contract:
+    return load_contract(path)
 
 
 # ------------------------------------------------------------------ checking

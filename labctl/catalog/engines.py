@@ -81,6 +81,13 @@ ENGINE_FIELDS: dict[str, Field] = {
             "thinking_off_args": Field(
                 "list", "argv groups that turn the model's thinking off at the server", default=list, item=ARG_GROUP
             ),
+            "owns": Field(
+                "list",
+                "options labctl sets another way (the model positional, a key from the environment) that the "
+                "engine's own code would also take, e.g. ['--api-key']",
+                default=list,
+                item=Field("str", "an option name such as --api-key", check=lambda v: v.startswith("-")),
+            ),
         },
         required=True,
     ),

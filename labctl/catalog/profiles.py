@@ -13,8 +13,10 @@ from typing import Any
 
 from labctl.catalog.engines import ENV_NAME, Engine, load_engine
 from labctl.catalog.fields import Field, check_mapping
+from labctl.catalog.hub_names import REPO_ID_RULE, REVISION_RULE, is_repo_id, is_revision
 from labctl.catalog.image import ImageRef
 from labctl.catalog.lab import Lab, check_name
+from labctl.catalog.owned_flags import check_extra_args
 from labctl.catalog.sourcefile import SourceFile, load_yaml_mapping
 from labctl.catalog.specs import BuildLimits, ModelSpec, opt_float, opt_int, opt_str
 from labctl.errors import BadInput
@@ -50,8 +52,8 @@ PROFILE_FIELDS: dict[str, Field] = {
     "model": Field(
         "map",
         fields={
-            "id": Field("str", "the model id, e.g. Qwen/Qwen3-32B", required=True, check=lambda v: v.strip() != ""),
-            "revision": Field("str", "a commit hash or tag of the model repository", required=True),
+            "id": Field("str", REPO_ID_RULE, required=True, check=is_repo_id),
+            "revision": Field("str", REVISION_RULE, required=True, check=is_revision),
             "family": Field("str", "a model family from the engine's support matrix", required=True),
             "quantization": Field("str", "a quantization from the engine's support matrix", required=True),
             "thinking": Field("str", '"on" or "off" (quoted: YAML reads a bare on/off as true/false)', check=_on_off),
@@ -366,6 +368,7 @@ def check_profile_spec(engine: Engine, src: SourceFile, data: dict[str, Any]) ->
                 f"{engine.name} does not know how to convert a {family!r} checkpoint for a build "
                 f"(known: {', '.join(sorted(engine_build.convert))}).",
             )
+    check_extra_args(engine, src, spec)
     return spec
 
 

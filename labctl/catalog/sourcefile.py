@@ -37,6 +37,7 @@ class SourceFile:
     data: dict[str, Any]
     lines: dict[KeyPath, int] = field(default_factory=dict)
     display: str = ""
+    prefix: KeyPath = ()  # where this mapping sits in its file (an export's setup.resolved_profile)
 
     @property
     def name(self) -> str:
@@ -44,11 +45,12 @@ class SourceFile:
 
     def where(self, key: KeyPath) -> str:
         """`file:line: a.b.c` for a field, falling back to the nearest parent that has a line."""
+        full = (*self.prefix, *key)
         for n in range(len(key), -1, -1):
             line = self.lines.get(key[:n])
             if line:
-                return f"{self.name}:{line}: {dotted(key)}" if key else f"{self.name}:{line}"
-        return f"{self.name}: {dotted(key)}" if key else self.name
+                return f"{self.name}:{line}: {dotted(full)}" if full else f"{self.name}:{line}"
+        return f"{self.name}: {dotted(full)}" if full else self.name
 
     def problem(self, key: KeyPath, text: str) -> BadInput:
         return BadInput(f"{self.where(key)}: {text}")

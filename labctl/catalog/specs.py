@@ -42,6 +42,7 @@ class ServerSpec:
     port: int
     served_name: str  # "flag": the engine takes a served-name option; "model": it lists the model as given
     thinking_off_args: ArgGroups
+    owns: tuple[str, ...] = ()  # options labctl sets another way that the engine would also take
 
     @classmethod
     def from_spec(cls, data: dict[str, Any]) -> ServerSpec:
@@ -51,6 +52,7 @@ class ServerSpec:
             port=int(data["port"]),
             served_name=str(data["served_name"]),
             thinking_off_args=_groups(data["thinking_off_args"]),
+            owns=_words(data.get("owns")),
         )
 
 

@@ -4,13 +4,12 @@ from: the profile's extra_args, or the engine.yaml argument group."""
 
 from __future__ import annotations
 
-import functools
 import re
 import shlex
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from labctl.catalog.contracts import CommandContract, Contract, check_argv, contract_path, load_contract
+from labctl.catalog.contracts import CommandContract, Contract, check_argv, contract_path, load_contract_cached
 from labctl.catalog.lab import Lab
 from labctl.catalog.profiles import Profile
 from labctl.compose.render import ENGINE_STORE_TARGET, SECRETS_TARGET, Word, build_key, build_service, serve_command
@@ -36,13 +35,7 @@ def find_contract(profile: Profile) -> Contract | None:
     if engine.contract is None or version is None:
         return None
     path = contract_path(engine.source.path.parent.parent, engine.name, version)
-    return _load_cached(path, path.stat().st_mtime_ns) if path.is_file() else None
-
-
-@functools.lru_cache(maxsize=32)
-def _load_cached(path: Path, mtime_ns: int) -> Contract:
-    """A contract is large (hundreds of options) and immutable: parse each file version once per process."""
-    return load_contract(path)
+    return load_contract_cached(path) if path.is_file() else None
 
 
 def check_profile(profile: Profile, resident: bool = False, allow_uncontracted: bool = False) -> Verdict:

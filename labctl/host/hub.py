@@ -14,6 +14,7 @@ from urllib.parse import urlsplit
 
 import httpx
 
+from labctl.catalog.hub_names import is_repo_id, is_revision
 from labctl.errors import BadInput, LabctlError
 from labctl.host import hub_cache
 from labctl.host.hub_cache import COMMIT, ETAG, FetchPlan, HubFile, Progress
@@ -37,6 +38,10 @@ def plan_fetch(repo_id: str, revision: str, hub_dir: Path | None, where: str) ->
     from huggingface_hub import HfApi, get_hf_file_metadata, hf_hub_url
     from huggingface_hub.hf_api import RepoFile
 
+    if not is_repo_id(repo_id) or not is_revision(revision):
+        raise BadInput(
+            f"{repo_id!r}@{revision!r} is not a Hub repo id and revision: check {where}. Nothing was fetched."
+        )
     base = endpoint()
     api = HfApi(endpoint=base)
     with hub_errors(repo_id, revision, base, where):

@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from labctl.catalog.hub_names import is_repo_id, is_revision
 from labctl.errors import LabctlError
 
 COMMIT = re.compile(r"[0-9a-f]{40}")
@@ -98,6 +99,7 @@ def download(plan: FetchPlan, hub_dir: Path, progress: Progress, token: str | No
     """Download what the plan lacks and link the snapshot; returns the bytes received. The token goes to the
     Hub only: never to a host it redirects to."""
     folder = repo_folder(hub_dir, plan.repo_id)
+    check_paths(plan, hub_dir)
     (folder / "blobs").mkdir(parents=True, exist_ok=True)
     received = 0
 
@@ -124,6 +126,41 @@ def download(plan: FetchPlan, hub_dir: Path, progress: Progress, token: str | No
         tmp.write_text(plan.commit, encoding="ascii")  # huggingface_hub writes no trailing newline
         os.replace(tmp, refs)
     return received
+
+
+def check_paths(plan: FetchPlan, hub_dir: Path) -> None:
+    """Every path the plan would write, checked before anything is written: the repo id, revision, commit, file
+    paths and ETags come from a profile, an export or the Hub, and each must stay inside its own folder."""
+    if not is_repo_id(plan.repo_id) or not is_revision(plan.revision) or not COMMIT.fullmatch(plan.commit):
+        raise LabctlError(
+            f"{plan.repo_id!r}@{plan.revision!r} (commit {plan.commit!r}) is not a Hub repo id, revision and commit: "
+            "nothing was written. Fix model.id and model.revision."
+        )
+    folder = repo_folder(hub_dir, plan.repo_id)
+    paths = [(hub_dir, folder)]
+    if not COMMIT.fullmatch(plan.revision):
+        paths.append((folder / "refs", folder / "refs" / plan.revision))
+    for file in plan.files:
+        if not ETAG.fullmatch(file.etag):
+            raise LabctlError(f"the Hub gave {file.path!r} no usable ETag ({file.etag!r}): nothing was written.")
+        paths.append((folder / "blobs", folder / "blobs" / file.etag))
+        paths.append((folder / "snapshots" / plan.commit, folder / "snapshots" / plan.commit / file.path))
+    for root, path in paths:
+        inside(root, path, hub_dir)
+
+
+def inside(root: Path, path: Path, cache: Path) -> Path:
+    """`path`, refused unless it stays below `root` as written and, symlinks resolved, below `cache`."""
+    real_cache = os.path.realpath(cache)
+    real = os.path.realpath(path)
+    plain_root, plain = os.path.normpath(root), os.path.normpath(path)
+    for top, below in ((plain_root, plain), (real_cache, real)):
+        if below == top or os.path.commonpath([top, below]) != top:
+            raise LabctlError(
+                f"{path} would be written at {real}, outside {top}: a name from a profile, an export or the Hub, or "
+                "a symlink in the cache, would take it there. Nothing was written."
+            )
+    return path
 
 
 def _fetch_blob(url: str, token: str | None, blob: Path, file: HubFile, count: Progress) -> None:

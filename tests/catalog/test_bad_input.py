@@ -27,7 +27,7 @@ max_num_seqs: 256
 gpu_memory_utilization: 0.9
 gpus:
   device_ids: ["0"]
-extra_args: ["--reasoning-parser", "qwen3"]
+extra_args: ["--seed", "0"]
 env: [HF_TOKEN]
 engine_version: "0.34.0"
 """

@@ -27,6 +27,7 @@ from labctl.compose.options import render_options
 from labctl.compose.render import build_key, render_compose
 from labctl.errors import BadInput, Conflict, LabctlError
 from labctl.host import docker as dk
+from labctl.host.bound import bound_problem, listeners
 from labctl.host.files import write_atomically
 from labctl.host.forward import Forward
 from labctl.host.gpu import Gpu
@@ -574,6 +575,7 @@ class Starter:
                     f"the engine answered GET /v1/models without a key (HTTP {refused}): its keys did not take, so "
                     "it would serve everyone. It was taken down; see its logs (labctl logs RUN_ID)."
                 )
+        check_bound_address(serve, profile)
         assert readiness.ready is not None
         container_start = started
         timings = dataclasses.replace(
@@ -643,6 +645,18 @@ class Starter:
             KeyStore(self.request.home or self.runs.home).remove(self.run_id)  # a failed run's keys open nothing
         finally:
             signal.pthread_sigmask(signal.SIG_SETMASK, previous)
+
+
+def check_bound_address(serve: Any, profile: Profile) -> None:
+    """The record's endpoint must be what the engine binds: an engine listening on more than the recorded
+    address (0.0.0.0 where the record says 127.0.0.1) serves people the record says it does not."""
+    expected = profile.bind_address if profile.network == "host" else "0.0.0.0"  # ports: Docker publishes it
+    problem = bound_problem(listeners(serve), expected, profile.port)
+    if problem:
+        raise LabctlError(
+            f"{problem}, but this run's record says {expected}:{profile.port}: the engine does not bind what "
+            f"labctl rendered (engine {profile.engine.name}, its engine.yaml or its image). It was taken down."
+        )
 
 
 def place_on_free_gpus(profile: Profile, found: list[Gpu], holders: list[Holder]) -> Profile:

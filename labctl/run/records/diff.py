@@ -5,10 +5,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from labctl.catalog.engines import list_engine_names
 from labctl.catalog.lab import Lab
 from labctl.catalog.sourcefile import parse_yaml
 from labctl.compose.canonical import canonical_compose
-from labctl.errors import LabctlError
 from labctl.run.records.export import Export, load_source, recorded_profile
 from labctl.run.records.record import Record
 from labctl.run.records.store import Runs
@@ -101,10 +101,9 @@ def diff_setups(lab: Lab, runs: Runs, a: str, b: str) -> SetupDiff:
 
 
 def _canonical(lab: Lab, exported: Export) -> str | None:
-    try:
-        profile = recorded_profile(lab, exported)
-    except LabctlError:
+    if str(exported.setup.get("engine")) not in list_engine_names(lab):
         return None  # an engine this lab does not define: compare what the record says
+    profile = recorded_profile(lab, exported)  # a setup this lab refuses (extra_args re-setting a flag) is refused
     return canonical_compose(
         lab,
         profile.engine,

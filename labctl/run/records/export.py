@@ -6,7 +6,7 @@ from __future__ import annotations
 import copy
 import hashlib
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -16,7 +16,7 @@ from labctl.catalog.engines import load_engine
 from labctl.catalog.image import DIGEST
 from labctl.catalog.lab import Lab, check_name
 from labctl.catalog.profiles import Profile, check_profile_spec
-from labctl.catalog.sourcefile import SourceFile, load_yaml_mapping
+from labctl.catalog.sourcefile import KeyPath, SourceFile, load_yaml_mapping
 from labctl.errors import BadInput
 from labctl.run.records.record import SCHEMA_VERSION, Record
 from labctl.run.records.store import MAX_RECORD_BYTES, Runs, is_run_id, read_text_file
@@ -35,6 +35,7 @@ class Export:
 
     doc: dict[str, Any]
     source: str
+    lines: dict[KeyPath, int] = field(default_factory=dict)  # where each key stands in the export file
 
     @property
     def setup(self) -> dict[str, Any]:
@@ -199,7 +200,7 @@ def load_export(path: Path) -> Export:
             f"{src.where(('host', 'run_id'))}: {str(run_id)[:40]!r} is not a run id (like 20261203-015815-a1b2c3): "
             "the export is invalid or was edited by hand."
         )
-    return Export(doc, source=str(path))
+    return Export(doc, source=str(path), lines=src.lines)
 
 
 def check_record_schema(record: Any, where: str) -> None:
@@ -226,6 +227,9 @@ def recorded_profile(lab: Lab, export: Export) -> Profile:
     data = export.resolved_profile()
     if data.get("gpus") is None:
         data.pop("gpus", None)
-    src = SourceFile(path=Path(export.source), data=data, display=f"{export.source}: setup.resolved_profile")
+    prefix = ("setup", "resolved_profile")
+    lines = {key[2:]: line for key, line in export.lines.items() if key[:2] == prefix}
+    lines[()] = export.lines.get(prefix, 0)
+    src = SourceFile(path=Path(export.source), data=data, lines=lines, display=export.source, prefix=prefix)
     spec = check_profile_spec(engine, src, data)
     return Profile(engine=engine, name=str(setup["profile"]), spec=spec, source=None)

@@ -178,3 +178,50 @@ def test_truncated_export_and_unknown_engine(lab: Path, home: Path, exported: tu
     newer.write_text(text.replace("  schema_version: 1\n", "  schema_version: 7\n", 1))
     result = labctl(lab, home, "reproduce", str(newer))
     assert result.code == 2 and "record schema version 7 is newer" in result.stderr
+
+
+def _resign(path: Path, change) -> None:  # type: ignore[no-untyped-def]
+    """Edit an export the way a determined colleague would: change the setup and recompute its content hash."""
+    from labctl.run.records.export import content_hash, dump_export, load_export
+
+    export = load_export(path)
+    change(export.doc)
+    export.doc["content_sha256"] = content_hash(export.doc)
+    path.write_text(dump_export(export.doc))
+
+
+@pytest.mark.parametrize(
+    ("words", "flag"),
+    [
+        (["--host", "0.0.0.0"], "--host"),
+        (["--host=0.0.0.0"], "--host"),
+        (["--po", "1"], "--port"),
+        (["--model", "other"], "--model"),
+        (["--api-key-file", "/dev/null"], "--api-key-file"),
+    ],
+)
+def test_an_export_whose_extra_args_reset_a_rendered_flag_is_refused_by_reproduce_and_diff(
+    lab: Path, home: Path, exported: tuple[str, Path], words: list[str], flag: str
+) -> None:
+    run_id, path = exported
+    _resign(path, lambda d: d["setup"]["resolved_profile"]["extra_args"].extend(words))
+    before = sorted(p.name for p in (home / "runs").iterdir())
+    for command in (["reproduce", str(path)], ["diff", str(path), run_id]):
+        result = labctl(lab, home, *command)
+        assert result.code == 2, result
+        (line,) = result.stderr.splitlines()
+        assert line.startswith(f"Error: {path}:") and ": setup.resolved_profile.extra_args[6]: " in line
+        assert f"sets {flag}, which labctl renders (engines/harness/engine.yaml:" in line
+    assert sorted(p.name for p in (home / "runs").iterdir()) == before
+
+
+@pytest.mark.parametrize(("field", "value"), [("revision", "../../x"), ("revision", "main/../../x"), ("id", "../x")])
+def test_an_export_whose_model_names_are_paths_is_refused(
+    lab: Path, home: Path, exported: tuple[str, Path], field: str, value: str
+) -> None:
+    run_id, path = exported
+    _resign(path, lambda d: d["setup"]["resolved_profile"]["model"].update({field: value}))
+    for command in (["reproduce", str(path)], ["diff", str(path), run_id]):
+        result = labctl(lab, home, *command)
+        assert result.code == 2, result
+        assert f": setup.resolved_profile.model.{field}: {value!r} is not allowed" in result.stderr
