@@ -22,6 +22,8 @@ from labctl.bench.intervals import RESAMPLES, SEED, combine_repeats, request_int
 from labctl.bench.metrics import clean
 from labctl.bench.plan import PlannedLevel, SweepClock, plan_levels, plan_line
 from labctl.bench.remote import LevelJob, OnHost, engine_address
+from labctl.bench.results import find_result as find_typed_result
+from labctl.bench.results import load_results
 from labctl.bench.runner import LevelOutcome, LevelProgress, Progress, level_prompts, outcome_of, run_level
 from labctl.bench.telemetry import Window, summarise_engine, summarise_gpus
 from labctl.bench.tokens import counter_for
@@ -32,12 +34,8 @@ from labctl.host.hosts import HostEntry
 from labctl.host.telemetry import Sampler, plan_for
 from labctl.run.records.record import Endpoint, Record, new_record, now
 from labctl.run.records.store import (
-    MAX_RESULT_BYTES,
     Runs,
-    is_result_id,
     new_run_id,
-    read_json_file,
-    read_json_folder,
     write_run_file,
 )
 from labctl.run.resident.keys import KeyStore
@@ -517,22 +515,9 @@ def save_result(path: Path, result: dict[str, Any]) -> None:
 
 
 def list_results(runs: Runs, run_id: str, skipped: Callable[[str], None] | None = None) -> list[dict[str, Any]]:
-    return read_json_folder(runs.dir(run_id) / "bench", "bench result", skipped)
+    return [result.data for result in load_results(runs, run_id, skipped)]  # each checked by its typed loader
 
 
 def find_result(runs: Runs, bench_id: str) -> tuple[dict[str, Any], Path]:
-    if not is_result_id(bench_id, "b"):
-        raise BadInput(
-            f"{bench_id[:80]!r} is not a bench id (like b20261203-015815-a1b2c3). "
-            "List a run's results with `labctl bench list RUN_ID`."
-        )
-    for run_id in runs.all_ids():
-        path = runs.dir(run_id) / "bench" / f"{bench_id}.json"
-        if path.is_file():
-            result = read_json_file(path, "bench result", MAX_RESULT_BYTES)
-            if not isinstance(result, dict):
-                raise BadInput(f"bench result {path}: not a JSON object.")
-            return result, path
-    raise BadInput(
-        f"no bench result {bench_id} under {runs.root}. List a run's results with `labctl bench --list RUN_ID`."
-    )
+    result, path = find_typed_result(runs, bench_id)
+    return result.data, path

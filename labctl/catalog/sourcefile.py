@@ -59,7 +59,8 @@ class SourceFile:
 def dotted(key: KeyPath) -> str:
     out = ""
     for part in key:
-        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
+        name = str(part) if str(part).isprintable() else repr(part)  # a key from the file stays one line
+        out += f"[{part}]" if isinstance(part, int) else (f".{name}" if out else name)
     return out
 
 

@@ -132,3 +132,5 @@ def main() -> None:
         if code == 130:
             print("Interrupted.", file=sys.stderr)
         sys.exit(code)
+    if state.skipped:  # each bad entry was said on its own line; everything else was done
+        sys.exit(1)

@@ -6,12 +6,15 @@ import json
 import sys
 import time
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from labctl.cli.context import HOST_HELP, Thinking, listing, out, state, table, warn
+from labctl.cli.context import HOST_HELP, Thinking, listing, out, skip, state, table, warn
 from labctl.cli.groups import GroupWithDefault
+
+if TYPE_CHECKING:
+    from labctl.bench.results import BenchResult, Level
 
 
 def register(app: typer.Typer) -> None:
@@ -57,11 +60,16 @@ def workloads(
     Example: labctl workloads
     """
     from labctl.bench.workloads import list_workloads, load_workload
+    from labctl.errors import BadInput
 
     lab = state.lab()
     rows = []
     for name in list_workloads(lab):
-        w = load_workload(lab, name)
+        try:
+            w = load_workload(lab, name)
+        except BadInput as exc:
+            skip(f"skipped workload {name}: {exc}")
+            continue
         rows.append([name, ",".join(map(str, w.concurrency)), w.sha256[:12], w.description])
     listing(rows, ["WORKLOAD", "CONCURRENCY", "SHA256", "DESCRIPTION"], as_json)
 
@@ -171,7 +179,9 @@ def run(
     if as_json:
         print(json.dumps(result))
     else:
-        print_result(result, str(path))
+        from labctl.bench.results import parse_result
+
+        print_result(parse_result(result), str(path))
 
 
 class _progress:
@@ -231,32 +241,32 @@ def _ms(value: Any) -> str:
     return "-" if value is None else f"{value:.1f}"
 
 
-def print_result(result: dict[str, Any], path: str) -> None:
-    target, workload = result["target"], result["workload"]
+def print_result(result: BenchResult, path: str) -> None:
+    target, workload = result.target, result.workload
     out(
-        f"bench {result['bench_id']} ({result['status']}): {target['engine']}/{target['profile']} "
-        f"[{target['environment_label']}] model {target['model']}, workload {workload['name']} ({workload['sha256'][:12]})"
+        f"bench {result.bench_id} ({result.status}): {target.engine}/{target.profile} "
+        f"[{target.environment_label}] model {target.model}, workload {workload.name} ({workload.sha256[:12]})"
     )
-    if workload.get("overrides"):
-        flags = " ".join(f"{o['flag']} {_flag(o['value'])}" for o in workload["overrides"])
-        out(f"overrides: {flags} (the file's sha256: {str(workload.get('file_sha256'))[:12]})")
+    if workload.overrides:
+        flags = " ".join(f"{o.get('flag')} {_flag(o.get('value'))}" for o in workload.overrides)
+        out(f"overrides: {flags} (the file's sha256: {str(workload.file_sha256)[:12]})")
     rows = []
-    for level in result["levels"]:
+    for level in result.levels:
         rows.append(
             [
-                str(level["concurrency"]) + (" !" if level.get("over_max_batch_size") else ""),
-                "-" if not level.get("target_rate") else f"{level['target_rate']:g}",
-                f"{level['completed']}/{level['requests']}",
-                _ms(level["median_ttft_ms"]),
-                _ms(level["p99_ttft_ms"]),
-                _ms(level["median_tpot_ms"]),
-                _ms(level["median_itl_ms"]),
-                _ms(level["p99_itl_ms"]),
-                _ms(level["median_e2el_ms"]),
-                f"{level['output_throughput']:.0f}" if level["output_throughput"] else "-",
-                f"{level['request_throughput']:.2f}" if level["request_throughput"] else "-",
-                "-" if level["goodput"] is None else f"{level['goodput']:.2f}",
-                f"{level['client_cpu_share']:.0%}",
+                str(level.concurrency) + (" !" if level.over_max_batch_size else ""),
+                "-" if not level.target_rate else f"{level.target_rate:g}",
+                f"{level.completed}/{level.requests}",
+                _ms(level.median_ttft_ms),
+                _ms(level.p99_ttft_ms),
+                _ms(level.median_tpot_ms),
+                _ms(level.median_itl_ms),
+                _ms(level.p99_itl_ms),
+                _ms(level.median_e2el_ms),
+                f"{level.output_throughput:.0f}" if level.output_throughput else "-",
+                f"{level.request_throughput:.2f}" if level.request_throughput else "-",
+                "-" if level.goodput is None else f"{level.goodput:.2f}",
+                "-" if level.client_cpu_share is None else f"{level.client_cpu_share:.0%}",
             ]
         )
     out(
@@ -279,48 +289,58 @@ def print_result(result: dict[str, Any], path: str) -> None:
             ],
         )
     )
-    for level in result["levels"]:
+    for level in result.levels:
         out(_level_detail(level))
-    telemetry = result.get("telemetry") or {}
-    for name, why in (telemetry.get("missing") or {}).items():
+    missing = (result.telemetry or {}).get("missing")
+    for name, why in (missing if isinstance(missing, dict) else {}).items():
         out(f"telemetry {name}: {why}")
-    for warning in result.get("warnings", []):
+    for warning in result.warnings:
         out(f"warning: {warning}")
-    found = result.get("max_rate_meeting_slo")
+    found = result.max_rate_meeting_slo
     if found:
-        out(f"max_rate_meeting_slo: {found['note']} (SLO {_flag(found['slo'])}; {found['rule']})")
+        out(f"max_rate_meeting_slo: {found.note} (SLO {_flag(found.slo)}; {found.rule})")
     folder = Path(path).parent
-    for key in ("requests_file", "telemetry_file"):
-        if result.get(key):
-            out(f"{key.replace('_', ' ')}: {folder / result[key]}")
+    for key, name in (("requests_file", result.requests_file), ("telemetry_file", result.telemetry_file)):
+        if name:
+            out(f"{key.replace('_', ' ')}: {folder / name}")
     out(f"(ms; TTFT = first token-bearing chunk; TPOT = (e2e-ttft)/(n-1); ITL = pooled chunk gaps)  result: {path}")
 
 
-def _ci(level: dict[str, Any], key: str) -> str:
-    interval = level.get(f"{key}_ci95")
+def _ci(interval: tuple[float, ...] | None) -> str:
     return "-" if not interval else f"[{interval[0]:.1f}, {interval[1]:.1f}]"
 
 
-def _level_detail(level: dict[str, Any]) -> str:
+def _level_detail(level: Level) -> str:
     """One line per level: the 95 % intervals of the headline figures, and what telemetry saw."""
     parts = [
-        f"c={level['concurrency']}" + (f" x{level['repeat']}" if level.get("repeat", 1) > 1 else ""),
-        f"95% TTFT p50 {_ci(level, 'median_ttft_ms')}",
-        f"TPOT p50 {_ci(level, 'median_tpot_ms')}",
-        f"out tok/s {_ci(level, 'output_throughput')}",
+        f"c={level.concurrency}" + (f" x{level.repeat}" if level.repeat > 1 else ""),
+        f"95% TTFT p50 {_ci(level.median_ttft_ms_ci95)}",
+        f"TPOT p50 {_ci(level.median_tpot_ms_ci95)}",
+        f"out tok/s {_ci(level.output_throughput_ci95)}",
     ]
-    telemetry = level.get("telemetry") or {}
-    for index, gpu in ((telemetry.get("gpu") or {}).get("gpus") or {}).items():
-        util = gpu.get("utilization_gpu_pct")
-        simulated = " simulated" if gpu["name"].startswith("Simulated ") else ""
-        if util:
+    telemetry = level.telemetry or {}
+    for index, gpu in _mapping(_mapping(telemetry.get("gpu")).get("gpus")).items():
+        util = _mapping(_mapping(gpu).get("utilization_gpu_pct"))
+        simulated = " simulated" if str(_mapping(gpu).get("name", "")).startswith("Simulated ") else ""
+        if _numbers(util, "mean", "max"):
             parts.append(f"GPU{index}{simulated} util mean {util['mean']:.0f}% max {util['max']:.0f}%")
-    engine = telemetry.get("engine") or {}
+    engine = _mapping(telemetry.get("engine"))
     for name in ("running", "waiting", "kv_cache_usage"):
-        value = engine.get(name)
-        if value:
+        value = _mapping(engine.get(name))
+        if _numbers(value, "mean", "max"):
             parts.append(f"{name} mean {value['mean']:.2f} max {value['max']:.2f}")
     return "  ".join(parts)
+
+
+def _mapping(value: Any) -> dict[str, Any]:
+    """Telemetry is free-form (each source says what it has): a part of the wrong shape is left out."""
+    return value if isinstance(value, dict) else {}
+
+
+def _numbers(value: dict[str, Any], *keys: str) -> bool:
+    return all(isinstance(value.get(k), int | float) and not isinstance(value.get(k), bool) for k in keys) and bool(
+        value.get(keys[0])
+    )
 
 
 def list_results(
@@ -331,20 +351,22 @@ def list_results(
 
     Example: labctl bench list 20261203-015815-a1b2c3
     """
-    from labctl.bench.session import list_results as results_of
+    from labctl.bench.results import load_results
 
-    results = results_of(state.runs(), run_id, skipped=warn)
+    results = load_results(state.runs(), run_id, skipped=skip)
     if as_json:
-        print(json.dumps([{k: r[k] for k in ("bench_id", "status", "created_at", "workload")} for r in results]))
+        print(
+            json.dumps([{k: r.data.get(k) for k in ("bench_id", "status", "created_at", "workload")} for r in results])
+        )
         return
     rows = [
         [
-            r["bench_id"],
-            r["workload"]["name"],
-            r["workload"]["sha256"][:12],
-            r["status"],
-            ",".join(str(level["concurrency"]) for level in r["levels"]),
-            r["created_at"][:19],
+            r.bench_id,
+            r.workload.name,
+            r.workload.sha256[:12],
+            r.status,
+            ",".join(str(level.concurrency) for level in r.levels),
+            r.created_at[:19],
         ]
         for r in results
     ]
@@ -363,10 +385,10 @@ def show(
 
     Example: labctl bench show b20261203-020000-abcdef
     """
-    from labctl.bench.session import find_result
+    from labctl.bench.results import find_result
 
     result, path = find_result(state.runs(), bench_id)
     if as_json:
-        print(json.dumps(result, indent=1))
+        print(json.dumps(result.data, indent=1))
     else:
         print_result(result, str(path))

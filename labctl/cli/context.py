@@ -32,6 +32,7 @@ class State:
     lab_option: str | None = None
     home_option: str | None = None
     host_option: str | None = None
+    skipped: int = 0  # bad entries a command reported and went past: it exits 1
     _lab: Lab | None = None
     _host: HostEntry | None = None
 
@@ -107,6 +108,13 @@ def out(text: str = "") -> None:
 
 def warn(text: str) -> None:
     print(text, file=sys.stderr)
+
+
+def skip(text: str) -> None:
+    """A bad entry (a record, a result, a workload file) on its own line; the command goes on with the
+    rest and exits 1 at the end."""
+    state.skipped += 1
+    warn(text)
 
 
 def table(rows: list[list[str]], header: list[str]) -> str:

@@ -8,7 +8,7 @@ from typing import Annotated, Any
 
 import typer
 
-from labctl.cli.context import HOST_HELP, Thinking, listing, out, state, table, warn
+from labctl.cli.context import HOST_HELP, Thinking, listing, out, skip, state, table, warn
 from labctl.cli.groups import GroupWithDefault
 
 
@@ -146,7 +146,7 @@ def compare(
     fmt = "json" if as_json else fmt
     if fmt not in FORMATS:
         raise BadInput(f"--format {fmt!r}: choose one of {', '.join(FORMATS)}.")
-    checks, rows, entries = gather(state.runs(), ids)
+    checks, rows, entries = gather(state.runs(), ids, skip)
     failed = ", ".join(c.rule for c in checks if not c.ok and c.blocking)
     _refuse_mixed(
         checks,
@@ -185,13 +185,13 @@ def report(
     if len(ids) == 1:
         from labctl.compare.single import choice_line, load_one, write_one_result_report
 
-        one = load_one(state.runs(), ids[0])
+        one = load_one(state.runs(), ids[0], skip)
         chosen = choice_line(one)
         if chosen:
             warn(chosen)
         out(str(write_one_result_report(Path(output), one) / "index.html"))
         return
-    checks, rows, entries = gather(state.runs(), ids)
+    checks, rows, entries = gather(state.runs(), ids, skip)
     _refuse_mixed(
         checks,
         allow_mismatch,
@@ -222,7 +222,7 @@ def list_evaluations(
     """
     from labctl.quality.evaluate import list_evals
 
-    evals = list_evals(state.runs(), run_id, skipped=warn)
+    evals = list_evals(state.runs(), run_id, skipped=skip)
     if as_json:
         print(
             json.dumps(

@@ -8,7 +8,7 @@ from typing import Annotated, Any
 
 import typer
 
-from labctl.cli.context import HOST_HELP, CopyImage, listing, out, state, table, warn
+from labctl.cli.context import HOST_HELP, CopyImage, listing, out, skip, state, table, warn
 from labctl.host.disk import size_text
 
 
@@ -170,6 +170,8 @@ def down(
     state.follow_run(target)
     for run in stop(state.runs(), target, reason, force, all_runs, confirm, host=state.host()):
         out(f"stopped {run.run_id} ({run.engine}/{run.profile})")
+        for problem in run.problems:
+            skip(problem)
 
 
 def status(
@@ -191,6 +193,9 @@ def status(
             warn(note)
         if not section.reachable:
             warn(f"host {section.host.name} ({section.host.docker}): {section.problem}")
+        for run in section.runs:
+            if run.get("record_problem"):
+                skip(f"run {run['run_id']} is listed from its container labels alone: {run['record_problem']}")
     if as_json:
         print(json.dumps([run for section in sections for run in section.runs]))
         return
@@ -274,7 +279,7 @@ def runs(
         try:
             r = store.load(run_id)
         except BadInput as exc:
-            warn(f"skipped run {run_id}: {exc}")
+            skip(f"skipped run {run_id}: {exc}")
             continue
         rows.append([run_id, f"{r.engine}/{r.profile}", r.status, r.environment_label, r.owner, r.image.digest or "-"])
         preps.append({name: part.to_json() for name, part in r.prep.items()})
@@ -358,7 +363,7 @@ def gc(
     from labctl.run.models.gc import as_json as gc_json
     from labctl.run.models.gc import collect, find_garbage
 
-    items = find_garbage(state.lab(), state.runs(), state.host())
+    items = find_garbage(state.lab(), state.runs(), state.host(), skip)
     outcomes = collect(items) if yes else []
     freed = sum(o.item.bytes for o in outcomes if o.removed)
     if as_json:

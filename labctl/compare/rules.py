@@ -4,6 +4,7 @@ the same rules. The rules are checked first; a mixed table needs --allow-mismatc
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -85,9 +86,11 @@ class Entry:
         }
 
 
-def load_entry(runs: Runs, given: str) -> Entry:
+def load_entry(runs: Runs, given: str, skipped: Callable[[str], None] | None = None) -> Entry:
+    """A bench id's result, or a run id's newest complete one; a bad file among a run's results, or a
+    run record that cannot be read, is reported to `skipped` and gone past."""
     if is_run_id(given):
-        every = list_results(runs, given)
+        every = list_results(runs, given, skipped)
         results = [r for r in every if r.get("status") == "complete"]
         if not results:
             partial = [str(r.get("bench_id")) for r in every if r.get("status") == "interrupted"]
@@ -120,19 +123,15 @@ def load_entry(runs: Runs, given: str) -> Entry:
                 "an older schema; re-run the benchmark."
             )
     target = result["target"]
-    record = (
-        runs.load(result["run_id"])
-        if runs.exists(result["run_id"])
-        else Record(
-            run_id=result["run_id"],
-            status="unknown",
-            engine=str(target.get("engine") or "?"),
-            profile=str(target.get("profile") or "?"),
-            served_model_name=str(target.get("model") or ""),
-        )
+    record = _record_of(runs, result, skipped) or Record(
+        run_id=result["run_id"],
+        status="unknown",
+        engine=str(target.get("engine") or "?"),
+        profile=str(target.get("profile") or "?"),
+        served_model_name=str(target.get("model") or ""),
     )
     evals: dict[str, dict[str, Any]] = {}
-    for evaluation in list_evals(runs, result["run_id"]):
+    for evaluation in list_evals(runs, result["run_id"], skipped):
         if evaluation.get("status", "complete") != "complete":
             continue  # a failed evaluation has no score
         evals[evaluation["suite"]["name"]] = evaluation  # the latest per suite wins (sorted by id = time)
@@ -286,7 +285,21 @@ def _overlap(a: list[float] | None, b: list[float] | None) -> bool:
     return a[0] <= b[1] and b[0] <= a[1]
 
 
-def compare(runs: Runs, ids: list[str]) -> tuple[list[Check], list[dict[str, Any]], list[Entry]]:
+def _record_of(runs: Runs, result: dict[str, Any], skipped: Callable[[str], None] | None) -> Record | None:
+    """The result's run record; one that cannot be read leaves the result's own facts (and says so)."""
+    if not is_run_id(str(result["run_id"])) or not runs.exists(result["run_id"]):
+        return None
+    try:
+        return runs.load(result["run_id"])
+    except BadInput as exc:
+        if skipped:
+            skipped(f"skipped the record of {result['bench_id']}: {exc}")
+        return None
+
+
+def compare(
+    runs: Runs, ids: list[str], skipped: Callable[[str], None] | None = None
+) -> tuple[list[Check], list[dict[str, Any]], list[Entry]]:
     if len(ids) < 2:
         raise BadInput(
             "give at least two bench or run ids to compare (one result has nothing to be compared with; "
@@ -294,7 +307,7 @@ def compare(runs: Runs, ids: list[str]) -> tuple[list[Check], list[dict[str, Any
         )
     if len(set(ids)) != len(ids):
         raise BadInput("an id is given twice.")
-    entries = [load_entry(runs, i) for i in ids]
+    entries = [load_entry(runs, i, skipped) for i in ids]
     checks = checklist(entries)
     return checks, rows(entries, checks), entries
 

@@ -5,6 +5,7 @@ no Δ: a bench of one engine needs none."""
 from __future__ import annotations
 
 import html
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -62,14 +63,14 @@ class OneResult:
         return " · ".join([result["bench_id"], self.name, workload, facts["environment label"], model, when])
 
 
-def load_one(runs: Runs, given: str) -> OneResult:
+def load_one(runs: Runs, given: str, skipped: Callable[[str], None] | None = None) -> OneResult:
     """A bench id, or a run id: its newest complete result, with the run's other results named."""
-    entry = load_entry(runs, given)
+    entry = load_entry(runs, given, skipped)
     if not entry.result["levels"]:
         raise BadInput(f"bench result {entry.result['bench_id']} has no measured level: nothing to report.")
     others = []
     if is_run_id(given):
-        others = [r for r in list_results(runs, given) if r.get("bench_id") != entry.result["bench_id"]]
+        others = [r for r in list_results(runs, given, skipped) if r.get("bench_id") != entry.result["bench_id"]]
     return OneResult(entry, others)
 
 

@@ -20,15 +20,13 @@ from labctl.bench.session import BenchRequest, every_request_failed, preflight, 
 from labctl.catalog.limits import MAX_CONCURRENCY, check_count, check_seconds
 from labctl.errors import BadInput, LabctlError
 from labctl.host.sandbox import check_sandbox, run_code
+from labctl.quality.evals import find_eval as typed_eval
+from labctl.quality.evals import load_evals
 from labctl.quality.suites import Case, Suite, check_versions, judge, strip_fence
 from labctl.run.records.record import now
 from labctl.run.records.store import (
-    MAX_RESULT_BYTES,
     Runs,
-    is_result_id,
     new_run_id,
-    read_json_file,
-    read_json_folder,
     write_run_file,
 )
 
@@ -226,23 +224,11 @@ def _failed(
 
 
 def find_eval(runs: Runs, eval_id: str) -> dict[str, Any]:
-    if not is_result_id(eval_id, "e"):
-        raise BadInput(
-            f"{eval_id[:80]!r} is not an evaluation id (like e20261203-015815-a1b2c3). "
-            "List a run's evaluations with `labctl eval list RUN_ID`."
-        )
-    for run_id in runs.all_ids():
-        path = runs.dir(run_id) / "eval" / f"{eval_id}.json"
-        if path.is_file():
-            data = read_json_file(path, "evaluation", MAX_RESULT_BYTES)
-            if not isinstance(data, dict):
-                raise BadInput(f"evaluation {path}: not a JSON object.")
-            return data
-    raise BadInput(f"no evaluation {eval_id} under {runs.root}.")
+    return typed_eval(runs, eval_id).data  # checked by its typed loader
 
 
 def list_evals(runs: Runs, run_id: str, skipped: Callable[[str], None] | None = None) -> list[dict[str, Any]]:
-    return read_json_folder(runs.dir(run_id) / "eval", "evaluation", skipped)
+    return [evaluation.data for evaluation in load_evals(runs, run_id, skipped)]
 
 
 def diff_evals(a: dict[str, Any], b: dict[str, Any]) -> list[dict[str, Any]]:

@@ -78,7 +78,14 @@ def _export(tmp_path: Path, digest: str, run_id: str = RUN_ID) -> Path:
         },
         "host": {"run_id": run_id, "port": 1, "bind": "127.0.0.1", "gpu_ids": [], "cache_dir": None, "run_labels": {}},
         "compose": "",
-        "record": {"schema_version": 1},
+        "record": {
+            "schema_version": 1,
+            "run_id": RUN_ID,
+            "status": "stopped",
+            "engine": "harness",
+            "profile": "smoke",
+            "served_model_name": "m",
+        },
     }
     path = tmp_path / "export.yaml"
     path.write_text(json.dumps(doc))  # JSON is YAML

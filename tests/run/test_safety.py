@@ -208,4 +208,4 @@ def test_a_corrupt_record_is_skipped_not_fatal(lab: Path, tmp_path: Path) -> Non
     broken.mkdir(parents=True)
     (broken / "record.json").write_text("{ this is not json")
     result = labctl(lab, home, "runs")
-    assert result.code == 0 and "skipped run 20261203-000000-abcdef" in result.stderr
+    assert result.code == 1 and "skipped run 20261203-000000-abcdef" in result.stderr  # said, gone past, exit 1

@@ -51,7 +51,11 @@ def owning_runs(runs: Runs, run_id: str) -> Runs:
 
 def stop_run(
     runs: Runs, run_id: str, by: str, reason: str | None = None, replaced_by: str | None = None, forced: bool = False
-) -> None:
+) -> list[str]:
+    """Stop a run's containers (found by their `labctl.run_id` label) and record it. A record that cannot
+    be read never keeps the containers up: they are stopped all the same, and what could not be recorded
+    is returned, one line each."""
+    problems: list[str] = []
     owner_runs = owning_runs(runs, run_id)
     # The watcher goes first: the engine going away is no restart and no hang, and a watcher reading the
     # record's new status would race this removal by removing itself.
@@ -75,7 +79,10 @@ def stop_run(
             changes["replaced_by"] = replaced_by
         if forced:
             changes["stop_forced"] = True
-        owner_runs.update(run_id, **changes)
+        try:
+            owner_runs.update(run_id, **changes)
+        except BadInput as exc:
+            problems.append(f"stopped run {run_id}, but could not record it: {exc}")
         elsewhere = {"from_home": str(runs.home)} if owner_runs.home != runs.home else {}
         owner_runs.event(run_id, "down", reason=reason, forced=forced, **elsewhere)
     if containers:
@@ -95,6 +102,7 @@ def stop_run(
         if close_run_forward(record.forward):
             owner_runs.event(run_id, "forward closed")
     KeyStore(owner_runs.home).remove(run_id)  # a stopped deployment's keys open nothing any more
+    return problems
 
 
 @dataclass(frozen=True)
@@ -102,6 +110,7 @@ class Stopped:
     run_id: str
     engine: str
     profile: str
+    problems: tuple[str, ...] = ()  # what could not be recorded (an unreadable record)
 
 
 def stop(
@@ -141,6 +150,6 @@ def stop(
     ]
     stopped = []
     for run, forced in allowed:
-        stop_run(runs, run["run_id"], by=me, reason=reason, forced=forced)
-        stopped.append(Stopped(run["run_id"], run["engine"], run["profile"]))
+        problems = stop_run(runs, run["run_id"], by=me, reason=reason, forced=forced)
+        stopped.append(Stopped(run["run_id"], run["engine"], run["profile"], tuple(problems)))
     return stopped

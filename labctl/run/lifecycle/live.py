@@ -34,7 +34,7 @@ def live_runs(runs: Runs, probe: bool = True, host: HostEntry = LOCAL_HOST) -> l
         serve = next((c for c in containers if dk.service_of(c) == "serve"), containers[0])
         labels = RunLabels.from_labels(dk.labels_of(serve))
         state = serve.state
-        record = runs.try_load(run_id)
+        record, problem = runs.read(run_id)
         with _reach(runs, host, labels, record, probe and bool(state.running)) as url:
             health = (
                 probe_now(url, record.probe, record.probe_timeout_s)
@@ -77,6 +77,7 @@ def live_runs(runs: Runs, probe: bool = True, host: HostEntry = LOCAL_HOST) -> l
                 "docker_endpoint": host.docker,
                 "requests_served": counters.get("requests"),
                 "tokens_served": counters.get("tokens"),
+                "record_problem": problem,  # its record cannot be read: listed from its labels alone
             }
         )
     return out

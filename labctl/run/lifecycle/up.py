@@ -309,13 +309,14 @@ class Starter:
                 )
             for holder in {h.run_id: h for h in conflicts + port_holders}.values():
                 self.say(f"replacing {holder.describe()}")
-                stop_run(
+                for problem in stop_run(
                     self.runs,
                     holder.run_id,
                     by=self.request.owner or current_user(),
                     reason=f"replaced by run {self.run_id}",
                     replaced_by=self.run_id,
-                )
+                ):
+                    self.say(f"warning: {problem}")
                 replaced.append(holder.run_id)
             conflicts, port_holders = [], []
         if conflicts:

@@ -12,6 +12,7 @@ images are collected there."""
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -133,8 +134,18 @@ def live_uses(runs: Runs, local_files: bool) -> tuple[set[str], list[Uses]]:
     return images, uses
 
 
-def find_garbage(lab: Lab, runs: Runs, host: HostEntry = LOCAL_HOST) -> list[Item]:
-    records = [r for r in (runs.try_load(i) for i in runs.all_ids()) if r is not None and ran_on(r, host)]
+def find_garbage(
+    lab: Lab, runs: Runs, host: HostEntry = LOCAL_HOST, skipped: Callable[[str], None] | None = None
+) -> list[Item]:
+    """What this home's runs used that nothing needs now. A record that cannot be read is reported to
+    `skipped` and gone past (what it used is then not offered on its account)."""
+    records = []
+    for run_id in runs.all_ids():
+        record, problem = runs.read(run_id)
+        if problem and skipped:
+            skipped(f"skipped run {run_id}: {problem}")
+        if record is not None and ran_on(record, host):
+            records.append(record)
     local_files = not host.is_remote
     images_in_use, live = live_uses(runs, local_files)
     live += [uses_of(r, local_files) for r in records if r.status not in ENDED]

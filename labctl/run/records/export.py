@@ -19,7 +19,7 @@ from labctl.catalog.profiles import Profile, check_profile_spec
 from labctl.catalog.sourcefile import KeyPath, SourceFile, load_yaml_mapping
 from labctl.errors import BadInput
 from labctl.run.records.record import SCHEMA_VERSION, Record
-from labctl.run.records.store import MAX_RECORD_BYTES, Runs, is_run_id, read_text_file
+from labctl.run.records.store import MAX_RECORD_BYTES, Runs, is_run_id, parse_record, read_text_file
 
 EXPORT_SCHEMA = 1
 # An export embeds a whole run record and the compose file beside the setup: ~10 KiB today, and it
@@ -200,6 +200,7 @@ def load_export(path: Path) -> Export:
             f"{src.where(('host', 'run_id'))}: {str(run_id)[:40]!r} is not a run id (like 20261203-015815-a1b2c3): "
             "the export is invalid or was edited by hand."
         )
+    parse_record(doc["record"], path, "The export is truncated or was edited by hand: export the run again.")
     return Export(doc, source=str(path), lines=src.lines)
 
 

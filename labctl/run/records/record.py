@@ -6,20 +6,18 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
-import types
-import typing
 from dataclasses import dataclass, field
-from typing import Any, TypeVar, Union
+from typing import Any
 
 from labctl.compose.labels import RunLabels
 from labctl.host.forward import Forward
 from labctl.host.gpu import Gpu
 from labctl.run.records.prep import PrepPart
+from labctl.run.records.typed import check_depth, check_version, expect, from_json
 
 SCHEMA_VERSION = 1
 READABLE_SCHEMAS = (1,)
 
-T = TypeVar("T")
 JsonObject = dict[str, Any]  # data on its way in or out, never the model
 
 
@@ -220,16 +218,15 @@ class Record:
 
     @classmethod
     def from_json(cls, data: JsonObject) -> Record:
-        version = data.get("schema_version", SCHEMA_VERSION)
-        if version not in READABLE_SCHEMAS:
-            raise ValueError(
-                f"record schema {version} is newer than this labctl reads ({READABLE_SCHEMAS[-1]}): upgrade labctl"
-            )
+        """A record from its JSON; a wrong shape raises ShapeError (naming the field), a newer schema
+        FutureSchema: both are ValueError."""
+        check_depth(data)
+        check_version(expect(dict, data), READABLE_SCHEMAS, SCHEMA_VERSION)
         known = {f.name for f in dataclasses.fields(cls)} - {"extra"}
-        record: Record = _from_json(cls, {k: v for k, v in data.items() if k in known - {"prep"}})
+        record: Record = from_json(cls, {k: v for k, v in data.items() if k in known - {"prep"}})
         prep = {
-            str(name): PrepPart.from_json(_expect(dict, part))
-            for name, part in _expect(dict, data.get("prep") or {}).items()
+            str(name): from_json(PrepPart, part, f"prep.{name}")
+            for name, part in expect(dict, data.get("prep") or {}, "prep").items()
         }
         return dataclasses.replace(record, prep=prep, extra={k: v for k, v in data.items() if k not in known})
 
@@ -274,42 +271,6 @@ def _to_json(value: Any) -> Any:
     if isinstance(value, dict):
         return {k: _to_json(v) for k, v in value.items()}
     return value
-
-
-def _from_json(kind: Any, data: Any) -> Any:
-    """Build a value of type `kind` from JSON data; wrong shapes raise ValueError."""
-    origin = typing.get_origin(kind)
-    if kind is Any or data is None and _optional(kind):
-        return data
-    if origin in (Union, types.UnionType):
-        inner = [a for a in typing.get_args(kind) if a is not type(None)]
-        return _from_json(inner[0], data) if len(inner) == 1 else data
-    if kind is RunLabels:
-        return RunLabels.from_labels(_expect(dict, data))
-    if dataclasses.is_dataclass(kind):
-        hints = typing.get_type_hints(kind)
-        known = {f.name for f in dataclasses.fields(kind)}
-        values = {k: _from_json(hints[k], v) for k, v in _expect(dict, data).items() if k in known}
-        return kind(**values)  # type: ignore[operator]
-    if origin is tuple:
-        return tuple(_from_json(typing.get_args(kind)[0], v) for v in _expect(list, data))
-    if origin is dict or kind is dict:
-        return dict(_expect(dict, data))
-    if kind is float and isinstance(data, int) and not isinstance(data, bool):
-        return float(data)
-    if kind in (str, int, bool, float):
-        return _expect(kind, data)
-    return data
-
-
-def _optional(kind: Any) -> bool:
-    return typing.get_origin(kind) in (Union, types.UnionType) and type(None) in typing.get_args(kind)
-
-
-def _expect(kind: type[T], data: Any) -> T:
-    if not isinstance(data, kind) or (kind is int and isinstance(data, bool)):
-        raise ValueError(f"expected {kind.__name__}, found {type(data).__name__}: {str(data)[:60]!r}")
-    return data
 
 
 def now() -> str:

@@ -22,6 +22,7 @@ from labctl.host.identity import current_user
 from labctl.host.lock import file_lock
 from labctl.run.records.prep_view import prep_rows
 from labctl.run.records.record import Record, now
+from labctl.run.records.typed import FutureSchema, ShapeError
 
 _RUN_ID = re.compile(r"[0-9]{8}-[0-9]{6}-[0-9a-f]{6}")  # always fullmatch: `$` accepts a trailing newline
 # Secret-looking values never reach a record, whatever field they hide in.
@@ -51,6 +52,31 @@ def read_json_file(path: Path, what: str, max_bytes: int = MAX_RECORD_BYTES) -> 
     except (ValueError, RecursionError) as exc:
         reason = "nested too deeply" if isinstance(exc, RecursionError) else str(exc)[:200]
         raise BadInput(f"{what} {path}: not readable JSON ({reason}).") from None
+
+
+def shape_refusal(what: str, path: Path, exc: Exception, fix: str) -> BadInput:
+    """The one line for a file of the wrong shape: which file, which field, what is wrong, what to do."""
+    if isinstance(exc, FutureSchema):
+        return BadInput(f"{what} {path}: {exc}.")
+    detail = f"field {exc.field}: {exc.problem}" if isinstance(exc, ShapeError) else str(exc)[:200]
+    return BadInput(f"{what} {path}: not readable ({detail}). {fix}")
+
+
+def load_record_file(path: Path) -> Record:
+    """A run record file, typed; any other content is one line (BadInput)."""
+    return parse_record(
+        read_json_file(path, "run record"),
+        path,
+        "Restore it, or move its run folder out of runs/ (labctl never rewrites it).",
+    )
+
+
+def parse_record(data: Any, where: Path, fix: str) -> Record:
+    """A run record from data (a record file's, or the one an export carries), typed, or one line."""
+    try:
+        return Record.from_json(data)
+    except (ValueError, TypeError) as exc:
+        raise shape_refusal("run record", where, exc, fix) from None
 
 
 def read_json_folder(folder: Path, what: str, skipped: Callable[[str], None] | None = None) -> list[dict[str, Any]]:
@@ -158,13 +184,14 @@ class Runs:
         path = self.record_path(run_id)
         if not path.is_file():
             raise BadInput(f"no run {run_id} under {self.root}. List them with `labctl runs` (or check LABCTL_HOME).")
-        data = read_json_file(path, "run record")
+        return load_record_file(path)
+
+    def read(self, run_id: str) -> tuple[Record | None, str | None]:
+        """The record, or why it cannot be read (the one line); (None, None) when there is none."""
         try:
-            if not isinstance(data, dict):
-                raise ValueError("not a JSON object")
-            return Record.from_json(data)
-        except (ValueError, TypeError, KeyError, AttributeError) as exc:
-            raise BadInput(f"{path}: not a readable run record ({str(exc)[:200]}).") from None
+            return (self.load(run_id), None) if self.exists(run_id) else (None, None)
+        except BadInput as exc:
+            return None, str(exc)
 
     def try_load(self, run_id: str) -> Record | None:
         """The record, or None when there is none or it cannot be read (one corrupt record must never

@@ -164,9 +164,9 @@ def observe(runs: Runs, run: dict[str, Any]) -> None:
     """Turn what `status` sees into events: a health result that changed. (Restarts are recorded from
     Docker's own events: by the run's watcher, else replayed by `status`; see run/watch.py.)"""
     run_id = run["run_id"]
-    if not runs.exists(run_id):
-        return
-    record = runs.load(run_id)
+    record, _ = runs.read(run_id)
+    if record is None:
+        return  # no record here, or one that cannot be read (status says so on its own line)
     seen = record.observed or Observed()
     now_seen = Observed(
         restarts=max(run["restarts"], seen.restarts), health=run["health"], at=now(), at_monotonic=time.monotonic()

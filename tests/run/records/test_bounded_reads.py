@@ -65,7 +65,7 @@ def test_an_oversize_record_is_one_clear_line_and_skipped_by_runs(home: Path) ->
         Runs(home).load(BIG)
     assert Runs(home).try_load(BIG) is None
     code, out, err = labctl(home, "runs")
-    assert code == 0 and GOOD in out and BIG not in out
+    assert code == 1 and GOOD in out and BIG not in out  # a skipped entry: said, gone past, exit 1
     assert err.startswith(f"skipped run {BIG}: run record {home}/runs/{BIG}/record.json: larger than 1024 KiB")
     code, out, err = labctl(home, "show", BIG)
     assert (code, out) == (2, "") and err.count("\n") == 1 and "larger than 1024 KiB" in err
@@ -80,7 +80,7 @@ def test_a_corrupt_record_is_reported_and_skipped(home: Path, content: str, reas
     path.parent.mkdir(parents=True)
     path.write_text(content)
     code, out, err = labctl(home, "runs", "--json")
-    assert code == 0 and [r["run"] for r in json.loads(out)] == [GOOD], out
+    assert code == 1 and [r["run"] for r in json.loads(out)] == [GOOD], out
     assert err.startswith(f"skipped run {BIG}: ") and reason in err and "Traceback" not in err
 
 
@@ -92,7 +92,7 @@ def test_oversize_and_corrupt_results_are_skipped_in_lists_and_refused_when_name
     oversize(results / f"{prefix}{BIG}.json", MAX_RESULT_BYTES)
     (results / f"{prefix}20261203-015817-000000.json").write_text("{ broken")
     code, out, err = labctl(home, kind, "list", GOOD, "--json")
-    assert (code, json.loads(out)) == (0, [])
+    assert (code, json.loads(out)) == (1, [])
     assert err.count("\n") == 2 and "larger than 65536 KiB" in err and "not readable JSON" in err
     named = labctl(
         home,
