@@ -31,20 +31,40 @@ METRICS = (
 
 
 @dataclass(frozen=True)
+class Memory:
+    setting: str
+    value: float | None = None
+    meaning: str | None = None
+
+
+@dataclass(frozen=True)
 class Target:
     engine: str = "?"
     profile: str = "?"
     model: str = ""
     environment_label: str = ""
     base_url: str = ""
+    thinking: str | None = None
+    memory: Memory | None = None
+    max_batch_size: int | None = None
+
+
+@dataclass(frozen=True)
+class Override:
+    flag: str
+    value: Any
 
 
 @dataclass(frozen=True)
 class WorkloadFacts:
-    name: str = "?"
-    sha256: str = ""
+    name: str
+    sha256: str
     file_sha256: str | None = None
-    overrides: tuple[dict[str, Any], ...] = ()
+    overrides: tuple[Override, ...] = ()
+    slo: dict[str, float] | None = None
+    spec: dict[str, Any] | None = None
+    length_unit: str | None = None
+    tokenizer: str | None = None
 
 
 @dataclass(frozen=True)
@@ -77,7 +97,7 @@ class Level:
 
 @dataclass(frozen=True)
 class Capacity:
-    note: str = ""
+    note: str
     rule: str = ""
     slo: dict[str, Any] = field(default_factory=dict)
 
@@ -99,6 +119,7 @@ class BenchResult:
     requests_file: str | None = None
     telemetry_file: str | None = None
     repeat: int = 1
+    client: dict[str, Any] | None = None
     data: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)  # the file as written
 
 
@@ -107,6 +128,8 @@ def parse_result(data: Any) -> BenchResult:
     check_depth(data)
     check_version(expect(dict, data), READABLE, UNVERSIONED)
     result: BenchResult = from_json(BenchResult, {k: v for k, v in data.items() if k != "data"})
+    if result.workload.spec is not None:  # the workload as run: its SLO is read as numbers
+        from_json(dict[str, float] | None, result.workload.spec.get("slo"), "workload.spec.slo")
     for index, level in enumerate(result.levels):
         for name in ("median_ttft_ms", "median_tpot_ms", "output_throughput", "p99_ttft_ms", "p99_itl_ms", "goodput"):
             interval = getattr(level, f"{name}_ci95")

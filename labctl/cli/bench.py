@@ -179,9 +179,9 @@ def run(
     if as_json:
         print(json.dumps(result))
     else:
-        from labctl.bench.results import parse_result
+        from labctl.bench.results import load_result
 
-        print_result(parse_result(result), str(path))
+        print_result(load_result(path), str(path))  # what was saved, read back as any result is
 
 
 class _progress:
@@ -248,7 +248,7 @@ def print_result(result: BenchResult, path: str) -> None:
         f"[{target.environment_label}] model {target.model}, workload {workload.name} ({workload.sha256[:12]})"
     )
     if workload.overrides:
-        flags = " ".join(f"{o.get('flag')} {_flag(o.get('value'))}" for o in workload.overrides)
+        flags = " ".join(f"{o.flag} {_flag(o.value)}" for o in workload.overrides)
         out(f"overrides: {flags} (the file's sha256: {str(workload.file_sha256)[:12]})")
     rows = []
     for level in result.levels:

@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 import yaml
+from helpers.hostile_json import VALUES, mutated
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -25,19 +26,6 @@ from labctl.run.records.record import Endpoint, Record
 from labctl.run.records.store import load_record_file
 
 RUN = "20261203-015815-a1b2c3"
-TEXT = st.text(st.characters(blacklist_categories=("Cs",)), max_size=12)
-SCALARS = (
-    st.none()
-    | st.booleans()
-    | st.integers(-(10**30), 10**30)
-    | st.sampled_from([10**400, -(10**400), 2**63])
-    | st.floats(allow_nan=True, allow_infinity=True)
-    | TEXT
-    | st.sampled_from(["\x1b[31m", "\n", "\x00", "", "1", "sha256:" + "a" * 64])
-)
-VALUES = st.recursive(
-    SCALARS, lambda inner: st.lists(inner, max_size=4) | st.dictionaries(TEXT, inner, max_size=4), max_leaves=20
-)
 
 
 def record_sample() -> dict[str, Any]:
@@ -141,25 +129,6 @@ def load_or_refuse(kind: str, text: str) -> None:
         except LabctlError as exc:
             assert "\n" not in str(exc).strip() or kind == "export", str(exc)  # one line
             assert "Traceback" not in str(exc)
-
-
-@st.composite
-def mutated(draw: st.DrawFn, sample: Any) -> Any:
-    """The good file with one part (at any depth) replaced by an arbitrary value, or removed."""
-    data = json.loads(json.dumps(sample))
-    node = data
-    while isinstance(node, dict | list) and node:
-        keys = list(node.keys()) if isinstance(node, dict) else list(range(len(node)))
-        key = draw(st.sampled_from(keys))
-        child = node[key]
-        if not isinstance(child, dict | list) or not child or draw(st.booleans()):
-            if isinstance(node, dict) and draw(st.booleans()):
-                del node[key]
-            else:
-                node[key] = draw(VALUES)
-            break
-        node = child
-    return data
 
 
 @pytest.mark.parametrize("kind", list(LOADERS))
