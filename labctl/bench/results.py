@@ -144,6 +144,8 @@ def load_result(path: Path) -> BenchResult:
     try:
         return parse_result(data)
     except (ValueError, TypeError) as exc:
+        if isinstance(exc, ShapeError) and isinstance(data, dict) and "schema_version" not in data:
+            exc = ShapeError(exc.field, f"{exc.problem}; it has no schema_version: an older labctl wrote it")
         raise shape_refusal("bench result", path, exc, FIX) from None
 
 
