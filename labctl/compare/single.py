@@ -18,6 +18,7 @@ from labctl.compare.rules import Entry, load_entry, rows
 from labctl.errors import BadInput
 from labctl.host.files import write_atomically
 from labctl.host.identity import host_name
+from labctl.host.outputs import write_report_folder
 from labctl.run.records.record import now
 from labctl.run.records.store import Runs, is_run_id
 
@@ -280,9 +281,14 @@ figure {{ margin: 0; }} img {{ width: 100%; border: 1px solid #ddd; }}
 """
 
 
-def write_one_result_report(folder: Path, one: OneResult) -> Path:
-    folder.mkdir(parents=True, exist_ok=True)
-    plots = draw_one_result(folder, one.entry, one.name, one.about, caveats(one))
-    write_atomically(folder / "report.md", markdown(one, plots))
-    write_atomically(folder / "index.html", page(one, plots))
-    return folder
+def write_one_result_report(folder: Path, one: OneResult, overwrite: bool = False) -> Path:
+    """Built beside `folder` and renamed into place (labctl.host.outputs): all of it, or the old one untouched."""
+
+    def build(work: Path) -> None:
+        plots = draw_one_result(work, one.entry, one.name, one.about, caveats(one))
+        write_atomically(work / "report.md", markdown(one, plots))
+        write_atomically(work / "index.html", page(one, plots))
+
+    ids = [str(one.entry.result.get("bench_id"))]
+    marker = {"kind": "one-result report", "labctl_version": __version__, "bench_ids": ids, "written_at": now()}
+    return write_report_folder(folder, marker, overwrite, build)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import copy
 import hashlib
 import json
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -17,6 +18,9 @@ from labctl.catalog.image import DIGEST
 from labctl.catalog.lab import Lab, check_name
 from labctl.catalog.profiles import Profile, check_profile_spec
 from labctl.catalog.sourcefile import KeyPath, SourceFile, load_yaml_mapping
+from labctl.compose.canonical import canonical_compose, sha256_text
+from labctl.compose.labels import RunLabels
+from labctl.compose.render import SECRETS_TARGET, RenderOptions, render_compose
 from labctl.errors import BadInput
 from labctl.run.records.record import SCHEMA_VERSION, Record
 from labctl.run.records.store import MAX_RECORD_BYTES, Runs, is_run_id, read_text_file
@@ -75,6 +79,104 @@ class Export:
 def content_hash(doc: dict[str, Any]) -> str:
     body = {k: v for k, v in doc.items() if k != "content_sha256"}
     return hashlib.sha256(json.dumps(body, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
+
+
+def content_problem(export: Export) -> str | None:
+    """A file whose content does not hash to the hash it states is broken (cut short) or edited: nothing
+    it says is believed, whatever flag is given."""
+    recorded, actual = export.doc.get("content_sha256"), content_hash(export.doc)
+    if recorded == actual:
+        return None
+    return (
+        f"content hash mismatch: the file says {str(recorded)[:80]}, its content hashes to {actual} "
+        "(truncated, or edited by hand)"
+    )
+
+
+def recorded_run_labels(raw: Any) -> dict[str, str]:
+    """Only the run labels labctl itself writes (run id, owner, port, …), parsed as labels: an export cannot
+    smuggle other labels, keys or values into the re-rendered file."""
+    if not isinstance(raw, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in raw.items()):
+        return {}
+    return RunLabels.from_labels(raw).run_labels()
+
+
+def render_recorded(lab: Lab, export: Export, profile: Profile) -> str:
+    """The export's setup rendered here with its recorded host values: what its compose text should be."""
+    host = export.host
+    options = RenderOptions(
+        cache_dir=host["cache_dir"],
+        engine_store=host.get("engine_store"),
+        allow_unsupported=bool(export.setup.get("allow_unsupported")),
+        labels=recorded_run_labels(host.get("run_labels")),
+        # A run on a simulated GPU host was labelled harness-check; an export may only ever lower the label.
+        environment_label="harness-check" if export.setup.get("environment_label") == "harness-check" else None,
+    )
+    return render_compose(lab, profile, options)
+
+
+def same_compose(carried: str, rendered: str) -> bool:
+    """Whether a carried compose text says to Docker what the setup renders (comments aside, such as the
+    labctl version line), apart from what only a resident deployment or a copied image renders: a restart
+    policy, log rotation, the key's group and read-only key mount, an image id. Anything else added or
+    changed (`privileged: true`, a mount of `/`, another command) makes it another setup."""
+    try:
+        mine, theirs = yaml.safe_load(carried), yaml.safe_load(rendered)
+    except yaml.YAMLError:
+        return False
+    if not isinstance(mine, dict) or not isinstance(theirs, dict):
+        return False
+    return bool(_setup_part(mine, theirs) == _setup_part(theirs, theirs))
+
+
+_RESIDENT_LOGGING = {"driver": "json-file", "options": {"max-size": "50m", "max-file": "5"}}
+_IMAGE_ID = re.compile(r"sha256:[0-9a-f]{64}")
+
+
+def _setup_part(doc: dict[str, Any], rendered: dict[str, Any]) -> Any:
+    doc = copy.deepcopy(doc)
+    services, theirs = doc.get("services"), rendered.get("services") or {}
+    if not isinstance(services, dict):
+        return doc
+    for name, service in services.items():
+        if not isinstance(service, dict):
+            continue
+        if service.get("restart") in ("no", "unless-stopped"):  # a resident deployment restarts
+            service.pop("restart")
+        if service.get("logging") == _RESIDENT_LOGGING:
+            service.pop("logging")
+        group = service.get("group_add")
+        if isinstance(group, list) and all(isinstance(g, str) and g.isdigit() for g in group):
+            service.pop("group_add")
+        image = service.get("image")
+        if image == (theirs.get(name) or {}).get("image") or (isinstance(image, str) and _IMAGE_ID.fullmatch(image)):
+            service["image"] = "<the setup's image>"
+        volumes = service.get("volumes")
+        if isinstance(volumes, list):
+            service["volumes"] = [v for v in volumes if not _key_mount(v)]
+    named = doc.get("volumes")
+    if isinstance(named, dict) and all(v == {"external": True} for v in named.values()):
+        doc.pop("volumes")
+    return doc
+
+
+def _key_mount(volume: Any) -> bool:
+    return isinstance(volume, dict) and volume.get("target") == SECRETS_TARGET and volume.get("read_only") is True
+
+
+def recomputed_compose_hash(lab: Lab, export: Export, profile: Profile) -> str:
+    """The compose hash recomputed from the setup the export carries (never the hash it states)."""
+    digest = export.setup["image"].get("digest")
+    allow = bool(export.setup.get("allow_unsupported"))
+    return sha256_text(canonical_compose(lab, profile.engine, profile.name, profile.spec, digest, allow))
+
+
+def compose_text_hash(lab: Lab, export: Export, profile: Profile) -> str:
+    """The compose hash of the compose text the export carries: its setup's canonical hash when the text is
+    what that setup renders (comments aside); otherwise the text is not that setup, and its own hash says so."""
+    if same_compose(export.compose, render_recorded(lab, export, profile)):
+        return recomputed_compose_hash(lab, export, profile)
+    return f"not its setup's: compose text sha256 {sha256_text(export.compose)}"
 
 
 def build_export(record: Record, compose_text: str) -> dict[str, Any]:
@@ -141,12 +243,25 @@ _Dumper.add_representer(str, _str)
 
 def dump_export(doc: dict[str, Any]) -> str:
     header = (
-        f"# labctl export of run {doc['host']['run_id']} ({doc['setup']['engine']}/{doc['setup']['profile']}).\n"
+        f"{EXPORT_HEADER}{doc['host']['run_id']} ({doc['setup']['engine']}/{doc['setup']['profile']}).\n"
         "# Rebuild it: labctl reproduce THIS_FILE [--gpus ...] [--port ...]. Without labctl: the `compose` key is\n"
         "# the compose file used (docker compose -f FILE up -d). `setup` defines it; `host` says where it ran.\n"
     )
     ordered = {k: doc[k] for k in ("labctl_export", "content_sha256", "setup", "host", "compose", "record")}
     return header + yaml.dump(ordered, Dumper=_Dumper, sort_keys=False, allow_unicode=True, width=120)
+
+
+EXPORT_HEADER = "# labctl export of run "
+
+
+def is_labctl_export(path: Path) -> bool:
+    """Whether a file is one labctl wrote as an export (its header and schema key): replaced without --overwrite."""
+    try:
+        with path.open("rb") as handle:
+            head = handle.read(4096).decode("utf-8", errors="replace")
+    except OSError:
+        return False
+    return head.startswith(EXPORT_HEADER) and "\nlabctl_export: " in head
 
 
 def export_from_run(runs: Runs, run_id: str) -> Export:
