@@ -14,6 +14,7 @@ from labctl.compare.formats import (
     checklist_lines,
     command_lines,
     markdown_tables,
+    md,
     setup_rows,
     workload_lines,
 )
@@ -34,9 +35,9 @@ def header_lines(entries: list[Entry]) -> list[str]:
 
 
 def markdown(checks: list[Check], rows: list[dict[str, Any]], entries: list[Entry], plots: list[str]) -> str:
-    lines = ["# labctl comparison report", "", *[f"- {line}" for line in header_lines(entries)], ""]
+    lines = ["# labctl comparison report", "", *[f"- {md(line)}" for line in header_lines(entries)], ""]
     lines += [markdown_tables(checks, rows, entries), "## Plots", ""]
-    lines += [f"![{name}]({name})" for name in plots]
+    lines += [f"![{md(name)}]({md(name)})" for name in plots]
     return "\n".join(lines) + "\n"
 
 

@@ -11,7 +11,7 @@ from typing import Any
 
 from labctl import __version__
 from labctl.bench.session import list_results
-from labctl.compare.formats import workload_lines
+from labctl.compare.formats import md, workload_lines
 from labctl.compare.pivot import interval_of, level_caveats, level_key, level_name, number, value_of
 from labctl.compare.plots import draw_one_result
 from labctl.compare.rules import Entry, load_entry, rows
@@ -221,21 +221,24 @@ def header_lines(one: OneResult) -> list[str]:
     return lines + ([chosen] if chosen else [])
 
 
-def _md(text: str) -> str:
-    return " ".join(text.split()).replace("|", "\\|")
-
-
 def markdown(one: OneResult, plots: list[str]) -> str:
-    lines = [f"# labctl report: {_md(one.name)}", "", *[f"- {line}" for line in header_lines(one)], "", "## Setup", ""]
-    lines += ["| | |", "|---|---|", *[f"| {_md(k)} | {_md(v)} |" for k, v in setup_facts(one)]]
-    lines += ["", "## Workload and SLO", "", *[f"- {line}" for line in workload_lines([one.entry])]]
+    lines = [
+        f"# labctl report: {md(one.name)}",
+        "",
+        *[f"- {md(line)}" for line in header_lines(one)],
+        "",
+        "## Setup",
+        "",
+    ]
+    lines += ["| | |", "|---|---|", *[f"| {md(k)} | {md(v)} |" for k, v in setup_facts(one)]]
+    lines += ["", "## Workload and SLO", "", *[f"- {md(line)}" for line in workload_lines([one.entry])]]
     lines += ["", "## Per level", "", "Each value with its 95 % interval in brackets, when the result carries one.", ""]
     head = level_head(one)
-    lines += ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    lines += ["| " + " | ".join(md(h) for h in head) + " |", "|" + "---|" * len(head)]
     for row in level_rows(one):
-        lines.append("| " + " | ".join(_md(f"{v} {ci}".strip()) for v, ci in row) + " |")
+        lines.append("| " + " | ".join(md(f"{v} {ci}".strip()) for v, ci in row) + " |")
     said = caveats(one)
-    lines += ["", "## Caveats", "", *([f"- ✗ {_md(c)}" for c in said] or ["- none"])]
+    lines += ["", "## Caveats", "", *([f"- ✗ {md(c)}" for c in said] or ["- none"])]
     lines += ["", "## Plots", "", *[f"![{name}]({name})" for name in plots]]
     return "\n".join(lines) + "\n"
 

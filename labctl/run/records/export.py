@@ -16,7 +16,7 @@ import yaml
 from labctl.catalog.engines import load_engine
 from labctl.catalog.image import DIGEST
 from labctl.catalog.lab import Lab, check_name
-from labctl.catalog.profiles import Profile, check_profile_spec
+from labctl.catalog.profiles import Profile, check_profile_spec, printable
 from labctl.catalog.sourcefile import KeyPath, SourceFile, load_yaml_mapping
 from labctl.compose.canonical import canonical_compose, sha256_text
 from labctl.compose.labels import RunLabels
@@ -309,6 +309,13 @@ def load_export(path: Path) -> Export:
             f"{src.where(('setup', 'image', 'digest'))}: not a sha256 digest (sha256: and 64 lower-case hex "
             "digits): the export is invalid or was edited by hand."
         )
+    for key in ("environment_label", "served_model_name"):
+        value = doc["setup"].get(key)
+        if value is not None and (not isinstance(value, str) or not printable(value)):
+            raise BadInput(
+                f"{src.where(('setup', key))}: {str(value)[:60]!r} is not a plain name (control characters such as "
+                "ESC or a newline are refused): the export is invalid or was edited by hand."
+            )
     run_id = doc["host"]["run_id"]
     if not isinstance(run_id, str) or not is_run_id(run_id):
         raise BadInput(

@@ -210,3 +210,18 @@ def test_export_over_a_folder_is_refused(world: dict[str, Any], tmp_path: Path) 
     (tmp_path / "dir").mkdir()
     refused = labctl(world, "export", world["run"], "-o", str(tmp_path / "dir"))
     assert refused.code == 3 and (tmp_path / "dir").is_dir()
+
+
+@pytest.mark.parametrize("key", ["environment_label", "served_model_name"])
+def test_an_export_with_control_characters_in_a_name_is_refused(
+    world: dict[str, Any], exported: Path, key: str
+) -> None:
+    export = load_export(exported)
+    export.doc["setup"][key] = "harness-check\x1b[2J\nFAKE"
+    export.doc["content_sha256"] = content_hash(export.doc)
+    exported.write_text(dump_export(export.doc))
+    for command in (["diff", str(exported), world["run"]], ["reproduce", str(exported), "--no-fetch"]):
+        refused = labctl(world, *command)
+        assert refused.code == 2, refused.stderr
+        (line,) = refused.stderr.strip().splitlines()
+        assert f"setup.{key}" in line and "control characters" in line and "\x1b" not in line
