@@ -17,7 +17,6 @@ from helpers.support import REPO, Result, run_labctl
 
 from labctl.catalog.lab import find_lab
 from labctl.catalog.profiles import load_profile
-from labctl.cli.terminal import inert, inert_value
 from labctl.run.records.record import ContainerInfo, Endpoint, EngineSetup, ImageInfo, new_record
 from labctl.run.records.store import Runs, new_run_id
 
@@ -26,6 +25,8 @@ DIGEST = "sha256:" + "ef" * 32
 
 
 def test_inert_escapes_every_control_but_a_messages_own_layout() -> None:
+    from labctl.cli.terminal import inert, inert_value
+
     assert inert("a\x1b[31mb\nc\td\re\u202ef\x9b") == "a\\x1b[31mb\nc\td\\re\\u202ef\\x9b"
     assert inert_value("a\nb\tc\x1b") == "a\\nb\\tc\\x1b"
 

@@ -16,13 +16,13 @@ from helpers.support import REPO, Result, run_labctl
 
 from labctl.catalog.lab import find_lab
 from labctl.catalog.profiles import load_profile
-from labctl.host.outputs import REPORT_MARKER
 from labctl.run.records.record import ContainerInfo, Endpoint, EngineSetup, ImageInfo, new_record
 from labctl.run.records.store import Runs, new_run_id
 
 pytestmark = pytest.mark.process  # local processes: the CLI and the harness engine
 
 DIGEST = "sha256:" + "ab" * 32
+REPORT_MARKER = ".labctl-report"  # labctl.host.outputs.REPORT_MARKER, spelled out: the name is the contract
 
 
 def labctl(world: dict[str, Any], *args: str, cwd: Path | None = None) -> Result:
