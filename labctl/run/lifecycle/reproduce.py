@@ -100,7 +100,7 @@ def reproduce(lab: Lab, runs: Runs, request: ReproduceRequest, say: Any, progres
     if check.broken:
         detail = "; ".join(check.broken + check.problems) + (f"\n{check.diff}" if check.diff else "")
         raise BadInput(
-            f"{export.source} cannot be believed: {detail}\nNothing was started; --allow-render-drift does not "
+            f"{export.source} cannot be believed: {detail}\nNothing was started. --allow-render-drift does not "
             "excuse a broken or edited file. Ask for a fresh `labctl export`."
         )
     if check.problems:
