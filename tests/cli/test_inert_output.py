@@ -24,13 +24,6 @@ HOSTILE = "evil\x1b[2J\x1b[31m\nFAKE: all checks passed\r"
 DIGEST = "sha256:" + "ef" * 32
 
 
-def test_inert_escapes_every_control_but_a_messages_own_layout() -> None:
-    from labctl.cli.terminal import inert, inert_value
-
-    assert inert("a\x1b[31mb\nc\td\re\u202ef\x9b") == "a\\x1b[31mb\nc\td\\re\\u202ef\\x9b"
-    assert inert_value("a\nb\tc\x1b") == "a\\nb\\tc\\x1b"
-
-
 def labctl(world: dict[str, Any], *args: str) -> Result:
     return run_labctl(*args, lab=world["lab"], env={"LABCTL_HOME": str(world["home"])})
 
