@@ -114,7 +114,7 @@ def warn(text: str) -> None:
 
 def table(rows: list[list[str]], header: list[str]) -> str:
     """A plain aligned text table (rich costs import time these commands do not need); each cell one line."""
-    rows = [[inert_value(str(c)) for c in r] for r in rows]
+    header, rows = [inert_value(str(c)) for c in header], [[inert_value(str(c)) for c in r] for r in rows]
     widths = [max(len(str(r[i])) for r in [header, *rows]) for i in range(len(header))]
     lines = ["  ".join(str(c).ljust(w) for c, w in zip(r, widths, strict=False)).rstrip() for r in [header, *rows]]
     return "\n".join(lines)
