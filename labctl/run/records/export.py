@@ -22,6 +22,7 @@ from labctl.compose.canonical import canonical_compose, sha256_text
 from labctl.compose.labels import RunLabels
 from labctl.compose.render import SECRETS_TARGET, RenderOptions, render_compose
 from labctl.errors import BadInput
+from labctl.host.key_volume import volume_name as key_volume_name
 from labctl.run.records.record import SCHEMA_VERSION, Record
 from labctl.run.records.store import MAX_RECORD_BYTES, Runs, is_run_id, read_text_file
 
@@ -111,57 +112,68 @@ def render_recorded(lab: Lab, export: Export, profile: Profile) -> str:
         labels=recorded_run_labels(host.get("run_labels")),
         # A run on a simulated GPU host was labelled harness-check; an export may only ever lower the label.
         environment_label="harness-check" if export.setup.get("environment_label") == "harness-check" else None,
+        **_resident_options(export),
     )
     return render_compose(lab, profile, options)
 
 
+def _resident_options(export: Export) -> dict[str, Any]:
+    """A resident run's host values (restart policy, this run's key folder or volume, the key's group), taken
+    from the carried text only in the shapes labctl itself renders them: anything else stays a difference."""
+    record = export.doc.get("record")
+    if not isinstance(record, dict) or not isinstance(record.get("resident"), dict):
+        return {}
+    options: dict[str, Any] = {"restart": "unless-stopped"}
+    try:
+        serve = yaml.safe_load(export.compose)["services"]["serve"]
+        volumes = [v for v in serve.get("volumes") or [] if _key_mount(v, export.run_id)]
+        group = serve.get("group_add")
+    except (yaml.YAMLError, TypeError, KeyError, AttributeError):
+        return options
+    if len(volumes) == 1 and volumes[0]["type"] == "bind":
+        options["secrets_dir"] = volumes[0]["source"]
+        if isinstance(group, list) and len(group) == 1 and str(group[0]).isdigit():
+            options["key_group"] = int(group[0])
+    elif len(volumes) == 1:
+        options["secrets_volume"] = volumes[0]["source"]
+    return options
+
+
 def same_compose(carried: str, rendered: str) -> bool:
-    """Whether a carried compose text says to Docker what the setup renders (comments aside, such as the
-    labctl version line), apart from what only a resident deployment or a copied image renders: a restart
-    policy, log rotation, the key's group and read-only key mount, an image id. Anything else added or
-    changed (`privileged: true`, a mount of `/`, another command) makes it another setup."""
+    """Whether a carried compose text says to Docker what the setup renders, comments aside (such as the
+    labctl version line), and an image named by its id (a copied image has no repository digest there).
+    Anything added or changed (`privileged: true`, a mount of `/`, another command) makes it another setup."""
     try:
         mine, theirs = yaml.safe_load(carried), yaml.safe_load(rendered)
     except yaml.YAMLError:
         return False
     if not isinstance(mine, dict) or not isinstance(theirs, dict):
         return False
-    return bool(_setup_part(mine, theirs) == _setup_part(theirs, theirs))
+    return bool(_with_image_ids(mine, theirs) == theirs)
 
 
-_RESIDENT_LOGGING = {"driver": "json-file", "options": {"max-size": "50m", "max-file": "5"}}
 _IMAGE_ID = re.compile(r"sha256:[0-9a-f]{64}")
 
 
-def _setup_part(doc: dict[str, Any], rendered: dict[str, Any]) -> Any:
+def _with_image_ids(doc: dict[str, Any], rendered: dict[str, Any]) -> dict[str, Any]:
     doc = copy.deepcopy(doc)
-    services, theirs = doc.get("services"), rendered.get("services") or {}
-    if not isinstance(services, dict):
-        return doc
-    for name, service in services.items():
-        if not isinstance(service, dict):
-            continue
-        if service.get("restart") in ("no", "unless-stopped"):  # a resident deployment restarts
-            service.pop("restart")
-        if service.get("logging") == _RESIDENT_LOGGING:
-            service.pop("logging")
-        group = service.get("group_add")
-        if isinstance(group, list) and all(isinstance(g, str) and g.isdigit() for g in group):
-            service.pop("group_add")
-        image = service.get("image")
-        if image == (theirs.get(name) or {}).get("image") or (isinstance(image, str) and _IMAGE_ID.fullmatch(image)):
-            service["image"] = "<the setup's image>"
-        volumes = service.get("volumes")
-        if isinstance(volumes, list):
-            service["volumes"] = [v for v in volumes if not _key_mount(v)]
-    named = doc.get("volumes")
-    if isinstance(named, dict) and all(v == {"external": True} for v in named.values()):
-        doc.pop("volumes")
+    services, theirs = doc.get("services"), rendered.get("services")
+    if isinstance(services, dict) and isinstance(theirs, dict):
+        for name, service in services.items():
+            mine = theirs.get(name)
+            if isinstance(service, dict) and isinstance(mine, dict) and _IMAGE_ID.fullmatch(str(service.get("image"))):
+                service["image"] = mine.get("image")
     return doc
 
 
-def _key_mount(volume: Any) -> bool:
-    return isinstance(volume, dict) and volume.get("target") == SECRETS_TARGET and volume.get("read_only") is True
+def _key_mount(volume: Any, run_id: str) -> bool:
+    """This run's own key folder (or volume), read-only at the key's place, as labctl renders it."""
+    if not isinstance(volume, dict) or volume.get("target") != SECRETS_TARGET or volume.get("read_only") is not True:
+        return False
+    source = str(volume.get("source") or "")
+    if volume.get("type") == "bind":
+        return source.startswith("/") and Path(source).name == run_id and ".." not in Path(source).parts
+    return volume.get("type") == "volume" and source == key_volume_name(run_id)
 
 
 def recomputed_compose_hash(lab: Lab, export: Export, profile: Profile) -> str:

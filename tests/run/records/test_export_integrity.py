@@ -106,6 +106,20 @@ def root_mount(doc: dict[str, Any]) -> None:
     doc["compose"] = yaml.safe_dump(compose, sort_keys=False)
 
 
+def root_as_key_mount(doc: dict[str, Any]) -> None:
+    compose = yaml.safe_load(doc["compose"])
+    compose["services"]["serve"].setdefault("volumes", []).append(
+        {"type": "bind", "source": "/", "target": "/run/labctl", "read_only": True}
+    )
+    doc["compose"] = yaml.safe_dump(compose, sort_keys=False)
+
+
+def root_group(doc: dict[str, Any]) -> None:
+    compose = yaml.safe_load(doc["compose"])
+    compose["services"]["serve"]["group_add"] = ["0"]
+    doc["compose"] = yaml.safe_dump(compose, sort_keys=False)
+
+
 def other_command(doc: dict[str, Any]) -> None:
     doc["compose"] = doc["compose"].replace('- "--port"', '- "--debug-shell"\n      - "--port"', 1)
 
@@ -116,7 +130,11 @@ def test_the_original_and_its_twin_diff_as_identical(world: dict[str, Any], expo
     assert "setups are identical" in same.stdout
 
 
-@pytest.mark.parametrize("change", [privileged, root_mount, other_command], ids=["privileged", "root-mount", "command"])
+@pytest.mark.parametrize(
+    "change",
+    [privileged, root_mount, other_command, root_as_key_mount, root_group],
+    ids=["privileged", "root-mount", "command", "root-as-key-mount", "root-group"],
+)
 def test_a_compose_text_edited_with_both_hashes_recomputed_no_longer_diffs_as_identical(
     world: dict[str, Any], exported: Path, change: Any
 ) -> None:
@@ -153,6 +171,29 @@ def test_a_truncated_export_is_refused_by_reproduce_even_with_allow_render_drift
     assert result.code == 2, result.stdout + result.stderr
     assert "content hash mismatch" in result.stderr and "does not excuse" in result.stderr
     assert sorted(p.name for p in (world["home"] / "runs").iterdir()) == runs_before
+
+
+def test_a_resident_runs_compose_text_is_its_setups_own(world: dict[str, Any], exported: Path) -> None:
+    """What `up --resident --keys` renders (restart, log rotation, this run's key folder and its group, the key
+    argument) is recognised as the setup's own: only the resident row differs, not the compose hash."""
+    from labctl.run.records.export import recorded_run_labels
+
+    export = load_export(exported)
+    export.doc["record"]["resident"] = {"restart_policy": "unless-stopped", "auth": "key", "keys": 1}
+    profile = recorded_profile(Lab(world["lab"]), export)
+    options = RenderOptions(
+        cache_dir=export.host["cache_dir"],
+        labels=recorded_run_labels(export.host["run_labels"]),
+        environment_label="harness-check",
+        restart="unless-stopped",
+        secrets_dir=f"/home/alice/keys/{export.run_id}",
+        key_group=1001,
+    )
+    export.doc["compose"] = render_compose(Lab(world["lab"]), profile, options)
+    export.doc["content_sha256"] = content_hash(export.doc)
+    exported.write_text(dump_export(export.doc))
+    result = labctl(world, "diff", str(exported), world["run"], "--json")
+    assert yaml.safe_load(result.stdout)["differing"] == ["resident"], result.stdout + result.stderr
 
 
 def test_diff_refuses_an_export_whose_content_hash_does_not_match(world: dict[str, Any], exported: Path) -> None:
