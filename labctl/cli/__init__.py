@@ -12,6 +12,7 @@ import typer
 
 from labctl.cli import bench, catalog, fetch, hosts, init, quality, reproduce, runs
 from labctl.cli.context import state
+from labctl.cli.terminal import inert
 
 app = typer.Typer(
     name="labctl",
@@ -95,7 +96,7 @@ def main() -> None:
     except LabctlError as exc:
         if state.debug:
             raise
-        print(f"Error: {exc}", file=sys.stderr)
+        print(f"Error: {inert(str(exc))}", file=sys.stderr)
         sys.exit(exc.exit_code)
     except PermissionError as exc:  # another user's file in a home or key store several users share
         if state.debug:
@@ -110,7 +111,7 @@ def main() -> None:
         if state.debug:
             raise
         print(
-            f"Error: {exc.strerror or exc} on {exc.filename or 'a file'} (rerun with --debug for details).",
+            inert(f"Error: {exc.strerror or exc} on {exc.filename or 'a file'} (rerun with --debug for details)."),
             file=sys.stderr,
         )
         sys.exit(1)

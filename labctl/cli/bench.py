@@ -12,6 +12,7 @@ import typer
 
 from labctl.cli.context import HOST_HELP, Thinking, listing, out, state, table, warn
 from labctl.cli.groups import GroupWithDefault
+from labctl.cli.terminal import inert_value
 
 
 def register(app: typer.Typer) -> None:
@@ -133,6 +134,7 @@ def run(
     """
     from labctl.bench.session import BenchRequest, run_bench
     from labctl.bench.workloads import load_workload, parse_slo, with_overrides
+    from labctl.catalog.profiles import printable
     from labctl.errors import BadInput
 
     state.choose_host(host)
@@ -140,6 +142,9 @@ def run(
     runs = state.runs()
     if not workload:
         raise BadInput("--workload NAME is required (see `labctl workloads`).")
+    for flag, value in (("--environment-label", environment_label), ("--model", model or "")):
+        if not printable(value):
+            raise BadInput(f"{flag} {value[:60]!r}: control characters (ESC, a newline, …) are refused in a name.")
     chosen = with_overrides(
         load_workload(state.lab(), workload),
         _levels(concurrency),
@@ -233,9 +238,11 @@ def _ms(value: Any) -> str:
 
 def print_result(result: dict[str, Any], path: str) -> None:
     target, workload = result["target"], result["workload"]
+    v = inert_value  # values read from the result file, each kept on this one line
     out(
-        f"bench {result['bench_id']} ({result['status']}): {target['engine']}/{target['profile']} "
-        f"[{target['environment_label']}] model {target['model']}, workload {workload['name']} ({workload['sha256'][:12]})"
+        f"bench {v(str(result['bench_id']))} ({v(str(result['status']))}): {v(str(target['engine']))}/"
+        f"{v(str(target['profile']))} [{v(str(target['environment_label']))}] model {v(str(target['model']))}, "
+        f"workload {v(str(workload['name']))} ({v(str(workload['sha256'])[:12])})"
     )
     if workload.get("overrides"):
         flags = " ".join(f"{o['flag']} {_flag(o['value'])}" for o in workload["overrides"])

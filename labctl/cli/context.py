@@ -10,6 +10,8 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
+from labctl.cli.terminal import inert, inert_value
+
 CopyImage = Annotated[
     bool,
     typer.Option(
@@ -102,15 +104,17 @@ state = State()
 
 
 def out(text: str = "") -> None:
-    print(text)
+    """Every line a command prints for people goes through here (or `warn`): values stay inert."""
+    print(inert(text))
 
 
 def warn(text: str) -> None:
-    print(text, file=sys.stderr)
+    print(inert(text), file=sys.stderr)
 
 
 def table(rows: list[list[str]], header: list[str]) -> str:
-    """A plain aligned text table (rich costs import time these commands do not need)."""
+    """A plain aligned text table (rich costs import time these commands do not need); each cell one line."""
+    header, rows = [inert_value(str(c)) for c in header], [[inert_value(str(c)) for c in r] for r in rows]
     widths = [max(len(str(r[i])) for r in [header, *rows]) for i in range(len(header))]
     lines = ["  ".join(str(c).ljust(w) for c, w in zip(r, widths, strict=False)).rstrip() for r in [header, *rows]]
     return "\n".join(lines)

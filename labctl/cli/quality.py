@@ -169,6 +169,13 @@ def report(
     allow_mismatch: Annotated[
         bool, typer.Option(help="Report results measured under different rules (marked).")
     ] = False,
+    overwrite: Annotated[
+        bool,
+        typer.Option(
+            help="Replace an existing folder that is not a labctl report (a labctl report, marked by its "
+            ".labctl-report file, is replaced without it)."
+        ),
+    ] = False,
 ) -> None:
     """Write a report folder: Markdown, PNG plots and a static index.html.
 
@@ -177,11 +184,12 @@ def report(
 
     Example: labctl report b20261203-020000-aaaaaa b20261203-021500-bbbbbb -o reports/qwen3-32b
     """
-    from pathlib import Path
-
     from labctl.compare.report import write_report
     from labctl.compare.rules import compare as gather
+    from labctl.host.outputs import check_report_target, output_path
 
+    target = output_path(output)
+    check_report_target(target, overwrite)  # refused before any result is read or plot drawn
     if len(ids) == 1:
         from labctl.compare.single import choice_line, load_one, write_one_result_report
 
@@ -189,7 +197,7 @@ def report(
         chosen = choice_line(one)
         if chosen:
             warn(chosen)
-        out(str(write_one_result_report(Path(output), one) / "index.html"))
+        out(str(write_one_result_report(target, one, overwrite) / "index.html"))
         return
     checks, rows, entries = gather(state.runs(), ids)
     _refuse_mixed(
@@ -198,7 +206,7 @@ def report(
         "these results were not measured under the same rules: no report. Pass "
         "--allow-mismatch to write one with the differing cells marked.",
     )
-    folder = write_report(Path(output), checks, rows, entries)
+    folder = write_report(target, checks, rows, entries, overwrite)
     out(str(folder / "index.html"))
 
 

@@ -50,8 +50,7 @@ def test_the_crafted_export_attack_end_to_end(lab: Path, home: Path, tmp_path: P
     call it identical to the original."""
     from labctl.catalog.profiles import load_profile
     from labctl.compose.canonical import canonical_compose, sha256_text
-    from labctl.run.lifecycle.reproduce import recorded_run_labels
-    from labctl.run.records.export import content_hash, dump_export
+    from labctl.run.records.export import content_hash, dump_export, recorded_run_labels
 
     write_profile(lab, "rep", free_port())
     started = up(lab, home, "rep")
