@@ -39,7 +39,7 @@ from labctl.catalog.limits import check_seconds
 from labctl.errors import BadInput, LabctlError
 from labctl.host.hosts import HostEntry
 from labctl.host.identity import writer, writer_gone
-from labctl.host.lock import EngineHold, engine_lock
+from labctl.host.lock import EngineHold, endpoint_key, engine_lock
 from labctl.host.telemetry import Sampler, plan_for
 from labctl.run.records.record import Endpoint, Record, new_record, now
 from labctl.run.records.store import (
@@ -225,11 +225,13 @@ def memory_of(record: Record) -> dict[str, Any] | None:
 
 
 def engine_key(record: Record, target: Target) -> str:
-    """What one bench at a time means: a labctl run, or an endpoint labctl did not start (its scheme, host, port)."""
-    if record.status != "external":
+    """What one bench at a time means: the engine's endpoint as this host reaches it (its address resolved, so
+    `localhost` and `127.0.0.1` are one engine, and a run benched by id or by --base-url too); a run on a remote
+    host, reached through a forward whose local port differs per controller, by its run id."""
+    if record.status != "external" and record.forward is not None:
         return f"run {record.run_id}"
     host, port, tls, _ = target.parts
-    return f"endpoint {'https' if tls else 'http'}://{host}:{port}"
+    return endpoint_key(host, port, tls)
 
 
 def check_request(request: BenchRequest, workload: Workload) -> None:
@@ -401,7 +403,9 @@ class WriteFailed(LabctlError):
 
     def __init__(self, path: Path, what: str, exc: OSError) -> None:
         self.path, self.what, self.reason = path, what, exc.strerror or str(exc)
-        super().__init__(f"could not write {path} ({self.reason})")
+        super().__init__(
+            f"could not write {path}: {self.reason}; {what} was not saved (a client fault, not the engine's)"
+        )
 
 
 def guarded(path: Path, what: str, write: Callable[[], None]) -> None:

@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import fcntl
 import hashlib
+import ipaddress
 import json
 import os
+import socket
 import stat
 import time
 from collections.abc import Iterator
@@ -106,6 +108,26 @@ class EngineHold:
 
     held: bool
     holder: str | None  # who else held it, in words, when not held
+
+
+def endpoint_key(host: str, port: int, tls: bool) -> str:
+    """One name for one engine however its address is spelt: the name resolved, every loopback address one."""
+    try:
+        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+        addresses = sorted({str(info[4][0]) for info in infos})
+    except (OSError, UnicodeError):
+        addresses = [host]
+    loopback = all(ipaddress.ip_address(a.split("%")[0]).is_loopback for a in addresses if _is_ip(a))
+    name = "loopback" if addresses and loopback and all(_is_ip(a) for a in addresses) else ",".join(addresses)
+    return f"endpoint {'https' if tls else 'http'}://{name}:{port}"
+
+
+def _is_ip(text: str) -> bool:
+    try:
+        ipaddress.ip_address(text.split("%")[0])
+    except ValueError:
+        return False
+    return True
 
 
 @contextmanager

@@ -110,3 +110,20 @@ def test_a_second_taker_in_one_process_is_refused_and_a_released_lock_is_free(
         pass
     with engine_lock(KEY, "three") as hold:
         assert hold.held
+
+
+def test_every_spelling_of_one_loopback_engine_is_one_lock(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`localhost`, `127.0.0.1` and `[::1]` reach the same engine: a bench by one spelling refuses the others."""
+    from labctl.host.lock import endpoint_key
+
+    keys = {endpoint_key(host, 48999, False) for host in ("localhost", "127.0.0.1", "::1", "127.0.0.2")}
+    assert keys == {"endpoint http://loopback:48999"}
+    assert endpoint_key("localhost", 48998, False) != endpoint_key("localhost", 48999, False)
+    assert endpoint_key("localhost", 48999, True) != endpoint_key("localhost", 48999, False)
+    monkeypatch.setenv("LABCTL_ENGINE_LOCK_DIR", str(tmp_path))
+    with (
+        engine_lock(endpoint_key("localhost", 48999, False), "bench by name"),
+        pytest.raises(Conflict, match="bench by name"),
+        engine_lock(endpoint_key("127.0.0.1", 48999, False), "bench by address"),
+    ):
+        pass
