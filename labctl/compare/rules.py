@@ -91,11 +91,13 @@ def load_entry(runs: Runs, given: str) -> Entry:
         results = [r for r in every if r.get("status") == "complete"]
         if not results:
             partial = [
-                f"{r.get('bench_id')} {r.get('status')}" for r in every if r.get("status") in ("interrupted", "partial")
+                f"{kind}: {', '.join(str(r.get('bench_id')) for r in every if r.get('status') == kind)}"
+                for kind in ("interrupted", "partial")
+                if any(r.get("status") == kind for r in every)
             ]
             raise BadInput(
                 f"run {given} has no complete bench result"
-                + (f" ({', '.join(partial)}; give a bench id to use a partial result)" if partial else "")
+                + (f" ({'; '.join(partial)}; give a bench id to use a partial result)" if partial else "")
                 + f": run `labctl bench {given} --workload NAME` first."
             )
         result = results[-1]

@@ -57,7 +57,7 @@ def test_an_engine_failing_60_percent_is_partial_exit_1_and_compare_says_so(lab:
     assert doc["status"] == "partial" and level["partial"] is True and level["failed"] > 3
     assert "partial" in _labctl(lab, home, "bench", "list", doc["run_id"]).stdout
     by_run = _labctl(lab, home, "compare", doc["run_id"], "b20990101-000000-abcdef")
-    assert by_run.code == 2 and f"{doc['bench_id']} partial" in by_run.stderr, by_run
+    assert by_run.code == 2 and f"(partial: {doc['bench_id']};" in by_run.stderr, by_run
     shown = _labctl(lab, home, "report", doc["bench_id"], "-o", str(tmp_path / "r"))
     if shown.code == 0:  # with matplotlib: the one-result report names it partial, level and result
         text = (tmp_path / "r" / "report.md").read_text()
@@ -208,7 +208,7 @@ def test_a_sigkilled_bench_reads_as_interrupted_everywhere(lab: Path, tmp_path: 
     as_json = json.loads(_labctl(lab, home, "bench", "show", doc["bench_id"], "--json").stdout)
     assert as_json["status"] == "interrupted"
     by_run = _labctl(lab, home, "compare", doc["run_id"], "b20990101-000000-abcdef")
-    assert by_run.code == 2 and f"{doc['bench_id']} interrupted" in by_run.stderr, by_run
+    assert by_run.code == 2 and f"(interrupted: {doc['bench_id']};" in by_run.stderr, by_run
 
 
 def test_a_live_running_result_is_not_compared(lab: Path, tmp_path: Path) -> None:

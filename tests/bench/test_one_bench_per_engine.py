@@ -70,7 +70,7 @@ def test_a_second_bench_on_one_endpoint_is_refused_naming_the_holder(lab: Path, 
     assert second.code == 3, second
     [line] = second.stderr.strip().splitlines()
     [held] = _results(tmp_path / "home")
-    assert line.startswith("Error: endpoint http://127.0.0.1:") and f"bench {held['bench_id']}" in line, line
+    assert line.startswith("Error: endpoint http://loopback:") and f"bench {held['bench_id']}" in line, line
     assert "--allow-shared-engine" in line and "pid" in line
     assert sorted((tmp_path / "home" / "runs").iterdir()) == runs_before  # the refused one wrote nothing
     assert first.returncode == 0 and held["status"] == "complete"
