@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import math
 import os
 import time
 from collections.abc import Callable
@@ -234,12 +235,16 @@ def engine_key(record: Record, target: Target) -> str:
     return endpoint_key(host, port, tls)
 
 
+def check_engine_wait(seconds: float) -> None:
+    if not (math.isfinite(seconds) and 0 <= seconds <= BENCH_DEADLINE):
+        raise BadInput(f"--wait-for-engine {seconds:g}: give seconds from 0 to {BENCH_DEADLINE:g}.")
+
+
 def check_request(request: BenchRequest, workload: Workload) -> None:
     """Everything about the command itself that can be refused before anything is sent or written."""
     check_seconds("--request-timeout", request.request_timeout)
     check_seconds("--deadline", request.deadline)
-    if request.wait_for_engine < 0 or request.wait_for_engine > BENCH_DEADLINE:
-        raise BadInput(f"--wait-for-engine {request.wait_for_engine:g}: give seconds from 0 to {BENCH_DEADLINE:g}.")
+    check_engine_wait(request.wait_for_engine)
     if not 0.0 <= request.max_error_rate <= 1.0:
         raise BadInput(f"--max-error-rate {request.max_error_rate:g}: give a share from 0 to 1 (0.1 is 10 %).")
     if not 1 <= request.repeat <= MAX_REPEAT:

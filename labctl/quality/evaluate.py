@@ -16,7 +16,14 @@ import httpx
 from labctl import __version__
 from labctl.bench.client import Target
 from labctl.bench.intervals import RESAMPLES, SEED, mean_interval
-from labctl.bench.session import BenchRequest, engine_key, every_request_failed, preflight, resolve_target
+from labctl.bench.session import (
+    BenchRequest,
+    check_engine_wait,
+    engine_key,
+    every_request_failed,
+    preflight,
+    resolve_target,
+)
 from labctl.catalog.limits import MAX_CONCURRENCY, check_count, check_seconds
 from labctl.errors import BadInput, LabctlError
 from labctl.host.lock import engine_lock
@@ -122,6 +129,7 @@ def run_eval(
 ) -> tuple[dict[str, Any], Path]:
     check_count("--concurrency", concurrency, MAX_CONCURRENCY, "cases asked at once, one connection each")
     check_seconds("--timeout", timeout)
+    check_engine_wait(request.wait_for_engine)
     target, record = resolve_target(runs, request)
     preflight(target)
     if any(c.check["kind"] == "python" for c in suite.cases):

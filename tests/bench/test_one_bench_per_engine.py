@@ -91,7 +91,17 @@ def test_an_eval_during_a_bench_is_refused(lab: Path, tmp_path: Path) -> None:
     assert not list((tmp_path / "home").glob("runs/*/eval/*.json"))
 
 
-def test_a_bench_during_an_eval_is_refused_and_waiting_lets_it_run_after(lab: Path, tmp_path: Path) -> None:
+@pytest.mark.parametrize("wait", ["nan", "-1", "inf"])
+def test_a_wait_that_is_not_a_bounded_time_is_refused(lab: Path, tmp_path: Path, wait: str) -> None:
+    env = _env(tmp_path / "home", tmp_path)
+    base = "http://127.0.0.1:48999/v1"
+    for command in (("bench", "run", *BENCH), ("eval", "run", "--suite", "short-answer")):
+        refused = run_labctl(*command, "--base-url", base, "--model", "h", "--wait-for-engine", wait, lab=lab, env=env)
+        assert refused.code == 2 and "--wait-for-engine" in refused.stderr, refused
+    assert not (tmp_path / "home").exists()
+
+
+def test_waiting_for_the_engine_runs_the_second_bench_after_the_first(lab: Path, tmp_path: Path) -> None:
     env = _env(tmp_path / "home", tmp_path / "locks")
     (tmp_path / "locks").mkdir()
     with engine() as base:
