@@ -75,10 +75,18 @@ quality.register(app)
 hosts.register(app)
 
 
+_signalled: list[int] = []  # the signal that interrupted the command: its exit code is 128 + it (SIGTERM 143)
+
+
 def _interrupt(signum: int, _frame: object) -> None:
     """SIGTERM (what `timeout`, CI and service managers send) and SIGHUP (a closed terminal) take the same
     path as Ctrl-C: whatever was started is stopped and its record says so."""
+    _signalled.append(signum)
     raise KeyboardInterrupt(signal.Signals(signum).name)
+
+
+def _interrupted_code() -> int:
+    return 128 + (_signalled[0] if _signalled else signal.SIGINT)
 
 
 def main() -> None:
@@ -117,12 +125,12 @@ def main() -> None:
         sys.exit(1)
     except typer.Exit as exc:
         sys.exit(exc.exit_code)
-    except typer.Abort:
+    except typer.Abort:  # click turns a KeyboardInterrupt (Ctrl-C, or SIGTERM/SIGHUP above) into Abort
         print("Aborted.", file=sys.stderr)
-        sys.exit(130)
+        sys.exit(_interrupted_code())
     except KeyboardInterrupt:
         print("Interrupted.", file=sys.stderr)
-        sys.exit(130)
+        sys.exit(_interrupted_code())
     except TyperException as exc:  # usage errors: a wrong option, a missing argument
         show = getattr(exc, "show", None)
         if show is None:
@@ -130,6 +138,7 @@ def main() -> None:
         show()
         sys.exit(int(getattr(exc, "exit_code", 2)))
     if isinstance(code, int) and code:
-        if code == 130:
+        if code == 130:  # typer turns a KeyboardInterrupt into Exit(130): SIGTERM's is 143, SIGHUP's 129
             print("Interrupted.", file=sys.stderr)
+            code = _interrupted_code()
         sys.exit(code)

@@ -10,7 +10,7 @@ from typing import Annotated, Any
 
 import typer
 
-from labctl.cli.context import HOST_HELP, Thinking, listing, out, state, table, warn
+from labctl.cli.context import HOST_HELP, SHARED_HELP, WAIT_HELP, Thinking, listing, out, state, table, warn
 from labctl.cli.groups import GroupWithDefault
 from labctl.cli.terminal import inert_value
 
@@ -127,6 +127,15 @@ def run(
     ] = True,
     as_json: Annotated[bool, typer.Option("--json", help="Print the whole result as one JSON document.")] = False,
     host: Annotated[str | None, typer.Option("--host", help=HOST_HELP)] = None,
+    allow_shared_engine: Annotated[bool, typer.Option(help=SHARED_HELP)] = False,
+    wait_for_engine: Annotated[float, typer.Option(help=WAIT_HELP)] = 0.0,
+    max_error_rate: Annotated[
+        float,
+        typer.Option(
+            help="The share of a level's requests that may fail (default 0.1 = 10%); above it the level and the "
+            "result are partial, and the command exits 1."
+        ),
+    ] = 0.1,
 ) -> None:
     """Load-test an engine with a fixed workload; results go beside the run's record.
 
@@ -170,6 +179,9 @@ def run(
         repeat=repeat,
         telemetry=telemetry,
         host=state.host(),
+        allow_shared_engine=allow_shared_engine,
+        wait_for_engine=wait_for_engine,
+        max_error_rate=max_error_rate,
     )
     with _progress() as progress:
         result, path = run_bench(runs, request, progress, warn)
@@ -177,6 +189,13 @@ def run(
         print(json.dumps(result))
     else:
         print_result(result, str(path))
+    if result["status"] == "partial":
+        partial = [str(level["concurrency"]) for level in result["levels"] if level.get("partial")]
+        warn(
+            f"Error: the result is partial: more than {max_error_rate:.0%} of the requests failed at c="
+            f"{','.join(partial)}; its figures describe the requests that succeeded only. Result: {path}"
+        )
+        raise typer.Exit(1)
 
 
 class _progress:
@@ -293,6 +312,10 @@ def print_result(result: dict[str, Any], path: str) -> None:
         out(f"telemetry {name}: {why}")
     for warning in result.get("warnings", []):
         out(f"warning: {warning}")
+    if result.get("interrupted_reason"):
+        out(f"interrupted: {result['interrupted_reason']}")
+    if result.get("failure"):
+        out(f"failed: {result['failure']}")
     found = result.get("max_rate_meeting_slo")
     if found:
         out(f"max_rate_meeting_slo: {found['note']} (SLO {_flag(found['slo'])}; {found['rule']})")

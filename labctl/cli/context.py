@@ -21,6 +21,8 @@ CopyImage = Annotated[
     ),
 ]
 HOST_HELP = "The Docker host to drive (see `labctl hosts`; default: the global --host, else the default host)."
+SHARED_HELP = "Measure even while another bench or eval holds the engine (its lock); the result records the caveat."
+WAIT_HELP = "Seconds to wait for another bench or eval on the same engine to finish (default: refuse at once, exit 3)."
 
 if TYPE_CHECKING:
     from labctl.catalog.lab import Lab

@@ -8,7 +8,7 @@ from typing import Annotated, Any
 
 import typer
 
-from labctl.cli.context import HOST_HELP, Thinking, listing, out, state, table, warn
+from labctl.cli.context import HOST_HELP, SHARED_HELP, WAIT_HELP, Thinking, listing, out, state, table, warn
 from labctl.cli.groups import GroupWithDefault
 
 
@@ -76,6 +76,8 @@ def evaluate(
     timeout: Annotated[float, typer.Option(help="Seconds one answer may take.")] = 300.0,
     as_json: Annotated[bool, typer.Option("--json", help="Print the whole result as JSON.")] = False,
     host: Annotated[str | None, typer.Option("--host", help=HOST_HELP)] = None,
+    allow_shared_engine: Annotated[bool, typer.Option(help=SHARED_HELP)] = False,
+    wait_for_engine: Annotated[float, typer.Option(help=WAIT_HELP)] = 0.0,
 ) -> None:
     """Run a quality suite against a run; verdicts are stored beside its record.
 
@@ -100,6 +102,8 @@ def evaluate(
         environment_label=environment_label,
         thinking=thinking.value if thinking else None,
         host=state.host_of_run(run_id),  # answers come through the run's SSH forward; checks run here
+        allow_shared_engine=allow_shared_engine,
+        wait_for_engine=wait_for_engine,
     )
     live = sys.stderr.isatty() and not as_json
 
@@ -122,6 +126,8 @@ def evaluate(
     failed = [c for c in result["cases"] if not c["passed"]]
     if failed:
         out(table([[c["id"], c["check"], c["reason"][:90]] for c in failed], ["FAILED CASE", "CHECK", "REASON"]))
+    if result.get("shared_engine"):
+        warn(f"warning: measured beside {result['shared_engine']['holder']} (--allow-shared-engine)")
     out(f"result: {path}")
     if result["passed"] == 0:
         warn("warning: no case passed")

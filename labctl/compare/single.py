@@ -12,7 +12,7 @@ from typing import Any
 from labctl import __version__
 from labctl.bench.session import list_results
 from labctl.compare.formats import md, workload_lines
-from labctl.compare.pivot import interval_of, level_caveats, level_key, level_name, number, value_of
+from labctl.compare.pivot import interval_of, level_caveats, level_key, level_name, number, result_caveat, value_of
 from labctl.compare.plots import draw_one_result
 from labctl.compare.rules import Entry, load_entry, rows
 from labctl.errors import BadInput
@@ -165,6 +165,8 @@ def caveats(one: OneResult) -> list[str]:
     lines = []
     if result.get("status") == "interrupted":
         lines.append("the benchmark was interrupted; its last level is partial")
+    whole = result_caveat(result)
+    lines += [whole] if whole else []
     found = result.get("max_rate_meeting_slo")
     if found and not found.get("converged"):
         lines.append(f"the capacity search did not converge: {found.get('note', '?')}")

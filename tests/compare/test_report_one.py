@@ -119,7 +119,7 @@ def interrupted_bench(world: dict[str, Any], run: str) -> str:
         line = proc.stderr.readline()
         assert line, "the bench ended before measuring"
     proc.send_signal(signal.SIGTERM)
-    assert proc.wait(30) == 130
+    assert proc.wait(30) == 143  # SIGTERM: 128 + 15
     return next(p.stem for p in (world["home"] / "runs" / run / "bench").glob("b*.json"))
 
 

@@ -173,7 +173,7 @@ def test_sigterm_during_up_takes_it_down(lab: Path, home: Path) -> None:
         assert time.monotonic() < deadline and proc.poll() is None, proc.stderr.read() if proc.stderr else ""
         time.sleep(0.1)
     proc.send_signal(signal.SIGTERM)
-    assert proc.wait(timeout=60) == 130
+    assert proc.wait(timeout=60) == 143  # SIGTERM: 128 + 15
     (run_id,) = run_ids(home)
     assert record(home, run_id)["status"] == "aborted" and "SIGTERM" in record(home, run_id)["reason"]
     assert containers_of(run_id) == []
