@@ -74,6 +74,8 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 def pytest_runtest_logreport(report: pytest.TestReport) -> None:
     """Each test phase's duration, for scripts/test_tiers.py's list of the slowest (LABCTL_TEST_TIMES)."""
     times = os.environ.get("LABCTL_TEST_TIMES")
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        return  # under xdist the controller sees every worker's reports too: write each phase once
     if times and report.duration >= 0.5:
         with open(times, "a", encoding="utf-8") as out:
             out.write(json.dumps({"nodeid": report.nodeid, "when": report.when, "duration": report.duration}) + "\n")

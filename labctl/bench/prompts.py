@@ -226,8 +226,9 @@ def read_dataset(dataset: dict[str, Any], name: str, folder: Path) -> list[tuple
     except UnicodeDecodeError:
         raise BadInput(f"{path}: not UTF-8 text.") from None
     pairs = _jsonl(path, content) if dataset["kind"] == "jsonl" else _sharegpt(path, content)
+    pairs = [(text, reply) for text, reply in pairs if text.strip()]  # an empty prompt measures nothing
     if not pairs:
-        raise BadInput(f"{path}: no prompts found in the dataset.")
+        raise BadInput(f"{path}: no usable prompt in the dataset (none, or only empty ones); nothing was sent.")
     return pairs
 
 

@@ -4,6 +4,8 @@ semaphore, infinite rate) or open loop (gamma-distributed arrivals), measuring t
 from __future__ import annotations
 
 import asyncio
+import errno
+import os
 import random
 import resource
 import time
@@ -15,6 +17,7 @@ from labctl.bench.client import Connection, RequestResult, Target
 from labctl.bench.metrics import level_metrics
 from labctl.bench.prompts import Prompt, sessions
 from labctl.bench.workloads import Workload, make_prompts
+from labctl.errors import BadInput
 
 Progress = Callable[[str, int, int], None]  # (phase, done, total)
 SATURATED_CPU = 0.85  # share of one core above which the client's own timing is suspect
@@ -57,11 +60,49 @@ class LevelOutcome:
         }
 
 
-def raise_open_file_limit(need: int) -> None:
+# Files the process holds besides its streams: the interpreter, the result files, telemetry, a margin.
+OPEN_FILES_RESERVE = 64
+# errno texts of failures that are the client's own (its limits), never the engine's
+CLIENT_ERRORS = tuple(os.strerror(e) for e in (errno.EMFILE, errno.ENFILE, errno.ENOMEM, errno.ENOBUFS))
+
+
+def raise_open_file_limit(need: int) -> int:
+    """Raise the soft open-files limit towards the hard one for `need` streams; the soft limit after."""
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-    wanted = min(hard, max(soft, need * 2 + 256))
+    unlimited = hard == resource.RLIM_INFINITY
+    wanted = max(soft, need * 2 + 256) if unlimited else min(hard, max(soft, need * 2 + 256))
     if wanted > soft:
         resource.setrlimit(resource.RLIMIT_NOFILE, (wanted, hard))
+        return wanted
+    return soft
+
+
+def streams_allowed(soft: int) -> int:
+    in_use = len(os.listdir("/proc/self/fd")) if os.path.isdir("/proc/self/fd") else 16
+    return max(0, soft - in_use - OPEN_FILES_RESERVE)
+
+
+def check_open_files(concurrency: int) -> None:
+    """Before anything is sent: the open-files limit, raised up to the hard limit, must allow every stream of
+    the top level; else one line saying how many it allows and how to raise it."""
+    soft = raise_open_file_limit(concurrency)
+    allowed = streams_allowed(soft)
+    if concurrency > allowed:
+        hard = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
+        raise BadInput(
+            f"concurrency {concurrency} needs {concurrency} open connections, but the open-files limit (soft "
+            f"{soft}, hard {hard}, raised as far as allowed) leaves room for {allowed} streams. Raise it (`ulimit -n "
+            f"{concurrency * 2 + 256}` as root, or the nofile line in /etc/security/limits.conf) or lower "
+            "--concurrency. Nothing was sent."
+        )
+
+
+def client_failures(results: list[RequestResult]) -> str | None:
+    """The client's own failures (open files, memory), in one line, or None: they are never the engine's."""
+    own = [r.error for r in results if r.error and any(text in r.error for text in CLIENT_ERRORS)]
+    if not own:
+        return None
+    return f"the client itself failed {len(own)} of {len(results)} request(s): {own[0][:120]}"
 
 
 def request_body(workload: Workload, target: Target, prompt: Prompt) -> dict[str, Any]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import math
 import os
 import time
 from collections.abc import Callable
@@ -24,13 +25,24 @@ from labctl.bench.plan import PlannedLevel, SweepClock, plan_levels, plan_line
 from labctl.bench.remote import LevelJob, OnHost, engine_address
 from labctl.bench.results import find_result as find_typed_result
 from labctl.bench.results import load_results
-from labctl.bench.runner import LevelOutcome, LevelProgress, Progress, level_prompts, outcome_of, run_level
-from labctl.bench.telemetry import Window, summarise_engine, summarise_gpus
+from labctl.bench.runner import (
+    LevelOutcome,
+    LevelProgress,
+    Progress,
+    check_open_files,
+    client_failures,
+    level_prompts,
+    outcome_of,
+    run_level,
+)
+from labctl.bench.telemetry import Window, peak_in_flight, summarise_engine, summarise_gpus
 from labctl.bench.tokens import counter_for
-from labctl.bench.workloads import Workload
+from labctl.bench.workloads import Workload, make_prompts
 from labctl.catalog.limits import check_seconds
 from labctl.errors import BadInput, LabctlError
 from labctl.host.hosts import HostEntry
+from labctl.host.identity import writer, writer_gone
+from labctl.host.lock import EngineHold, endpoint_key, engine_lock
 from labctl.host.telemetry import Sampler, plan_for
 from labctl.run.records.record import Endpoint, Record, new_record, now
 from labctl.run.records.store import (
@@ -49,6 +61,14 @@ BENCH_DEADLINE = 6 * 3600.0
 MAX_MODELS_BYTES = 8 * 1024 * 1024
 PREFLIGHT_SECONDS = 30.0
 MAX_REPEAT = 100
+# A level where more than this share of the requests failed is `partial`: its numbers are not the engine's.
+MAX_ERROR_RATE = 0.10
+# How many requests more than this client sent the engine may show in flight (a sample can catch a request
+# the client has finished but the engine not yet) before the level is marked as shared.
+IN_FLIGHT_SLACK = 1
+SHARED_WARNING = "ENGINE SHARED"
+BUSIER_WARNING = "ENGINE BUSIER THAN THIS CLIENT"
+PARTIAL_WARNING = "PARTIAL"
 
 
 @dataclass
@@ -70,6 +90,9 @@ class BenchRequest:
     # The host this bench drives (labctl hosts): GPU samples come from its nvidia-smi; for a run on a remote
     # host the client itself runs there (bench/remote.py).
     host: HostEntry | None = None
+    allow_shared_engine: bool = False  # measure even while another bench or eval holds the engine (recorded)
+    wait_for_engine: float = 0.0  # seconds to wait for another bench or eval on the engine to finish
+    max_error_rate: float = MAX_ERROR_RATE  # above this share of failed requests, a level is partial
 
 
 # (phase, done, total, whole-sweep ETA in seconds or None)
@@ -200,37 +223,90 @@ def memory_of(record: Record) -> dict[str, Any] | None:
     return {"setting": setup.memory_setting, "value": setup.memory_value, "meaning": setup.memory_meaning}
 
 
-def run_bench(
-    runs: Runs, request: BenchRequest, progress: SweepProgress, say: Callable[[str], None]
-) -> tuple[dict[str, Any], Path]:
+def engine_key(record: Record, target: Target) -> str:
+    """What one bench at a time means: the engine's endpoint as this host reaches it (its address resolved, so
+    `localhost` and `127.0.0.1` are one engine, and a run benched by id or by --base-url too); a run on a remote
+    host, reached through a forward whose local port differs per controller, by its run id."""
+    if record.status != "external" and record.forward is not None:
+        return f"run {record.run_id}"
+    host, port, tls, _ = target.parts
+    return endpoint_key(host, port, tls)
+
+
+def check_engine_wait(seconds: float) -> None:
+    if not (math.isfinite(seconds) and 0 <= seconds <= BENCH_DEADLINE):
+        raise BadInput(f"--wait-for-engine {seconds:g}: give seconds from 0 to {BENCH_DEADLINE:g}.")
+
+
+def check_request(request: BenchRequest, workload: Workload) -> None:
+    """Everything about the command itself that can be refused before anything is sent or written."""
     check_seconds("--request-timeout", request.request_timeout)
     check_seconds("--deadline", request.deadline)
+    check_engine_wait(request.wait_for_engine)
+    if not 0.0 <= request.max_error_rate <= 1.0:
+        raise BadInput(f"--max-error-rate {request.max_error_rate:g}: give a share from 0 to 1 (0.1 is 10 %).")
     if not 1 <= request.repeat <= MAX_REPEAT:
         raise BadInput(f"--repeat {request.repeat}: give a whole number from 1 to {MAX_REPEAT}.")
-    end = time.monotonic() + request.deadline
-    assert request.workload is not None
-    workload = request.workload
     if request.find_max_rate and not workload.slo:
         raise BadInput("--find-max-rate needs an SLO: give --slo ttft_ms=…,tpot_ms=… or an slo: in the workload.")
     if request.find_max_rate and workload.dataset_kind == "multi-turn":
         raise BadInput(
             "--find-max-rate searches arrival rates; multi-turn sessions run closed loop. Pick another workload."
         )
+
+
+def run_bench(
+    runs: Runs, request: BenchRequest, progress: SweepProgress, say: Callable[[str], None]
+) -> tuple[dict[str, Any], Path]:
+    assert request.workload is not None
+    workload = request.workload
+    check_request(request, workload)
+    end = time.monotonic() + request.deadline
     target, record = resolve_target(runs, request)
     limit = check_batch_limits(record, workload, request.force)
     remote = request.host is not None and request.host.is_remote and record.host_entry == request.host.name
     model_id = request.tokenizer or ((record.resolved_profile or {}).get("model") or {}).get("id") or target.model
     workload = workload.with_counter(counter_for(str(model_id)))
+    make_prompts(workload, 1, salt=0)  # a dataset without one usable prompt is refused before anything is written
+    if not remote:  # the client's own sockets: enough open files for the top level, or refused now
+        check_open_files(max(workload.concurrency))
     server = preflight(target)
-    if record.status == "external":
-        runs.save(record)
     bench_id = new_bench_id()
+    with engine_lock(
+        engine_key(record, target),
+        f"bench {bench_id}",
+        request.wait_for_engine,
+        request.allow_shared_engine,
+    ) as hold:
+        if record.status == "external":
+            runs.save(record)
+        return _run_held(
+            runs, request, progress, say, workload, target, record, limit, remote, server, bench_id, end, hold
+        )
+
+
+def _run_held(
+    runs: Runs,
+    request: BenchRequest,
+    progress: SweepProgress,
+    say: Callable[[str], None],
+    workload: Workload,
+    target: Target,
+    record: Record,
+    limit: int | None,
+    remote: bool,
+    server: dict[str, Any],
+    bench_id: str,
+    end: float,
+    hold: EngineHold,
+) -> tuple[dict[str, Any], Path]:
     path = runs.dir(record.run_id) / "bench" / f"{bench_id}.json"
     result: dict[str, Any] = {
         "schema_version": RESULT_SCHEMA,
         "bench_id": bench_id,
         "run_id": record.run_id,
         "status": "running",
+        "writer": writer(),  # a later reader that finds this process gone reads `running` as interrupted
         "created_at": now(),
         "finished_at": None,
         "target": {
@@ -251,7 +327,11 @@ def run_bench(
         "client": client_environment(),
         "levels": [],
         "warnings": [],
+        "max_error_rate": request.max_error_rate,
     }
+    if not hold.held:
+        result["shared_engine"] = {"allowed": True, "holder": hold.holder}
+        say(f"warning: the engine is shared with {hold.holder} (--allow-shared-engine): every level is marked")
     if workload.overrides:
         say(
             f"workload {workload.name} with {workload.describe_overrides()} (sha256 {workload.sha256[:12]}; "
@@ -279,16 +359,28 @@ def run_bench(
         target.base_url,
         request.telemetry,
     )
+    save_result(path, result)
     if plan.gpu_command is not None or plan.metrics_url is not None:
-        write_run_file(telemetry_path, "")  # group-writable like the result; the sampler appends
+        # group-writable like the result; the sampler appends
+        guarded(telemetry_path, "the telemetry file", lambda: write_run_file(telemetry_path, ""))
     sampler = Sampler(plan, telemetry_path).start()
     sweep = _Sweep(request, workload, target, limit, result, path, progress, say, end)
-    sweep.requests_path, sweep.sampler, sweep.on_host = requests_path, sampler, on_host
+    sweep.requests_path, sweep.sampler, sweep.on_host, sweep.shared = requests_path, sampler, on_host, hold.holder
+    lost = False
     try:
         if request.find_max_rate:
             sweep.search()
         else:
             sweep.run_all()
+    except WriteFailed as exc:
+        sampler.stop()
+        lost = True
+        _lost(result, path, requests_path, exc, sweep.current)
+        raise
+    except KeyboardInterrupt:
+        if result["status"] == "running":  # between levels: nothing partial, but the sweep did not finish
+            result.update(status="interrupted", finished_at=now())
+        raise
     finally:
         sampler.stop()
         if on_host is not None and on_host.environment:
@@ -296,14 +388,56 @@ def run_bench(
         result["telemetry"] = sampler.description()
         if not telemetry_path.exists():
             result["telemetry_file"] = None
-        save_result(path, result)
-    result.update(status="complete", finished_at=now())
+        if not lost:
+            save_result(path, result)
+    partial = [level for level in result["levels"] if level.get("partial")]
+    result.update(status="partial" if partial else "complete", finished_at=now())
     result["warnings"] = sorted({w for level in result["levels"] for w in level["warnings"]})
     for name in ("gpu", "engine"):
         if name in result["telemetry"]["missing"]:
             say(f"telemetry: no {name} samples: {result['telemetry']['missing'][name]}")
     save_result(path, result)
     return result, path
+
+
+class WriteFailed(LabctlError):
+    """A file of the bench could not be written (a full disk, a quota, a file size limit): the client's fault,
+    never the engine's."""
+
+    def __init__(self, path: Path, what: str, exc: OSError) -> None:
+        self.path, self.what, self.reason = path, what, exc.strerror or str(exc)
+        super().__init__(
+            f"could not write {path}: {self.reason}; {what} was not saved (a client fault, not the engine's)"
+        )
+
+
+def guarded(path: Path, what: str, write: Callable[[], None]) -> None:
+    try:
+        write()
+    except OSError as exc:
+        raise WriteFailed(path, what, exc) from None
+
+
+def _lost(result: dict[str, Any], path: Path, requests_path: Path, exc: WriteFailed, level: str | None) -> None:
+    """A write failed: the per-request file is removed (it is cut short), the result says failed and why, and
+    the error says which file and what was lost."""
+    try:
+        requests_path.unlink()
+        removed = True
+    except OSError:
+        removed = False
+    where = f"level {level}" if level else "the bench"
+    reason = (
+        f"could not write {exc.path}: {exc.reason}; {exc.what} of {where} was lost (a client fault, not the engine's)"
+    )
+    result.update(status="failed", finished_at=now(), failure=reason, requests_file=None)
+    try:
+        save_result(path, result)
+        saved = f"the result {path} is marked failed with that reason"
+    except WriteFailed:
+        saved = f"the result {path} could not be saved either (a later command shows it as interrupted)"
+    removal = f"the cut-short per-request file {requests_path.name} was removed; " if removed else ""
+    exc.args = (f"{reason}; {removal}{saved}. Free some space and run the bench again.",)
 
 
 def _finish_run(
@@ -318,7 +452,11 @@ def _finish_run(
 ) -> dict[str, Any]:
     """One run of a level: its requests appended to the per-request file, its summary with intervals
     over its requests, and the telemetry of its measured window."""
-    append_requests(requests_path, index, repeat, outcome.concurrency, outcome.results)
+    guarded(
+        requests_path,
+        "the measurement (per-request lines and summary)",
+        lambda: append_requests(requests_path, index, repeat, outcome.concurrency, outcome.results),
+    )
     run = _level(outcome, workload, limit)
     run |= request_intervals(outcome.results, outcome.duration_s, workload.slo)
     run["level"], run["repeat_index"] = index, repeat
@@ -326,6 +464,13 @@ def _finish_run(
         window = (outcome.started, outcome.started + outcome.duration_s)
         windows.append(window)
         run["telemetry"] = _telemetry(sampler, [window])
+        peak = peak_in_flight(sampler.engine.samples, [window])
+        if peak is not None and peak > outcome.concurrency + IN_FLIGHT_SLACK:
+            run["engine_busier"] = {"peak_in_flight": peak, "client_concurrency": outcome.concurrency}
+            run["warnings"].append(
+                f"{BUSIER_WARNING}: the engine had up to {peak:g} requests in flight while this client sent at "
+                f"most {outcome.concurrency}: another client shared it, and these figures are not this load's"
+            )
     return run
 
 
@@ -364,6 +509,8 @@ class _Sweep:
         self.requests_path: Path = path.with_name(path.stem + ".requests.jsonl")
         self.sampler: Sampler | None = None
         self.on_host: OnHost | None = None  # a run on a remote host: its client runs there
+        self.shared: str | None = None  # who else held the engine (--allow-shared-engine)
+        self.current: str | None = None  # the level being measured, for what a failed write lost
 
     def run_once(
         self, workload: Workload, concurrency: int, index: int, repeat: int, tick: Progress, partial: LevelProgress
@@ -385,7 +532,11 @@ class _Sweep:
         self, outcome: LevelOutcome, workload: Workload, index: int, repeat: int, windows: list[Window]
     ) -> dict[str, Any]:
         assert self.sampler is not None
-        return _finish_run(outcome, workload, self.limit, index, repeat, self.requests_path, self.sampler, windows)
+        run = _finish_run(outcome, workload, self.limit, index, repeat, self.requests_path, self.sampler, windows)
+        if self.shared is not None:
+            run["shared_engine"] = True
+            run["warnings"].append(f"{SHARED_WARNING}: {self.shared} measured the engine too (--allow-shared-engine)")
+        return run
 
     def run_all(self) -> None:
         planned = plan_levels(self.workload)
@@ -429,6 +580,7 @@ class _Sweep:
         concurrency, workload, request = planned.concurrency, self.workload.at_rate(planned.rate), self.request
         result, path = self.result, self.path
         where = f"level {index + 1}" + (f"/{count}" if count else "") + f" {planned.name}"
+        self.current = planned.name
 
         def tick(phase: str, done: int, total: int) -> None:
             in_level = done + (planned.warmup if phase.startswith("measure") else 0)
@@ -457,6 +609,12 @@ class _Sweep:
                 ) from None
             run = self.finish_run(outcome, workload, index, repeat, windows)
             runs.append(run)
+            own = client_failures(outcome.results)
+            if own:  # the client's own limits (open files, memory): not the engine's failures, not a number
+                result["levels"].append(run)
+                result.update(status="failed", finished_at=now(), failure=own)
+                save_result(path, result)
+                raise LabctlError(f"{own} at {planned.name}: the level measures the client, not the engine. {path}")
             if run["requests"] and not run["completed"]:
                 result["levels"].append(run)
                 result.update(status="failed", finished_at=now())
@@ -465,12 +623,25 @@ class _Sweep:
         level = runs[0] if len(runs) == 1 else combine_repeats(runs)
         if len(runs) > 1 and self.sampler is not None:
             level["telemetry"] = _telemetry(self.sampler, windows)
+        mark_partial(level, request.max_error_rate)
         result["levels"].append(level)
         self.say(f"{where} done: {level_line(level)}")
         for warning in level["warnings"]:
             self.say(f"warning ({planned.name}): {warning}")
         save_result(path, result | {"status": "running"})
         return level
+
+
+def mark_partial(level: dict[str, Any], max_error_rate: float) -> None:
+    """More than `max_error_rate` of the level's requests failed: its numbers describe the survivors only."""
+    sent, failed = level.get("requests") or 0, level.get("failed") or 0
+    if sent and failed / sent > max_error_rate:
+        level["partial"] = True
+        level["warnings"] = [
+            *level["warnings"],
+            f"{PARTIAL_WARNING}: {failed}/{sent} requests failed ({failed / sent:.0%}, above --max-error-rate "
+            f"{max_error_rate:.0%}); the figures describe the requests that succeeded only",
+        ]
 
 
 def level_line(level: dict[str, Any]) -> str:
@@ -511,13 +682,29 @@ def _mark_over_limit(level: dict[str, Any], limit: int | None) -> dict[str, Any]
 
 
 def save_result(path: Path, result: dict[str, Any]) -> None:
-    write_run_file(path, json.dumps(clean(result), indent=1) + "\n")
+    try:
+        write_run_file(path, json.dumps(clean(result), indent=1) + "\n")
+    except OSError as exc:
+        raise WriteFailed(path, "the result", exc) from None
+
+
+def settle(result: dict[str, Any]) -> dict[str, Any]:
+    """A result still `running` whose writer is gone (a SIGKILLed bench) is interrupted, said so on reading;
+    the file is left as it is (it may belong to another user)."""
+    if result.get("status") == "running" and writer_gone(result.get("writer")):
+        who = result["writer"]
+        result["status"] = "interrupted"
+        result["interrupted_reason"] = (
+            f"its writer (pid {str(who.get('process', '?')).split(':')[0]} on {who.get('host')}) is gone: the bench "
+            "was killed before it could say so"
+        )
+    return result
 
 
 def list_results(runs: Runs, run_id: str, skipped: Callable[[str], None] | None = None) -> list[dict[str, Any]]:
-    return [result.data for result in load_results(runs, run_id, skipped)]  # each checked by its typed loader
+    return [settle(result.data) for result in load_results(runs, run_id, skipped)]  # each checked by its typed loader
 
 
 def find_result(runs: Runs, bench_id: str) -> tuple[dict[str, Any], Path]:
     result, path = find_typed_result(runs, bench_id)
-    return result.data, path
+    return settle(result.data), path

@@ -67,3 +67,14 @@ def summarise_gpus(samples: list[dict[str, Any]], windows: list[Window]) -> dict
             for index, fields in sorted(by_gpu.items())
         },
     }
+
+
+def peak_in_flight(samples: list[dict[str, Any]], windows: list[Window]) -> float | None:
+    """The most requests the engine held (running + waiting) in one sample within the windows; None when the
+    engine exports neither gauge."""
+    peaks = [
+        sum(s["values"].get(name, 0.0) for name in ("running", "waiting"))
+        for s in samples
+        if _within(s["t"], windows) and ("running" in s["values"] or "waiting" in s["values"])
+    ]
+    return max(peaks) if peaks else None

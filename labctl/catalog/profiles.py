@@ -37,6 +37,14 @@ def _on_off(value: str) -> bool:
     return value in ("on", "off")
 
 
+_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+
+
+def printable(value: str) -> bool:
+    """No control character (ESC, newline, …) nor bidirectional override: a name shown on terminals and pages."""
+    return _CONTROL.search(value) is None
+
+
 def _safe_word(value: str) -> bool:
     return re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}", value) is not None
 
@@ -82,7 +90,10 @@ PROFILE_FIELDS: dict[str, Field] = {
     ),
     "cuda": Field("int", "the CUDA major version the image needs, e.g. 12 or 13", check=lambda v: 10 <= v <= 99),
     "served_model_name": Field(
-        "str", "the model name the OpenAI API serves", required=True, check=lambda v: v.strip() != ""
+        "str",
+        "the model name the OpenAI API serves, without control characters",
+        required=True,
+        check=lambda v: v.strip() != "" and printable(v),
     ),
     "max_model_len": Field("int", "a whole number of tokens > 0", check=lambda v: v > 0),
     "max_num_seqs": Field("int", "a whole number of sequences > 0", check=lambda v: v > 0),

@@ -12,6 +12,7 @@ import typer
 
 from labctl.cli import bench, catalog, fetch, hosts, init, quality, reproduce, runs
 from labctl.cli.context import state
+from labctl.cli.terminal import inert
 
 app = typer.Typer(
     name="labctl",
@@ -74,10 +75,18 @@ quality.register(app)
 hosts.register(app)
 
 
+_signalled: list[int] = []  # the signal that interrupted the command: its exit code is 128 + it (SIGTERM 143)
+
+
 def _interrupt(signum: int, _frame: object) -> None:
     """SIGTERM (what `timeout`, CI and service managers send) and SIGHUP (a closed terminal) take the same
     path as Ctrl-C: whatever was started is stopped and its record says so."""
+    _signalled.append(signum)
     raise KeyboardInterrupt(signal.Signals(signum).name)
+
+
+def _interrupted_code() -> int:
+    return 128 + (_signalled[0] if _signalled else signal.SIGINT)
 
 
 def main() -> None:
@@ -95,7 +104,7 @@ def main() -> None:
     except LabctlError as exc:
         if state.debug:
             raise
-        print(f"Error: {exc}", file=sys.stderr)
+        print(f"Error: {inert(str(exc))}", file=sys.stderr)
         sys.exit(exc.exit_code)
     except PermissionError as exc:  # another user's file in a home or key store several users share
         if state.debug:
@@ -110,18 +119,18 @@ def main() -> None:
         if state.debug:
             raise
         print(
-            f"Error: {exc.strerror or exc} on {exc.filename or 'a file'} (rerun with --debug for details).",
+            inert(f"Error: {exc.strerror or exc} on {exc.filename or 'a file'} (rerun with --debug for details)."),
             file=sys.stderr,
         )
         sys.exit(1)
     except typer.Exit as exc:
         sys.exit(exc.exit_code)
-    except typer.Abort:
+    except typer.Abort:  # click turns a KeyboardInterrupt (Ctrl-C, or SIGTERM/SIGHUP above) into Abort
         print("Aborted.", file=sys.stderr)
-        sys.exit(130)
+        sys.exit(_interrupted_code())
     except KeyboardInterrupt:
         print("Interrupted.", file=sys.stderr)
-        sys.exit(130)
+        sys.exit(_interrupted_code())
     except TyperException as exc:  # usage errors: a wrong option, a missing argument
         show = getattr(exc, "show", None)
         if show is None:
@@ -129,8 +138,9 @@ def main() -> None:
         show()
         sys.exit(int(getattr(exc, "exit_code", 2)))
     if isinstance(code, int) and code:
-        if code == 130:
+        if code == 130:  # typer turns a KeyboardInterrupt into Exit(130): SIGTERM's is 143, SIGHUP's 129
             print("Interrupted.", file=sys.stderr)
+            code = _interrupted_code()
         sys.exit(code)
     if state.skipped:  # each bad entry was said on its own line; everything else was done
         sys.exit(1)

@@ -10,8 +10,9 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from labctl.cli.context import HOST_HELP, Thinking, listing, out, skip, state, table, warn
+from labctl.cli.context import HOST_HELP, SHARED_HELP, WAIT_HELP, Thinking, listing, out, skip, state, table, warn
 from labctl.cli.groups import GroupWithDefault
+from labctl.cli.terminal import inert_value
 
 if TYPE_CHECKING:
     from labctl.bench.results import BenchResult, Level
@@ -134,6 +135,15 @@ def run(
     ] = True,
     as_json: Annotated[bool, typer.Option("--json", help="Print the whole result as one JSON document.")] = False,
     host: Annotated[str | None, typer.Option("--host", help=HOST_HELP)] = None,
+    allow_shared_engine: Annotated[bool, typer.Option(help=SHARED_HELP)] = False,
+    wait_for_engine: Annotated[float, typer.Option(help=WAIT_HELP)] = 0.0,
+    max_error_rate: Annotated[
+        float,
+        typer.Option(
+            help="The share of a level's requests that may fail (default 0.1 = 10%); above it the level and the "
+            "result are partial, and the command exits 1."
+        ),
+    ] = 0.1,
 ) -> None:
     """Load-test an engine with a fixed workload; results go beside the run's record.
 
@@ -141,6 +151,7 @@ def run(
     """
     from labctl.bench.session import BenchRequest, run_bench
     from labctl.bench.workloads import load_workload, parse_slo, with_overrides
+    from labctl.catalog.profiles import printable
     from labctl.errors import BadInput
 
     state.choose_host(host)
@@ -148,6 +159,9 @@ def run(
     runs = state.runs()
     if not workload:
         raise BadInput("--workload NAME is required (see `labctl workloads`).")
+    for flag, value in (("--environment-label", environment_label), ("--model", model or "")):
+        if not printable(value):
+            raise BadInput(f"{flag} {value[:60]!r}: control characters (ESC, a newline, …) are refused in a name.")
     chosen = with_overrides(
         load_workload(state.lab(), workload),
         _levels(concurrency),
@@ -173,6 +187,9 @@ def run(
         repeat=repeat,
         telemetry=telemetry,
         host=state.host(),
+        allow_shared_engine=allow_shared_engine,
+        wait_for_engine=wait_for_engine,
+        max_error_rate=max_error_rate,
     )
     with _progress() as progress:
         result, path = run_bench(runs, request, progress, warn)
@@ -182,6 +199,13 @@ def run(
         from labctl.bench.results import load_result
 
         print_result(load_result(path), str(path))  # what was saved, read back as any result is
+    if result["status"] == "partial":
+        partial = [str(level["concurrency"]) for level in result["levels"] if level.get("partial")]
+        warn(
+            f"Error: the result is partial: more than {max_error_rate:.0%} of the requests failed at c="
+            f"{','.join(partial)}; its figures describe the requests that succeeded only. Result: {path}"
+        )
+        raise typer.Exit(1)
 
 
 class _progress:
@@ -243,9 +267,10 @@ def _ms(value: Any) -> str:
 
 def print_result(result: BenchResult, path: str) -> None:
     target, workload = result.target, result.workload
+    v = inert_value  # values read from the result file, each kept on this one line
     out(
-        f"bench {result.bench_id} ({result.status}): {target.engine}/{target.profile} "
-        f"[{target.environment_label}] model {target.model}, workload {workload.name} ({workload.sha256[:12]})"
+        f"bench {v(result.bench_id)} ({v(result.status)}): {v(target.engine)}/{v(target.profile)} "
+        f"[{v(target.environment_label)}] model {v(target.model)}, workload {v(workload.name)} ({v(workload.sha256[:12])})"
     )
     if workload.overrides:
         flags = " ".join(f"{o.flag} {_flag(o.value)}" for o in workload.overrides)
@@ -296,6 +321,10 @@ def print_result(result: BenchResult, path: str) -> None:
         out(f"telemetry {name}: {why}")
     for warning in result.warnings:
         out(f"warning: {warning}")
+    if result.data.get("interrupted_reason"):
+        out(f"interrupted: {result.data['interrupted_reason']}")
+    if result.data.get("failure"):
+        out(f"failed: {result.data['failure']}")
     found = result.max_rate_meeting_slo
     if found:
         out(f"max_rate_meeting_slo: {found.note} (SLO {_flag(found.slo)}; {found.rule})")
@@ -351,9 +380,11 @@ def list_results(
 
     Example: labctl bench list 20261203-015815-a1b2c3
     """
-    from labctl.bench.results import load_results
+    from labctl.bench.results import load_results, parse_result
+    from labctl.bench.session import settle
 
-    results = load_results(state.runs(), run_id, skipped=skip)
+    # settle: a result left `running` by a killed bench reads as interrupted
+    results = [parse_result(settle(r.data)) for r in load_results(state.runs(), run_id, skipped=skip)]
     if as_json:
         print(
             json.dumps([{k: r.data.get(k) for k in ("bench_id", "status", "created_at", "workload")} for r in results])
@@ -385,9 +416,11 @@ def show(
 
     Example: labctl bench show b20261203-020000-abcdef
     """
-    from labctl.bench.results import find_result
+    from labctl.bench.results import find_result, parse_result
+    from labctl.bench.session import settle
 
-    result, path = find_result(state.runs(), bench_id)
+    found, path = find_result(state.runs(), bench_id)
+    result = parse_result(settle(found.data))
     if as_json:
         print(json.dumps(result.data, indent=1))
     else:

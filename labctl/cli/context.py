@@ -10,6 +10,8 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
+from labctl.cli.terminal import inert, inert_value
+
 CopyImage = Annotated[
     bool,
     typer.Option(
@@ -19,6 +21,8 @@ CopyImage = Annotated[
     ),
 ]
 HOST_HELP = "The Docker host to drive (see `labctl hosts`; default: the global --host, else the default host)."
+SHARED_HELP = "Measure even while another bench or eval holds the engine (its lock); the result records the caveat."
+WAIT_HELP = "Seconds to wait for another bench or eval on the same engine to finish (default: refuse at once, exit 3)."
 
 if TYPE_CHECKING:
     from labctl.catalog.lab import Lab
@@ -103,11 +107,12 @@ state = State()
 
 
 def out(text: str = "") -> None:
-    print(text)
+    """Every line a command prints for people goes through here (or `warn`): values stay inert."""
+    print(inert(text))
 
 
 def warn(text: str) -> None:
-    print(text, file=sys.stderr)
+    print(inert(text), file=sys.stderr)
 
 
 def skip(text: str) -> None:
@@ -118,7 +123,8 @@ def skip(text: str) -> None:
 
 
 def table(rows: list[list[str]], header: list[str]) -> str:
-    """A plain aligned text table (rich costs import time these commands do not need)."""
+    """A plain aligned text table (rich costs import time these commands do not need); each cell one line."""
+    header, rows = [inert_value(str(c)) for c in header], [[inert_value(str(c)) for c in r] for r in rows]
     widths = [max(len(str(r[i])) for r in [header, *rows]) for i in range(len(header))]
     lines = ["  ".join(str(c).ljust(w) for c, w in zip(r, widths, strict=False)).rstrip() for r in [header, *rows]]
     return "\n".join(lines)

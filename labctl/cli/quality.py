@@ -8,7 +8,7 @@ from typing import Annotated, Any
 
 import typer
 
-from labctl.cli.context import HOST_HELP, Thinking, listing, out, skip, state, table, warn
+from labctl.cli.context import HOST_HELP, SHARED_HELP, WAIT_HELP, Thinking, listing, out, skip, state, table, warn
 from labctl.cli.groups import GroupWithDefault
 
 
@@ -76,6 +76,8 @@ def evaluate(
     timeout: Annotated[float, typer.Option(help="Seconds one answer may take.")] = 300.0,
     as_json: Annotated[bool, typer.Option("--json", help="Print the whole result as JSON.")] = False,
     host: Annotated[str | None, typer.Option("--host", help=HOST_HELP)] = None,
+    allow_shared_engine: Annotated[bool, typer.Option(help=SHARED_HELP)] = False,
+    wait_for_engine: Annotated[float, typer.Option(help=WAIT_HELP)] = 0.0,
 ) -> None:
     """Run a quality suite against a run; verdicts are stored beside its record.
 
@@ -100,6 +102,8 @@ def evaluate(
         environment_label=environment_label,
         thinking=thinking.value if thinking else None,
         host=state.host_of_run(run_id),  # answers come through the run's SSH forward; checks run here
+        allow_shared_engine=allow_shared_engine,
+        wait_for_engine=wait_for_engine,
     )
     live = sys.stderr.isatty() and not as_json
 
@@ -122,6 +126,8 @@ def evaluate(
     failed = [c for c in result["cases"] if not c["passed"]]
     if failed:
         out(table([[c["id"], c["check"], c["reason"][:90]] for c in failed], ["FAILED CASE", "CHECK", "REASON"]))
+    if result.get("shared_engine"):
+        warn(f"warning: measured beside {result['shared_engine']['holder']} (--allow-shared-engine)")
     out(f"result: {path}")
     if result["passed"] == 0:
         warn("warning: no case passed")
@@ -169,6 +175,13 @@ def report(
     allow_mismatch: Annotated[
         bool, typer.Option(help="Report results measured under different rules (marked).")
     ] = False,
+    overwrite: Annotated[
+        bool,
+        typer.Option(
+            help="Replace an existing folder that is not a labctl report (a labctl report, marked by its "
+            ".labctl-report file, is replaced without it)."
+        ),
+    ] = False,
 ) -> None:
     """Write a report folder: Markdown, PNG plots and a static index.html.
 
@@ -177,11 +190,12 @@ def report(
 
     Example: labctl report b20261203-020000-aaaaaa b20261203-021500-bbbbbb -o reports/qwen3-32b
     """
-    from pathlib import Path
-
     from labctl.compare.report import write_report
     from labctl.compare.rules import compare as gather
+    from labctl.host.outputs import check_report_target, output_path
 
+    target = output_path(output)
+    check_report_target(target, overwrite)  # refused before any result is read or plot drawn
     if len(ids) == 1:
         from labctl.compare.single import choice_line, load_one, write_one_result_report
 
@@ -189,7 +203,7 @@ def report(
         chosen = choice_line(one)
         if chosen:
             warn(chosen)
-        out(str(write_one_result_report(Path(output), one) / "index.html"))
+        out(str(write_one_result_report(target, one, overwrite) / "index.html"))
         return
     checks, rows, entries = gather(state.runs(), ids, skip)
     _refuse_mixed(
@@ -198,7 +212,7 @@ def report(
         "these results were not measured under the same rules: no report. Pass "
         "--allow-mismatch to write one with the differing cells marked.",
     )
-    folder = write_report(Path(output), checks, rows, entries)
+    folder = write_report(target, checks, rows, entries, overwrite)
     out(str(folder / "index.html"))
 
 

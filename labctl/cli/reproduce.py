@@ -23,20 +23,25 @@ def register(app: typer.Typer) -> None:
 def export(
     run_id: Annotated[str, typer.Argument(help="The run to export.")],
     output: Annotated[str | None, typer.Option("-o", "--output", help="Write here (default: print).")] = None,
+    overwrite: Annotated[
+        bool,
+        typer.Option(
+            help="Replace an existing file that is not a labctl export (a labctl export is replaced without it)."
+        ),
+    ] = False,
 ) -> None:
     """Write one self-contained file (record, resolved profile, compose file) that rebuilds the run.
 
     Example: labctl export 20261203-015815-a1b2c3 -o alice-sglang.yaml
     """
-    from pathlib import Path
+    from labctl.host.outputs import output_path, write_output_file
+    from labctl.run.records.export import dump_export, export_from_run, is_labctl_export
 
-    from labctl.host.files import write_atomically
-    from labctl.run.records.export import dump_export, export_from_run
-
+    target = output_path(output) if output is not None else None
     text = dump_export(export_from_run(state.runs(), run_id).doc)
-    if output:
-        write_atomically(Path(output), text)
-        out(output)
+    if target is not None:
+        write_output_file(target, text, overwrite, is_labctl_export, "an export")
+        out(str(target))
     else:
         sys.stdout.write(text)
 

@@ -9,6 +9,7 @@ from typing import Annotated, Any
 import typer
 
 from labctl.cli.context import HOST_HELP, CopyImage, listing, out, skip, state, table, warn
+from labctl.cli.terminal import inert_value
 from labctl.host.disk import size_text
 
 
@@ -34,7 +35,7 @@ def _progress() -> Any:
         return None
 
     def show(text: str) -> None:
-        sys.stderr.write("\r\033[K" + text[:150])
+        sys.stderr.write("\r\033[K" + inert_value(text[:150]))
         sys.stderr.flush()
 
     return show
@@ -320,7 +321,7 @@ def show(
         from labctl.run.resident.deployments import describe_resident
 
         for key, value in describe(record) + describe_resident(runs, record):
-            out(f"{key:<18} {value}")
+            out(f"{key:<18} {inert_value(str(value))}")
 
 
 def pin(

@@ -5,8 +5,10 @@ rule failed are marked with ✗; every caveat is listed."""
 from __future__ import annotations
 
 import csv
+import html
 import io
 import json
+import re
 from typing import Any
 
 from labctl.compare.pivot import all_caveats, legend, letter, pivot, pivot_cells, pivot_head
@@ -168,26 +170,44 @@ def render(checks: list[Check], rows: list[dict[str, Any]], entries: list[Entry]
     return terminal(checks, rows, entries)
 
 
+_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+
+
+def md(text: str) -> str:
+    """Text from files made inert in Markdown: on one line, HTML and `|` escaped (a value cannot open a tag,
+    a script or a table cell), any other control character shown as `\\xNN`."""
+    one_line = " ".join(str(text).split())
+    shown = _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}" if ord(m.group()) < 0x100 else "?", one_line)
+    return html.escape(shown, quote=False).replace("|", "\\|")
+
+
 def _md_row(cells: list[str]) -> str:
-    return "| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |"
+    return "| " + " | ".join(md(c) for c in cells) + " |"
 
 
 def markdown_tables(checks: list[Check], rows: list[dict[str, Any]], entries: list[Entry]) -> str:
     setup_head = ["key", *[title for _, title in SETUP_COLUMNS]]
-    lines = ["**Same rules?**", "", *[f"- {line}" for line in checklist_lines(checks)], "", "**Setups**", ""]
+    lines = ["**Same rules?**", "", *[f"- {md(line)}" for line in checklist_lines(checks)], "", "**Setups**", ""]
     lines += [_md_row(setup_head), "|" + "---|" * len(setup_head)]
     lines += [_md_row([s["key"], *[cell(s, k) for k, _ in SETUP_COLUMNS]]) for s in setup_rows(rows, entries, checks)]
-    lines += ["", "Commands:", "", *[f"- `{line}`" for line in command_lines(rows, entries)]]
-    lines += ["", *[f"- {line}" for line in workload_lines(entries)], "", "**Side by side per level**", ""]
+    lines += ["", "Commands:", "", *[f"- <code>{md(line)}</code>" for line in command_lines(rows, entries)]]
+    lines += ["", *[f"- {md(line)}" for line in workload_lines(entries)], "", "**Side by side per level**", ""]
     head = pivot_head(entries)
     lines += [_md_row(head), "|" + "---|" * len(head)]
     lines += [_md_row(pivot_cells(p)) for p in pivot(entries, checks)]
     caveats = all_caveats(entries, checks)
-    lines += ["", "**Caveats**", "", *([f"- ✗ {c}" for c in caveats] or ["- none"])]
+    lines += ["", "**Caveats**", "", *([f"- ✗ {md(c)}" for c in caveats] or ["- none"])]
     return "\n".join(lines) + "\n"
 
 
+def _one_line(text: str) -> str:
+    """A line break inside a value is shown, never taken (the rest of what a terminal would act on is
+    escaped by the CLI's printing layer)."""
+    return text.replace("\r", "\\r").replace("\n", "\\n")
+
+
 def _clip(text: str, width: int) -> str:
+    text = _one_line(text)
     return text if len(text) <= width else text[: width - 1] + "…"
 
 
@@ -218,7 +238,7 @@ def _chunks(count: int, table: list[list[str]]) -> list[list[int]]:
 
 def terminal(checks: list[Check], rows: list[dict[str, Any]], entries: list[Entry]) -> str:
     """Fits TERMINAL_WIDTH: facts of each setup on a few wrapped lines, numbers in a narrow pivot."""
-    lines = checklist_lines(checks)
+    lines = [_one_line(line) for line in checklist_lines(checks)]
     lines.append("")
     for s, entry in zip(setup_rows(rows, entries, checks), entries, strict=True):
         facts = [f"{title} {cell(s, key)}" for key, title in [*SETUP_COLUMNS[2:], ("command", "command")]]

@@ -71,12 +71,28 @@ def level_caveats(entry: Entry, level: dict[str, Any], failed_rules: set[str]) -
         caveats.append(f"{level['failed']} failed")
     if level.get("usage_fallback"):  # output tokens counted from chunks: the throughputs may be wrong
         caveats.append("no usage from server")
+    if level.get("partial"):  # more than --max-error-rate failed: the figures are the survivors'
+        caveats.append("partial (too many failed)")
+    if level.get("shared_engine") or level.get("engine_busier"):  # another client measured the engine too
+        caveats.append("engine shared")
     for warning in level.get("warnings", []):
         if warning.startswith("CLIENT SATURATED"):
             caveats.append("client saturated")
         elif warning.startswith("CLIENT FELL BEHIND"):
             caveats.append("client fell behind")
     return caveats
+
+
+def result_caveat(result: dict[str, Any]) -> str | None:
+    """What the whole result's status says beyond its levels: partial, or measured on a shared engine."""
+    said = []
+    if result.get("status") == "partial":
+        said.append(f"partial: more than {result.get('max_error_rate', 0.1):.0%} of a level's requests failed")
+    if result.get("shared_engine"):
+        said.append(
+            f"measured beside {result['shared_engine'].get('holder') or 'another bench'} (--allow-shared-engine)"
+        )
+    return "; ".join(said) or None
 
 
 @dataclass
@@ -159,6 +175,8 @@ def all_caveats(entries: list[Entry], checks: list[Check]) -> list[str]:
     for index, e in enumerate(entries):
         if e.result.get("status") == "interrupted":
             lines.append(f"{letter(index)}: the benchmark was interrupted; its last level is partial")
+        if result_caveat(e.result):
+            lines.append(f"{letter(index)}: {result_caveat(e.result)}")
         for lv in e.result["levels"]:
             caveats = [c for c in level_caveats(e, lv, failed) if not c.startswith("mismatch")]
             if caveats:

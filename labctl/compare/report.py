@@ -14,6 +14,7 @@ from labctl.compare.formats import (
     checklist_lines,
     command_lines,
     markdown_tables,
+    md,
     setup_rows,
     workload_lines,
 )
@@ -22,6 +23,7 @@ from labctl.compare.plots import draw_plots
 from labctl.compare.rules import Check, Entry
 from labctl.host.files import write_atomically
 from labctl.host.identity import host_name
+from labctl.host.outputs import write_report_folder
 from labctl.run.records.record import now
 
 
@@ -33,9 +35,9 @@ def header_lines(entries: list[Entry]) -> list[str]:
 
 
 def markdown(checks: list[Check], rows: list[dict[str, Any]], entries: list[Entry], plots: list[str]) -> str:
-    lines = ["# labctl comparison report", "", *[f"- {line}" for line in header_lines(entries)], ""]
+    lines = ["# labctl comparison report", "", *[f"- {md(line)}" for line in header_lines(entries)], ""]
     lines += [markdown_tables(checks, rows, entries), "## Plots", ""]
-    lines += [f"![{name}]({name})" for name in plots]
+    lines += [f"![{md(name)}]({md(name)})" for name in plots]
     return "\n".join(lines) + "\n"
 
 
@@ -90,9 +92,16 @@ figure {{ display: inline-block; margin: 0 1em 1em 0; }} img {{ max-width: 640px
 """
 
 
-def write_report(folder: Path, checks: list[Check], rows: list[dict[str, Any]], entries: list[Entry]) -> Path:
-    folder.mkdir(parents=True, exist_ok=True)
-    plots = draw_plots(folder, entries, checks)
-    write_atomically(folder / "report.md", markdown(checks, rows, entries, plots))
-    write_atomically(folder / "index.html", page(checks, rows, entries, plots))
-    return folder
+def write_report(
+    folder: Path, checks: list[Check], rows: list[dict[str, Any]], entries: list[Entry], overwrite: bool = False
+) -> Path:
+    """Built beside `folder` and renamed into place (labctl.host.outputs): all of it, or the old one untouched."""
+
+    def build(work: Path) -> None:
+        plots = draw_plots(work, entries, checks)
+        write_atomically(work / "report.md", markdown(checks, rows, entries, plots))
+        write_atomically(work / "index.html", page(checks, rows, entries, plots))
+
+    ids = [str(entry.result.get("bench_id")) for entry in entries]
+    marker = {"kind": "comparison report", "labctl_version": __version__, "bench_ids": ids, "written_at": now()}
+    return write_report_folder(folder, marker, overwrite, build)

@@ -93,10 +93,14 @@ def load_entry(runs: Runs, given: str, skipped: Callable[[str], None] | None = N
         every = list_results(runs, given, skipped)
         results = [r for r in every if r.get("status") == "complete"]
         if not results:
-            partial = [str(r.get("bench_id")) for r in every if r.get("status") == "interrupted"]
+            partial = [
+                f"{kind}: {', '.join(str(r.get('bench_id')) for r in every if r.get('status') == kind)}"
+                for kind in ("interrupted", "partial")
+                if any(r.get("status") == kind for r in every)
+            ]
             raise BadInput(
                 f"run {given} has no complete bench result"
-                + (f" (interrupted: {', '.join(partial)}; give a bench id to use a partial result)" if partial else "")
+                + (f" ({'; '.join(partial)}; give a bench id to use a partial result)" if partial else "")
                 + f": run `labctl bench {given} --workload NAME` first."
             )
         result = results[-1]
@@ -104,6 +108,8 @@ def load_entry(runs: Runs, given: str, skipped: Callable[[str], None] | None = N
         result, _ = find_result(runs, given)
     else:
         raise BadInput(f"{given!r} is neither a run id nor a bench id (like b20261203-015815-a1b2c3).")
+    if result.get("status") == "running":  # a live bench (a dead one reads as interrupted)
+        raise BadInput(f"bench result {given} is still being measured: compare it once its bench has finished.")
     if result.get("status") in ("failed", "timed_out"):
         raise BadInput(
             f"bench result {given} {result['status'].replace('_', ' ')}: it holds no valid numbers to compare. "
@@ -239,6 +245,9 @@ def rows(entries: list[Entry], checks: list[Check]) -> list[dict[str, Any]]:
                     "requests": level.get("requests"),
                     "failed": level.get("failed"),
                     "interrupted": bool(level.get("interrupted")),
+                    "status": e.result.get("status"),
+                    "partial": bool(level.get("partial")),
+                    "engine_shared": bool(level.get("shared_engine") or level.get("engine_busier")),
                     **{k: level.get(k) for k in LEVEL_KEYS},
                     **{f"{k}_ci95": level[f"{k}_ci95"] for k in LEVEL_KEYS if f"{k}_ci95" in level},
                     "repeat": level.get("repeat", 1),

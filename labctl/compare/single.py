@@ -12,13 +12,14 @@ from typing import Any
 
 from labctl import __version__
 from labctl.bench.session import list_results
-from labctl.compare.formats import workload_lines
-from labctl.compare.pivot import interval_of, level_caveats, level_key, level_name, number, value_of
+from labctl.compare.formats import md, workload_lines
+from labctl.compare.pivot import interval_of, level_caveats, level_key, level_name, number, result_caveat, value_of
 from labctl.compare.plots import draw_one_result
 from labctl.compare.rules import Entry, load_entry, rows
 from labctl.errors import BadInput
 from labctl.host.files import write_atomically
 from labctl.host.identity import host_name
+from labctl.host.outputs import write_report_folder
 from labctl.run.records.record import now
 from labctl.run.records.store import Runs, is_run_id
 
@@ -165,6 +166,8 @@ def caveats(one: OneResult) -> list[str]:
     lines = []
     if result.get("status") == "interrupted":
         lines.append("the benchmark was interrupted; its last level is partial")
+    whole = result_caveat(result)
+    lines += [whole] if whole else []
     found = result.get("max_rate_meeting_slo")
     if found and not found.get("converged"):
         lines.append(f"the capacity search did not converge: {found.get('note', '?')}")
@@ -221,21 +224,24 @@ def header_lines(one: OneResult) -> list[str]:
     return lines + ([chosen] if chosen else [])
 
 
-def _md(text: str) -> str:
-    return " ".join(text.split()).replace("|", "\\|")
-
-
 def markdown(one: OneResult, plots: list[str]) -> str:
-    lines = [f"# labctl report: {_md(one.name)}", "", *[f"- {line}" for line in header_lines(one)], "", "## Setup", ""]
-    lines += ["| | |", "|---|---|", *[f"| {_md(k)} | {_md(v)} |" for k, v in setup_facts(one)]]
-    lines += ["", "## Workload and SLO", "", *[f"- {line}" for line in workload_lines([one.entry])]]
+    lines = [
+        f"# labctl report: {md(one.name)}",
+        "",
+        *[f"- {md(line)}" for line in header_lines(one)],
+        "",
+        "## Setup",
+        "",
+    ]
+    lines += ["| | |", "|---|---|", *[f"| {md(k)} | {md(v)} |" for k, v in setup_facts(one)]]
+    lines += ["", "## Workload and SLO", "", *[f"- {md(line)}" for line in workload_lines([one.entry])]]
     lines += ["", "## Per level", "", "Each value with its 95 % interval in brackets, when the result carries one.", ""]
     head = level_head(one)
-    lines += ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    lines += ["| " + " | ".join(md(h) for h in head) + " |", "|" + "---|" * len(head)]
     for row in level_rows(one):
-        lines.append("| " + " | ".join(_md(f"{v} {ci}".strip()) for v, ci in row) + " |")
+        lines.append("| " + " | ".join(md(f"{v} {ci}".strip()) for v, ci in row) + " |")
     said = caveats(one)
-    lines += ["", "## Caveats", "", *([f"- ✗ {_md(c)}" for c in said] or ["- none"])]
+    lines += ["", "## Caveats", "", *([f"- ✗ {md(c)}" for c in said] or ["- none"])]
     lines += ["", "## Plots", "", *[f"![{name}]({name})" for name in plots]]
     return "\n".join(lines) + "\n"
 
@@ -281,9 +287,14 @@ figure {{ margin: 0; }} img {{ width: 100%; border: 1px solid #ddd; }}
 """
 
 
-def write_one_result_report(folder: Path, one: OneResult) -> Path:
-    folder.mkdir(parents=True, exist_ok=True)
-    plots = draw_one_result(folder, one.entry, one.name, one.about, caveats(one))
-    write_atomically(folder / "report.md", markdown(one, plots))
-    write_atomically(folder / "index.html", page(one, plots))
-    return folder
+def write_one_result_report(folder: Path, one: OneResult, overwrite: bool = False) -> Path:
+    """Built beside `folder` and renamed into place (labctl.host.outputs): all of it, or the old one untouched."""
+
+    def build(work: Path) -> None:
+        plots = draw_one_result(work, one.entry, one.name, one.about, caveats(one))
+        write_atomically(work / "report.md", markdown(one, plots))
+        write_atomically(work / "index.html", page(one, plots))
+
+    ids = [str(one.entry.result.get("bench_id"))]
+    marker = {"kind": "one-result report", "labctl_version": __version__, "bench_ids": ids, "written_at": now()}
+    return write_report_folder(folder, marker, overwrite, build)

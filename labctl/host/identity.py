@@ -41,3 +41,23 @@ def _start_time(pid: int) -> str:
     except OSError:
         return ""
     return stat.rsplit(")", 1)[-1].split()[19] if ")" in stat else ""
+
+
+def writer() -> dict[str, str]:
+    """Who writes a file that says `running`: this process (pid and start time) on this host."""
+    return {"process": process_token(), "host": host_name(), "user": current_user()}
+
+
+def writer_gone(who: object) -> bool:
+    """True only when the writer ran on this host and that process is gone (or a zombie): a SIGKILLed bench.
+    A writer on another host, or a file that names none, cannot be judged here."""
+    if not isinstance(who, dict) or who.get("host") != host_name() or not isinstance(who.get("process"), str):
+        return False
+    token = who["process"]
+    if not process_alive(token):
+        return True
+    try:
+        stat = Path(f"/proc/{token.split(':', 1)[0]}/stat").read_text(encoding="ascii", errors="replace")
+    except OSError:
+        return True
+    return stat.rsplit(")", 1)[-1].split()[:1] == ["Z"]

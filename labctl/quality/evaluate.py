@@ -16,14 +16,22 @@ import httpx
 from labctl import __version__
 from labctl.bench.client import Target
 from labctl.bench.intervals import RESAMPLES, SEED, mean_interval
-from labctl.bench.session import BenchRequest, every_request_failed, preflight, resolve_target
+from labctl.bench.session import (
+    BenchRequest,
+    check_engine_wait,
+    engine_key,
+    every_request_failed,
+    preflight,
+    resolve_target,
+)
 from labctl.catalog.limits import MAX_CONCURRENCY, check_count, check_seconds
 from labctl.errors import BadInput, LabctlError
+from labctl.host.lock import engine_lock
 from labctl.host.sandbox import check_sandbox, run_code
 from labctl.quality.evals import find_eval as typed_eval
 from labctl.quality.evals import load_evals
 from labctl.quality.suites import Case, Suite, check_versions, judge, strip_fence
-from labctl.run.records.record import now
+from labctl.run.records.record import Record, now
 from labctl.run.records.store import (
     Runs,
     new_run_id,
@@ -119,10 +127,26 @@ def run_eval(
 ) -> tuple[dict[str, Any], Path]:
     check_count("--concurrency", concurrency, MAX_CONCURRENCY, "cases asked at once, one connection each")
     check_seconds("--timeout", timeout)
+    check_engine_wait(request.wait_for_engine)
     target, record = resolve_target(runs, request)
     preflight(target)
     if any(c.check["kind"] == "python" for c in suite.cases):
         check_sandbox()
+    key = engine_key(record, target)  # one bench or eval per engine at a time
+    with engine_lock(key, f"eval of {suite.name}", request.wait_for_engine, request.allow_shared_engine) as hold:
+        return _evaluate(runs, suite, target, record, concurrency, timeout, progress, hold.holder)
+
+
+def _evaluate(
+    runs: Runs,
+    suite: Suite,
+    target: Target,
+    record: Record,
+    concurrency: int,
+    timeout: float,
+    progress: Callable[[int, int], None],
+    shared_with: str | None,
+) -> tuple[dict[str, Any], Path]:
     done = {"n": 0}
 
     def tick() -> None:
@@ -186,6 +210,8 @@ def run_eval(
         "interval_method": SCORE_INTERVAL,
         "cases": cases,
     }
+    if shared_with is not None:  # --allow-shared-engine: another bench or eval measured the engine meanwhile
+        result["shared_engine"] = {"allowed": True, "holder": shared_with}
     path = runs.dir(record.run_id) / "eval" / f"{eval_id}.json"
     write_run_file(path, json.dumps(result, indent=1) + "\n")
     return result, path

@@ -116,7 +116,7 @@ def test_sigterm_saves_the_partial_result(lab: Path, tmp_path: Path) -> None:
             assert line, "".join(seen)
             seen.append(line)
         proc.send_signal(signal.SIGTERM)
-        assert proc.wait(30) == 130
+        assert proc.wait(30) == 143  # SIGTERM: 128 + 15
         assert "interrupted: partial result saved to" in proc.communicate()[1]
     doc = json.loads(next(home.glob("runs/*/bench/*.json")).read_text())
     assert doc["status"] == "interrupted" and doc["levels"][0]["interrupted"] is True

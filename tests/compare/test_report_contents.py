@@ -67,7 +67,7 @@ def results(tmp_path_factory: pytest.TempPathFactory) -> dict:
             line = proc.stderr.readline()
             assert line, "the bench ended before measuring"
         proc.send_signal(signal.SIGTERM)
-        assert proc.wait(30) == 130
+        assert proc.wait(30) == 143  # SIGTERM: 128 + 15
         ids["interrupted"] = next(p.stem for p in home.glob("runs/*/bench/*.json") if p.stem not in ids.values())
     return ids
 

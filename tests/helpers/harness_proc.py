@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import random
 import socket
 import subprocess
 import sys
@@ -20,9 +21,9 @@ def free_port() -> int:
 
 @contextmanager
 def harness(
-    *args: str, model: str = "harness", ready: bool = True, env: dict[str, str] | None = None
+    *args: str, model: str = "harness", ready: bool = True, env: dict[str, str] | None = None, port: int | None = None
 ) -> Iterator[tuple[str, subprocess.Popen[bytes]]]:
-    port = free_port()
+    port = port or free_port()
     proc = subprocess.Popen(
         [sys.executable, "-m", "labctl.harness", "--model", model, "--port", str(port), *args],
         stdout=subprocess.PIPE,
@@ -49,6 +50,20 @@ def harness(
             proc.wait(5)
         except subprocess.TimeoutExpired:
             proc.kill()
+
+
+def free_port_in(low: int, high: int) -> int:
+    """A free loopback port within [low, high] (tests that must keep to a range of ports)."""
+    ports = list(range(low, high + 1))
+    random.shuffle(ports)  # two test workers do not race for the same first port
+    for port in ports:
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return port
+    raise RuntimeError(f"no free port in {low}-{high}")
 
 
 def wait_healthy(url: str, seconds: float = 60) -> None:

@@ -50,8 +50,7 @@ def test_the_crafted_export_attack_end_to_end(lab: Path, home: Path, tmp_path: P
     call it identical to the original."""
     from labctl.catalog.profiles import load_profile
     from labctl.compose.canonical import canonical_compose, sha256_text
-    from labctl.run.lifecycle.reproduce import recorded_run_labels
-    from labctl.run.records.export import content_hash, dump_export
+    from labctl.run.records.export import content_hash, dump_export, recorded_run_labels
 
     write_profile(lab, "rep", free_port())
     started = up(lab, home, "rep")
@@ -174,7 +173,7 @@ def test_sigterm_during_up_takes_it_down(lab: Path, home: Path) -> None:
         assert time.monotonic() < deadline and proc.poll() is None, proc.stderr.read() if proc.stderr else ""
         time.sleep(0.1)
     proc.send_signal(signal.SIGTERM)
-    assert proc.wait(timeout=60) == 130
+    assert proc.wait(timeout=60) == 143  # SIGTERM: 128 + 15
     (run_id,) = run_ids(home)
     assert record(home, run_id)["status"] == "aborted" and "SIGTERM" in record(home, run_id)["reason"]
     assert containers_of(run_id) == []

@@ -38,6 +38,7 @@ IMAGE_MODULES = (
     "catalog/__init__.py",
     "catalog/contracts.py",  # the personas (the persona image builds on this one)
     "catalog/fields.py",
+    "catalog/hub_names.py",
     "catalog/lab.py",
     "catalog/limits.py",
     "catalog/sourcefile.py",

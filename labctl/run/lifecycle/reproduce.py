@@ -12,16 +12,16 @@ from labctl.catalog.image import ImageRef
 from labctl.catalog.lab import Lab
 from labctl.catalog.limits import check_seconds
 from labctl.catalog.profiles import Profile, with_overrides
-from labctl.compose.canonical import canonical_compose, sha256_text
-from labctl.compose.labels import RunLabels
-from labctl.compose.render import RenderOptions, render_compose
 from labctl.errors import BadInput
 from labctl.host.hosts import LOCAL_HOST, HostEntry
 from labctl.run.records.export import (
     Export,
-    content_hash,
+    content_problem,
     load_source,
+    recomputed_compose_hash,
     recorded_profile,
+    render_recorded,
+    same_compose,
 )
 from labctl.run.records.record import Record, Reproduction
 from labctl.run.records.store import Runs
@@ -34,55 +34,31 @@ def unified(a: str, b: str, a_name: str, b_name: str) -> str:
 
 @dataclass
 class Verification:
-    problems: list[str]
+    broken: list[str]  # the file itself cannot be believed: never excused
+    problems: list[str]  # the setup renders otherwise here: excused by --allow-render-drift
     diff: str
 
 
 def verify(lab: Lab, export: Export, profile: Profile) -> Verification:
-    """The export must be intact (content hash) and must re-render to the compose file it carries."""
-    problems = []
-    recorded_hash = export.doc.get("content_sha256")
-    actual_hash = content_hash(export.doc)
-    if recorded_hash != actual_hash:
-        problems.append(
-            f"content hash mismatch: the file says {recorded_hash}, its content hashes to {actual_hash} "
-            "(edited by hand?)"
-        )
-    host = export.host
-    options = RenderOptions(
-        cache_dir=host["cache_dir"],
-        engine_store=host.get("engine_store"),
-        allow_unsupported=bool(export.setup.get("allow_unsupported")),
-        labels=recorded_run_labels(host.get("run_labels")),
-        # A run on a simulated GPU host was labelled harness-check; an export may only ever lower the label.
-        environment_label="harness-check" if export.setup.get("environment_label") == "harness-check" else None,
-    )
-    rerendered = render_compose(lab, profile, options)
+    """The export must be intact (content hash, a compose text that its own setup renders to) and must
+    re-render here to the compose file it carries."""
+    broken, problems = [], []
+    damaged = content_problem(export)
+    if damaged:
+        broken.append(damaged)
+    rerendered = render_recorded(lab, export, profile)
+    canonical = recomputed_compose_hash(lab, export, profile)
     diff = ""
     if rerendered != export.compose:
         diff = unified(export.compose, rerendered, "recorded compose.yaml", "re-rendered from setup")
+    if not same_compose(export.compose, rerendered) and canonical == export.setup["compose_sha256"]:
+        # the setup renders here exactly as it did there, yet the text differs: the text was edited
+        broken.append("its compose text is not what its own setup renders to (edited by hand?)")
+    elif rerendered != export.compose:
         problems.append("the recorded compose file differs from what its setup renders to here")
-    canonical = sha256_text(
-        canonical_compose(
-            lab,
-            profile.engine,
-            profile.name,
-            profile.spec,
-            export.setup["image"].get("digest"),
-            bool(export.setup.get("allow_unsupported")),
-        )
-    )
     if canonical != export.setup["compose_sha256"]:
         problems.append(f"compose hash mismatch: recorded {export.setup['compose_sha256']}, re-rendered {canonical}")
-    return Verification(problems=problems, diff=diff)
-
-
-def recorded_run_labels(raw: Any) -> dict[str, str]:
-    """Only the run labels labctl itself writes (run id, owner, port, …), parsed as labels: an export cannot
-    smuggle other labels, keys or values into the re-rendered file."""
-    if not isinstance(raw, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in raw.items()):
-        return {}
-    return RunLabels.from_labels(raw).run_labels()
+    return Verification(broken=broken, problems=problems, diff=diff)
 
 
 def pinned_for_reproduction(export: Export, profile: Profile, gpus: list[str] | None, port: int | None) -> Profile:
@@ -121,6 +97,12 @@ def reproduce(lab: Lab, runs: Runs, request: ReproduceRequest, say: Any, progres
     export = load_source(runs, request.source)
     profile = recorded_profile(lab, export)
     check = verify(lab, export, profile)
+    if check.broken:
+        detail = "; ".join(check.broken + check.problems) + (f"\n{check.diff}" if check.diff else "")
+        raise BadInput(
+            f"{export.source} cannot be believed: {detail}\nNothing was started. --allow-render-drift does not "
+            "excuse a broken or edited file. Ask for a fresh `labctl export`."
+        )
     if check.problems:
         detail = "; ".join(check.problems) + (f"\n{check.diff}" if check.diff else "")
         if not request.force:

@@ -9,7 +9,8 @@ from labctl.catalog.engines import list_engine_names
 from labctl.catalog.lab import Lab
 from labctl.catalog.sourcefile import parse_yaml
 from labctl.compose.canonical import canonical_compose
-from labctl.run.records.export import Export, load_source, recorded_profile
+from labctl.errors import BadInput
+from labctl.run.records.export import Export, compose_text_hash, content_problem, load_source, recorded_profile
 from labctl.run.records.record import Record
 from labctl.run.records.store import Runs
 
@@ -24,7 +25,7 @@ class SetupView:
     info_rows: dict[str, str]
 
 
-def setup_view(source: str, record: Record, canonical: str | None) -> SetupView:
+def setup_view(source: str, record: Record, canonical: str | None, compose_hash: str | None = None) -> SetupView:
     spec = record.resolved_profile or {}
     serve: dict[str, Any] = {}
     if canonical:
@@ -47,7 +48,8 @@ def setup_view(source: str, record: Record, canonical: str | None) -> SetupView:
         "resident": f"{resident.restart_policy}, auth {resident.auth}" if resident else "no",
         "labctl version": record.labctl_version or "?",
         "environment label": record.environment_label or "?",
-        "compose hash": record.setup.get("compose_sha256", "?"),
+        # recomputed from what the file carries: the hash it states is a claim, not a fact
+        "compose hash": compose_hash or f"{record.setup.get('compose_sha256', '?')} (as recorded: engine unknown here)",
     }
     # Pinning a profile changes its hash but not what runs (the digest and compose hash say that).
     info_rows = {"profile hash": record.profile_sha256 or "?", "profile": record.profile}
@@ -96,15 +98,19 @@ def diff_setups(lab: Lab, runs: Runs, a: str, b: str) -> SetupDiff:
     views = []
     for source in (a, b):
         exported = load_source(runs, source)
-        views.append(setup_view(source, exported.typed_record(), _canonical(lab, exported)))
+        damaged = content_problem(exported)
+        if damaged:
+            raise BadInput(f"{exported.source}: {damaged}. Nothing in it is believed; ask for a fresh `labctl export`.")
+        views.append(setup_view(source, exported.typed_record(), *_canonical(lab, exported)))
     return SetupDiff(compare(views[0], views[1]))
 
 
-def _canonical(lab: Lab, exported: Export) -> str | None:
+def _canonical(lab: Lab, exported: Export) -> tuple[str | None, str | None]:
+    """The canonical compose text of the setup and the compose hash of the text the export carries."""
     if str(exported.setup.get("engine")) not in list_engine_names(lab):
-        return None  # an engine this lab does not define: compare what the record says
+        return None, None  # an engine this lab does not define: compare what the record says
     profile = recorded_profile(lab, exported)  # a setup this lab refuses (extra_args re-setting a flag) is refused
-    return canonical_compose(
+    canonical = canonical_compose(
         lab,
         profile.engine,
         profile.name,
@@ -112,3 +118,4 @@ def _canonical(lab: Lab, exported: Export) -> str | None:
         exported.setup["image"].get("digest"),
         bool(exported.setup.get("allow_unsupported")),
     )
+    return canonical, compose_text_hash(lab, exported, profile)

@@ -1,5 +1,6 @@
 """The harness image's build context, staged by labctl itself: it holds every labctl module the image's two
-programs (the harness engine, the bench client run beside a remote engine) import, PyYAML's pure-Python
+programs (the harness engine, the bench client run beside a remote engine, the model fetch client on a
+remote host) import, PyYAML's pure-Python
 modules, and the lab's Dockerfile, with fixed times so that the legacy builder's cache follows the contents.
 Building it is tested through `up` (tests/cli/test_installed_tool.py) and `make harness-image`."""
 
@@ -13,7 +14,8 @@ from helpers.support import REPO
 from labctl.run.images.harness import FIXED_TIME, stage_context
 
 PACKAGE = REPO / "labctl"
-ENTRY_POINTS = ("harness/__main__.py", "bench/on_host.py")
+# The image's programs: the harness engine, the bench client beside a remote engine, the fetch client on a host.
+ENTRY_POINTS = ("harness/__main__.py", "bench/on_host.py", "host/hub_on_host.py")
 
 
 def module_file(name: str) -> Path | None:
