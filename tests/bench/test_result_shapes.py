@@ -7,8 +7,8 @@ real bench against the harness engine (a local process); the hostile files are c
 from __future__ import annotations
 
 import json
+import random
 import shutil
-import socket
 import subprocess
 import sys
 import time
@@ -27,37 +27,36 @@ LATEST_ID = "b29991231-235959-ffffff"  # sorts after every real result: a run id
 SMALL = ("--workload", "latency-probe", "--requests", "4", "--output-len", "4", "--input-len", "8", "--no-telemetry")
 
 
-def port_in_range() -> int:
-    for port in range(46100, 46999):
-        with socket.socket() as s:
+def start_engine() -> tuple[subprocess.Popen[bytes], int]:
+    """The harness engine on a free port of 46100-46999 (tried at random: parallel workers pick apart)."""
+    for _ in range(20):
+        port = random.randrange(46100, 46999)
+        engine = subprocess.Popen(
+            [sys.executable, "-m", "labctl.harness", "--model", "truth", "--port", str(port), "--ttft-ms", "5"],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        deadline = time.monotonic() + 15
+        while engine.poll() is None and time.monotonic() < deadline:
             try:
-                s.bind(("127.0.0.1", port))
-            except OSError:
-                continue
-            return port
-    raise RuntimeError("no free port in 46100-46999")
+                if httpx.get(f"http://127.0.0.1:{port}/health", timeout=1).status_code == 200:
+                    time.sleep(0.2)
+                    if engine.poll() is None:  # ours answered, not another worker's on the same port
+                        return engine, port
+            except httpx.TransportError:
+                pass
+            time.sleep(0.05)
+        engine.kill()
+        engine.wait(10)
+    raise RuntimeError("the harness engine could not start on a port in 46100-46999")
 
 
 @pytest.fixture(scope="module")
 def measured(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, str, str]]:
     """A home with two external runs, one bench result each, measured against the harness engine."""
     home = tmp_path_factory.mktemp("shapes") / "home"
-    port = port_in_range()
-    engine = subprocess.Popen(
-        [sys.executable, "-m", "labctl.harness", "--model", "truth", "--port", str(port), "--ttft-ms", "5"],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
+    engine, port = start_engine()
     try:
-        deadline = time.monotonic() + 15
-        while True:
-            try:
-                if httpx.get(f"http://127.0.0.1:{port}/health", timeout=1).status_code == 200:
-                    break
-            except httpx.TransportError:
-                pass
-            assert time.monotonic() < deadline, "the harness engine did not answer"
-            time.sleep(0.05)
         runs = []
         for _ in range(2):
             base = f"http://127.0.0.1:{port}/v1"
