@@ -12,6 +12,13 @@ from typing import Any
 
 import pytest
 from helpers.support import REPO, _missing, compose_available, docker_available
+from hypothesis import settings
+
+# Under CI the property tests draw the same examples every run: a red CI names a case anyone can replay.
+# Elsewhere they explore anew each time.
+settings.register_profile("ci", derandomize=True)
+if os.environ.get("CI") == "true":
+    settings.load_profile("ci")
 
 
 @pytest.fixture

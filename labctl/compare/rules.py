@@ -58,8 +58,9 @@ class Entry:
             memory = {"setting": setup.memory_setting, "value": setup.memory_value, "meaning": setup.memory_meaning}
         if not memory:
             return "-"
+        value = memory.get("value")  # the loader checked the types; each key may still be absent
         return (
-            f"{memory['setting']} {memory['value'] if memory['value'] is not None else 'default'} ({memory['meaning']})"
+            f"{memory.get('setting', '?')} {value if value is not None else 'default'} ({memory.get('meaning', '?')})"
         )
 
     def facts(self) -> dict[str, str]:

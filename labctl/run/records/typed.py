@@ -20,9 +20,13 @@ class ShapeError(ValueError):
     """A field of the wrong shape: `field` is its path (levels[2].median_ttft_ms), `problem` what is wrong."""
 
     def __init__(self, field: str, problem: str) -> None:
-        self.field = field or "the top level"
-        self.problem = problem
-        super().__init__(f"{self.field}: {problem}")
+        self.field = _printable(field) or "the top level"  # keys come from the file: one line, whatever they hold
+        self.problem = _printable(problem)
+        super().__init__(f"{self.field}: {self.problem}")
+
+
+def _printable(text: str) -> str:
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
 
 
 class FutureSchema(ValueError):
