@@ -13,12 +13,10 @@ from typing import Any
 import pytest
 import yaml
 from helpers.harness_proc import harness
+from helpers.records import harness_run_record
 from helpers.support import REPO, Result, run_labctl
 
-from labctl.catalog.lab import find_lab
-from labctl.catalog.profiles import load_profile
-from labctl.run.records.record import ContainerInfo, Endpoint, EngineSetup, ImageInfo, new_record
-from labctl.run.records.store import Runs, new_run_id
+from labctl.run.records.store import Runs
 
 HOSTILE = "evil\x1b[2J\x1b[31m\nFAKE: all checks passed\r"
 DIGEST = "sha256:" + "ef" * 32
@@ -26,28 +24,6 @@ DIGEST = "sha256:" + "ef" * 32
 
 def labctl(world: dict[str, Any], *args: str) -> Result:
     return run_labctl(*args, lab=world["lab"], env={"LABCTL_HOME": str(world["home"])})
-
-
-def running_record(lab: Path, home: Path, base: str, served: str) -> str:
-    profile = load_profile(find_lab(str(lab)), "harness", "smoke")
-    runs, run_id = Runs(home), new_run_id()
-    record = new_record(
-        run_id,
-        "harness",
-        "smoke",
-        served,
-        Endpoint(base_url=f"{base}/v1"),
-        None,
-        "harness-check",
-        status="running",
-        record_path=str(runs.record_path(run_id)),
-        resolved_profile=profile.spec,
-        image=ImageInfo(reference=profile.spec["image"], digest=DIGEST, pinned=True),
-        container=ContainerInfo(name=f"labctl-{run_id}", command_line=("python3", "-m", "labctl.harness")),
-        engine_setup=EngineSetup(version=profile.engine_version, thinking=profile.model.thinking),
-    )
-    runs.save(record)
-    return run_id
 
 
 @pytest.fixture(scope="module")
@@ -61,7 +37,7 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     args = ("--workload", "latency-probe", "--requests", "4")
     with harness("--ttft-ms", "5", "--tpot-ms", "1", model="harness-smoke") as (base, _):
         for name in ("a", "b"):
-            run = running_record(lab, home, base, "harness-smoke")
+            run = harness_run_record(lab, home, base, "harness-smoke", digest=DIGEST)
             done = labctl(world, "bench", "run", run, *args, "--json")
             assert done.code == 0, done.stderr
             world[name], world[name + "_run"] = json.loads(done.stdout)["bench_id"], run

@@ -15,13 +15,10 @@ from typing import Any
 
 import pytest
 from helpers.harness_proc import harness
+from helpers.records import harness_run_record
 from helpers.support import IN_CI, LABCTL, REPO, run_labctl
 
-from labctl.catalog.lab import find_lab
-from labctl.catalog.profiles import load_profile
 from labctl.run.records.prep import PrepPart
-from labctl.run.records.record import ContainerInfo, Endpoint, EngineSetup, ImageInfo, new_record
-from labctl.run.records.store import Runs, new_run_id
 
 pytestmark = pytest.mark.process  # local processes: the CLI and the harness engine
 
@@ -47,36 +44,6 @@ def labctl(world: dict[str, Any], *args: str):  # type: ignore[no-untyped-def]
     return run_labctl(*args, lab=world["lab"], env={"LABCTL_HOME": str(world["home"])})
 
 
-def running_record(lab: Path, home: Path, base: str) -> str:
-    """A run record shaped as `labctl up harness --profile smoke` writes it, for a harness engine started
-    here as a local process (Docker cannot run here; the bench and the evaluation really talk to it)."""
-    profile = load_profile(find_lab(str(lab)), "harness", "smoke")
-    runs, run_id = Runs(home), new_run_id()
-    record = new_record(
-        run_id,
-        "harness",
-        "smoke",
-        profile.served_model_name,
-        Endpoint(base_url=f"{base}/v1"),
-        None,
-        "harness-check",
-        status="running",
-        record_path=str(runs.record_path(run_id)),
-        resolved_profile=profile.spec,
-        image=ImageInfo(reference=profile.spec["image"], digest=DIGEST, pinned=True),
-        container=ContainerInfo(
-            name=f"labctl-{run_id}", command_line=("python3", "-m", "labctl.harness", "--note", "a|<b>")
-        ),
-        engine_setup=EngineSetup(version=profile.engine_version, thinking=profile.model.thinking),
-        prep={
-            "image_pull": PrepPart(0.0, cached=True, detail="already present"),
-            "engine_load": PrepPart(0.6, detail="container start -> port open"),
-        },
-    )
-    runs.save(record)
-    return run_id
-
-
 @pytest.fixture(scope="module")
 def world(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     root = tmp_path_factory.mktemp("report-one")
@@ -93,15 +60,49 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
         base,
         _,
     ):
-        run = running_record(lab, home, base)
+        run = harness_run_record(
+            lab,
+            home,
+            base,
+            digest=DIGEST,
+            command_line=("python3", "-m", "labctl.harness", "--note", "a|<b>"),
+            prep={
+                "image_pull": PrepPart(0.0, cached=True, detail="already present"),
+                "engine_load": PrepPart(0.6, detail="container start -> port open"),
+            },
+        )
         for name, args in (("probe", ("--workload", "latency-probe", "--requests", "4")), ("sweep", SWEEP)):
             done = labctl(world, "bench", "run", run, *args, "--json")
             assert done.code == 0, done.stderr
             world[name] = json.loads(done.stdout)["bench_id"]
         evaluated = labctl(world, "eval", "run", run, "--suite", "short-answer", "--json")
         assert evaluated.code == 0, evaluated.stderr
-        world.update(run=run, eval=json.loads(evaluated.stdout), idle=running_record(lab, home, base))
-        world["cut_run"] = running_record(lab, home, base)
+        world.update(
+            run=run,
+            eval=json.loads(evaluated.stdout),
+            idle=harness_run_record(
+                lab,
+                home,
+                base,
+                digest=DIGEST,
+                command_line=("python3", "-m", "labctl.harness", "--note", "a|<b>"),
+                prep={
+                    "image_pull": PrepPart(0.0, cached=True, detail="already present"),
+                    "engine_load": PrepPart(0.6, detail="container start -> port open"),
+                },
+            ),
+        )
+        world["cut_run"] = harness_run_record(
+            lab,
+            home,
+            base,
+            digest=DIGEST,
+            command_line=("python3", "-m", "labctl.harness", "--note", "a|<b>"),
+            prep={
+                "image_pull": PrepPart(0.0, cached=True, detail="already present"),
+                "engine_load": PrepPart(0.6, detail="container start -> port open"),
+            },
+        )
         world["cut"] = interrupted_bench(world, world["cut_run"])
     return world
 

@@ -12,12 +12,10 @@ from typing import Any
 
 import pytest
 from helpers.harness_proc import harness
+from helpers.records import harness_run_record
 from helpers.support import REPO, Result, run_labctl
 
-from labctl.catalog.lab import find_lab
-from labctl.catalog.profiles import load_profile
-from labctl.run.records.record import ContainerInfo, Endpoint, EngineSetup, ImageInfo, new_record
-from labctl.run.records.store import Runs, new_run_id
+from labctl.run.records.store import Runs
 
 pytestmark = pytest.mark.process  # local processes: the CLI and the harness engine
 
@@ -27,28 +25,6 @@ REPORT_MARKER = ".labctl-report"  # labctl.host.outputs.REPORT_MARKER, spelled o
 
 def labctl(world: dict[str, Any], *args: str, cwd: Path | None = None) -> Result:
     return run_labctl(*args, lab=world["lab"], env={"LABCTL_HOME": str(world["home"])})
-
-
-def running_record(lab: Path, home: Path, base: str) -> str:
-    profile = load_profile(find_lab(str(lab)), "harness", "smoke")
-    runs, run_id = Runs(home), new_run_id()
-    record = new_record(
-        run_id,
-        "harness",
-        "smoke",
-        profile.served_model_name,
-        Endpoint(base_url=f"{base}/v1"),
-        None,
-        "harness-check",
-        status="running",
-        record_path=str(runs.record_path(run_id)),
-        resolved_profile=profile.spec,
-        image=ImageInfo(reference=profile.spec["image"], digest=DIGEST, pinned=True),
-        container=ContainerInfo(name=f"labctl-{run_id}", command_line=("python3", "-m", "labctl.harness")),
-        engine_setup=EngineSetup(version=profile.engine_version, thinking=profile.model.thinking),
-    )
-    runs.save(record)
-    return run_id
 
 
 @pytest.fixture(scope="module")
@@ -61,7 +37,7 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     args = ("--workload", "latency-probe", "--requests", "4")
     with harness("--ttft-ms", "5", "--tpot-ms", "1", model="harness-smoke") as (base, _):
         for name in ("a", "b"):
-            run = running_record(lab, home, base)
+            run = harness_run_record(lab, home, base, digest=DIGEST)
             done = labctl(world, "bench", "run", run, *args, "--json")
             assert done.code == 0, done.stderr
             world[name] = json.loads(done.stdout)["bench_id"]
@@ -133,7 +109,6 @@ def test_a_report_that_fails_midway_leaves_the_old_one_whole(
 ) -> None:
     from labctl.compare import report, single
     from labctl.compare.rules import compare
-    from labctl.run.records.store import Runs
 
     target = tmp_path / "r"
     assert labctl(world, "report", world["a"], "-o", str(target)).code == 0
