@@ -12,7 +12,7 @@ from typing import Any
 
 from labctl.errors import BadInput
 from labctl.run.records.store import MAX_RESULT_BYTES, Runs, is_result_id, read_json_file, shape_refusal
-from labctl.run.records.typed import ShapeError, check_depth, check_version, expect, from_json
+from labctl.run.records.typed import ShapeError, check_depth, check_interval, check_version, expect, from_json
 
 READABLE = (1,)
 UNVERSIONED = 1  # results written before schema_version was stamped read as version 1
@@ -132,9 +132,7 @@ def parse_result(data: Any) -> BenchResult:
         from_json(dict[str, float] | None, result.workload.spec.get("slo"), "workload.spec.slo")
     for index, level in enumerate(result.levels):
         for name in ("median_ttft_ms", "median_tpot_ms", "output_throughput", "p99_ttft_ms", "p99_itl_ms", "goodput"):
-            interval = getattr(level, f"{name}_ci95")
-            if interval is not None and len(interval) != 2:
-                raise ShapeError(f"levels[{index}].{name}_ci95", "expected [low, high]")
+            check_interval(getattr(level, f"{name}_ci95"), f"levels[{index}].{name}_ci95")
     return dataclasses.replace(result, data=data)
 
 

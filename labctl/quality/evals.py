@@ -12,7 +12,7 @@ from typing import Any
 
 from labctl.errors import BadInput
 from labctl.run.records.store import MAX_RESULT_BYTES, Runs, is_result_id, read_json_file, shape_refusal
-from labctl.run.records.typed import ShapeError, check_depth, check_version, expect, from_json
+from labctl.run.records.typed import ShapeError, check_depth, check_interval, check_version, expect, from_json
 
 READABLE = (1,)
 UNVERSIONED = 1
@@ -54,8 +54,7 @@ def parse_eval(data: Any) -> Evaluation:
     check_depth(data)
     check_version(expect(dict, data), READABLE, UNVERSIONED)
     evaluation: Evaluation = from_json(Evaluation, {k: v for k, v in data.items() if k != "data"})
-    if evaluation.score_ci95 is not None and len(evaluation.score_ci95) != 2:
-        raise ShapeError("score_ci95", "expected [low, high]")
+    check_interval(evaluation.score_ci95, "score_ci95")
     if isinstance(data.get("suite"), dict) and not isinstance(data["suite"].get("version", ""), str):
         raise ShapeError("suite.version", "expected a string")
     return dataclasses.replace(evaluation, data=data)

@@ -44,6 +44,21 @@ def labctl(world: dict[str, Any], *args: str):  # type: ignore[no-untyped-def]
     return run_labctl(*args, lab=world["lab"], env={"LABCTL_HOME": str(world["home"])})
 
 
+def run_record(lab: Path, home: Path, base: str) -> str:
+    """A record as `up harness --profile smoke` writes it, with prep parts and a command line holding | and <."""
+    return harness_run_record(
+        lab,
+        home,
+        base,
+        digest=DIGEST,
+        command_line=("python3", "-m", "labctl.harness", "--note", "a|<b>"),
+        prep={
+            "image_pull": PrepPart(0.0, cached=True, detail="already present"),
+            "engine_load": PrepPart(0.6, detail="container start -> port open"),
+        },
+    )
+
+
 @pytest.fixture(scope="module")
 def world(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     root = tmp_path_factory.mktemp("report-one")
@@ -60,17 +75,7 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
         base,
         _,
     ):
-        run = harness_run_record(
-            lab,
-            home,
-            base,
-            digest=DIGEST,
-            command_line=("python3", "-m", "labctl.harness", "--note", "a|<b>"),
-            prep={
-                "image_pull": PrepPart(0.0, cached=True, detail="already present"),
-                "engine_load": PrepPart(0.6, detail="container start -> port open"),
-            },
-        )
+        run = run_record(lab, home, base)
         for name, args in (("probe", ("--workload", "latency-probe", "--requests", "4")), ("sweep", SWEEP)):
             done = labctl(world, "bench", "run", run, *args, "--json")
             assert done.code == 0, done.stderr
@@ -80,29 +85,9 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
         world.update(
             run=run,
             eval=json.loads(evaluated.stdout),
-            idle=harness_run_record(
-                lab,
-                home,
-                base,
-                digest=DIGEST,
-                command_line=("python3", "-m", "labctl.harness", "--note", "a|<b>"),
-                prep={
-                    "image_pull": PrepPart(0.0, cached=True, detail="already present"),
-                    "engine_load": PrepPart(0.6, detail="container start -> port open"),
-                },
-            ),
+            idle=run_record(lab, home, base),
         )
-        world["cut_run"] = harness_run_record(
-            lab,
-            home,
-            base,
-            digest=DIGEST,
-            command_line=("python3", "-m", "labctl.harness", "--note", "a|<b>"),
-            prep={
-                "image_pull": PrepPart(0.0, cached=True, detail="already present"),
-                "engine_load": PrepPart(0.6, detail="container start -> port open"),
-            },
-        )
+        world["cut_run"] = run_record(lab, home, base)
         world["cut"] = interrupted_bench(world, world["cut_run"])
     return world
 

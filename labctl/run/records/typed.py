@@ -137,3 +137,9 @@ def _join(where: str, key: str) -> str:
 
 def _optional(kind: Any) -> bool:
     return typing.get_origin(kind) in (Union, types.UnionType) and type(None) in typing.get_args(kind)
+
+
+def check_interval(interval: tuple[float, ...] | None, where: str) -> None:
+    """A 95 % interval is [low, high] or absent: the typed reader checks numbers, not how many."""
+    if interval is not None and len(interval) != 2:
+        raise ShapeError(where, "expected [low, high]")
