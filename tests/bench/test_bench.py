@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import statistics
 import subprocess
 import time
 from pathlib import Path
@@ -63,12 +64,18 @@ def test_bench_external_url_json_and_storage(lab: Path, tmp_path: Path) -> None:
             assert key in level, key
         assert level["completed"] == 6 and level["failed"] == 0
         # the role-only chunk arrives at once: counting it would put TTFT near 0
-        # The harness writes on an absolute schedule (first token at 40 ms, then every 5 ms): a first token
-        # late by d shortens TPOT by d/7, so TPOT gets a margin a loaded host stays within, and the whole
-        # stream (e2e >= 40 + 7 x 5 ms) pins the schedule itself.
-        assert level["median_ttft_ms"] >= 40 and level["median_tpot_ms"] >= 4.5, level
-        assert level["median_e2el_ms"] >= 74, level
+        assert level["median_ttft_ms"] >= 40 and level["median_e2el_ms"] >= 74, level
         assert level["total_output_tokens"] == 6 * 8 and not level["usage_fallback"]
+    # The harness writes on an absolute schedule (first token at 40 ms, then every 5 ms), so a late first
+    # token shortens the gaps after it: TPOT is pinned by its definition over the stored requests, not by
+    # a timing margin a loaded host may miss. Each request's whole stream still pins the schedule.
+    lines = [json.loads(raw) for raw in (home / "runs" / doc["run_id"] / "bench" / doc["requests_file"]).open()][1:]
+    for index, level in enumerate(doc["levels"]):
+        mine = [line for line in lines if line["level"] == index]
+        assert len(mine) == 6 and all(len(line["itl_ms"]) == 7 for line in mine)
+        assert all(line["ttft_ms"] >= 40 and line["ttft_ms"] + sum(line["itl_ms"]) >= 74 for line in mine), mine
+        tpot = statistics.median(sum(line["itl_ms"]) / 7 for line in mine)
+        assert level["median_tpot_ms"] == pytest.approx(tpot, rel=1e-9), (level, tpot)
     assert doc["workload"]["sha256"] and doc["client"]["cpu_count"] and doc["target"]["environment_label"] == "external"
     stored = home / "runs" / doc["run_id"] / "bench" / f"{doc['bench_id']}.json"
     assert json.loads(stored.read_text())["bench_id"] == doc["bench_id"]
