@@ -98,18 +98,18 @@ def close_forward(forward: Forward | None) -> bool:
         os.kill(pid, signal.SIGTERM)
     except ProcessLookupError:
         return False
-    if not _gone_within(forward.process, pid, CLOSE_GRACE_S):
+    if not _gone_within(forward.process, CLOSE_GRACE_S):
         # ssh can sit in a write to a stalled peer with SIGTERM pending: a forward must not outlive its run.
         with contextlib.suppress(ProcessLookupError):
             os.kill(pid, signal.SIGKILL)
-        _gone_within(forward.process, pid, CLOSE_GRACE_S)
+        _gone_within(forward.process, CLOSE_GRACE_S)
     return True
 
 
-def _gone_within(token: str, pid: int, seconds: float) -> bool:
+def _gone_within(token: str, seconds: float) -> bool:
     deadline = time.monotonic() + seconds
     while time.monotonic() < deadline:
-        if not process_alive(token) or _exited(pid):
+        if not process_alive(token):
             return True
         time.sleep(0.05)
     return False
@@ -123,15 +123,6 @@ def temporary_forward(entry: HostEntry, host: str, port: int, log: Path) -> Iter
         yield forward
     finally:
         close_forward(forward)
-
-
-def _exited(pid: int) -> bool:
-    """A zombie: it has exited and waits for its parent (init, once the `up` that opened it is gone)."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text(encoding="ascii", errors="replace")
-    except OSError:
-        return True
-    return stat.rsplit(")", 1)[-1].split()[:1] == ["Z"]
 
 
 def _listens(port: int) -> bool:

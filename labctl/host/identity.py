@@ -29,18 +29,29 @@ def process_token(pid: int | None = None) -> str:
 
 
 def process_alive(token: str | None) -> bool:
+    """The process a token names still runs: same pid, same start time, and not a zombie (a killed `up`
+    its parent has not reaped yet has stopped for good, whatever /proc still lists)."""
     if not token or ":" not in token:
         return False
     pid_text, _, started = token.partition(":")
-    return pid_text.isdigit() and _start_time(int(pid_text)) == started
+    if not pid_text.isdigit():
+        return False
+    fields = _stat_fields(int(pid_text))
+    return len(fields) > 19 and fields[19] == started and fields[0] not in ("Z", "X")
 
 
-def _start_time(pid: int) -> str:
+def _stat_fields(pid: int) -> list[str]:
+    """/proc/PID/stat after the command name: state first, start time at index 19."""
     try:
         stat = Path(f"/proc/{pid}/stat").read_text(encoding="ascii", errors="replace")
     except OSError:
-        return ""
-    return stat.rsplit(")", 1)[-1].split()[19] if ")" in stat else ""
+        return []
+    return stat.rsplit(")", 1)[-1].split() if ")" in stat else []
+
+
+def _start_time(pid: int) -> str:
+    fields = _stat_fields(pid)
+    return fields[19] if len(fields) > 19 else ""
 
 
 def writer() -> dict[str, str]:
@@ -49,15 +60,8 @@ def writer() -> dict[str, str]:
 
 
 def writer_gone(who: object) -> bool:
-    """True only when the writer ran on this host and that process is gone (or a zombie): a SIGKILLed bench.
+    """True only when the writer ran on this host and that process is gone (a zombie is gone): a SIGKILLed bench.
     A writer on another host, or a file that names none, cannot be judged here."""
     if not isinstance(who, dict) or who.get("host") != host_name() or not isinstance(who.get("process"), str):
         return False
-    token = who["process"]
-    if not process_alive(token):
-        return True
-    try:
-        stat = Path(f"/proc/{token.split(':', 1)[0]}/stat").read_text(encoding="ascii", errors="replace")
-    except OSError:
-        return True
-    return stat.rsplit(")", 1)[-1].split()[:1] == ["Z"]
+    return not process_alive(who["process"])
