@@ -1,6 +1,7 @@
 """labctl's bench client next to the engine: `python3 -m labctl.bench.on_host`, run in a container of
 labctl's own image with host networking on the engine's host, so that the network between the controller
-and the GPU host never enters TTFT. It reads one job (JSON) on stdin — one run of one level: its prompts
+and the GPU host never enters TTFT. It reads one job (one line of JSON) on stdin, and stops when stdin closes before it is done
+(host/lifeline.py) — one run of one level: its prompts
 (made on the controller, where the workload, its dataset and the model's tokenizer are), the request
 settings, the engine's address on that host, limits — runs it with the same runner as a local bench, and
 writes one JSON object per line: `client` (where it runs), `request` (each measured request as it
@@ -24,6 +25,7 @@ from labctl.bench.prompts import Prompt
 from labctl.bench.request_lines import request_line
 from labctl.bench.runner import LevelProgress, LevelPrompts, run_level
 from labctl.bench.workloads import Workload
+from labctl.host.lifeline import Lifeline, read_job
 
 PROTOCOL = 2  # the job's shape; a controller and a client image that disagree say so instead of guessing
 MAX_JOB_BYTES = 64 * 1024 * 1024  # a level's prompts
@@ -51,7 +53,7 @@ def prompts_of(job: dict[str, Any]) -> LevelPrompts:
     return LevelPrompts(warm=made(job["prompts"]["warm"]), measured=made(job["prompts"]["measured"]))
 
 
-def run(job: dict[str, Any]) -> None:
+def run(job: dict[str, Any], lifeline: Lifeline | None = None) -> None:
     if job.get("protocol") != PROTOCOL:
         emit("client", protocol=PROTOCOL, environment=client_environment())
         raise ValueError(f"job protocol {job.get('protocol')!r}; this client speaks {PROTOCOL}")
@@ -88,16 +90,19 @@ def run(job: dict[str, Any]) -> None:
         flush()
         duration = time.perf_counter() - partial.started if partial.started else 0.0
         cpu = time.process_time() - (partial.cpu_started if partial.started else start_cpu)
+        if lifeline is not None:
+            lifeline.done()
         emit(ended, started=partial.started, duration_s=duration, client_cpu_s=cpu, requests=len(partial.results))
 
 
 def main() -> None:
-    raw = sys.stdin.buffer.read(MAX_JOB_BYTES + 1)
-    if len(raw) > MAX_JOB_BYTES:
+    raw = read_job(MAX_JOB_BYTES)
+    if raw is None:
         emit("error", message=f"the job is larger than {MAX_JOB_BYTES} bytes")
         sys.exit(2)
+    lifeline = Lifeline()
     try:
-        run(json.loads(raw))
+        run(json.loads(raw), lifeline)
     except (KeyError, TypeError, ValueError) as exc:
         emit("error", message=f"a malformed job: {type(exc).__name__}: {exc}")
         sys.exit(2)

@@ -88,10 +88,13 @@ def run_job(
     timer = threading.Timer(timeout, lambda: _remove(endpoint, name))
     timer.start()
     try:
-        proc.stdin.write(job)
-        proc.stdin.close()
+        # One line, and stdin stays open: its end tells the client this controller is gone (host/lifeline.py).
+        proc.stdin.write(job.replace(b"\n", b" ") + b"\n")
+        proc.stdin.flush()
         for line in proc.stdout:
             yield line.decode("utf-8", "replace").rstrip("\n")
+        with contextlib.suppress(OSError):
+            proc.stdin.close()
         code = proc.wait()
         reader.join(5)
         if code != 0:

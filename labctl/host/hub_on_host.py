@@ -15,6 +15,7 @@ from typing import Any
 
 from labctl.errors import LabctlError
 from labctl.host.hub_cache import FetchPlan, HubFile, download
+from labctl.host.lifeline import Lifeline, read_job
 
 PROTOCOL = 1
 CACHE = Path("/cache")
@@ -33,7 +34,7 @@ def plan_of(job: dict[str, Any]) -> FetchPlan:
     return FetchPlan(str(job["repo_id"]), str(job["revision"]), str(job["commit"]), str(job["endpoint"]), files)
 
 
-def run(job: dict[str, Any]) -> None:
+def run(job: dict[str, Any], lifeline: Lifeline | None = None) -> None:
     if job.get("protocol") != PROTOCOL:
         raise ValueError(f"job protocol {job.get('protocol')!r}; this client speaks {PROTOCOL}")
     hub_dir = CACHE / "hub"
@@ -53,16 +54,19 @@ def run(job: dict[str, Any]) -> None:
             emit("progress", received=received)
 
     received = download(plan, hub_dir, progress, job.get("token") or None)
+    if lifeline is not None:
+        lifeline.done()
     emit("done", received=received, cached=plan.cached)
 
 
 def main() -> None:
-    raw = sys.stdin.buffer.read(MAX_JOB_BYTES + 1)
-    if len(raw) > MAX_JOB_BYTES:
+    raw = read_job(MAX_JOB_BYTES)
+    if raw is None:
         emit("error", kind="job", message=f"the job is larger than {MAX_JOB_BYTES} bytes")
         sys.exit(2)
+    lifeline = Lifeline()
     try:
-        run(json.loads(raw))
+        run(json.loads(raw), lifeline)
     except LabctlError as exc:
         emit("error", kind="fetch", message=str(exc))
         sys.exit(1)

@@ -47,6 +47,7 @@ IMAGE_MODULES = (
     "host/identity.py",
     "host/hub_cache.py",
     "host/hub_on_host.py",
+    "host/lifeline.py",
 )
 BASES = ("python:3.12-slim", "labctl/base:bookworm")  # the first one present locally; else Docker pulls the first
 NO_DIGEST = "run by image id, no registry digest"
