@@ -23,3 +23,10 @@ class Conflict(LabctlError):
     """A resource (a GPU, a port) is held by someone else."""
 
     exit_code = EXIT_CONFLICT
+
+
+def describe_error(exc: BaseException) -> str:
+    """One line for an error met on the way: an OSError names its file (`No space left on device: PATH`)."""
+    if isinstance(exc, OSError):
+        return f"{exc.strerror or exc}: {exc.filename}" if exc.filename else str(exc.strerror or exc)
+    return str(exc)

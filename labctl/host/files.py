@@ -20,6 +20,11 @@ def write_atomically(path: Path, text: str, mode: int = 0o644, owner: tuple[int,
             os.chown(tmp, *owner)
         os.chmod(tmp, mode)
         os.replace(tmp, path)
+    except OSError as exc:
+        Path(tmp).unlink(missing_ok=True)
+        if exc.filename in (None, tmp):  # a full disk fails the write, which names no file: name the target
+            raise OSError(exc.errno, exc.strerror or str(exc), str(path)) from exc
+        raise
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
