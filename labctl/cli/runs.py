@@ -149,7 +149,7 @@ def up(
 
 def down(
     target: Annotated[
-        str | None, typer.Argument(help="A run id or an engine name (default: the only running run).")
+        str | None, typer.Argument(help="A run id or an engine name (default: your only running run in this home).")
     ] = None,
     reason: Annotated[str | None, typer.Option(help="Why (recorded).")] = None,
     force: Annotated[bool, typer.Option(help="Stop another owner's resident deployment (needs --reason).")] = False,
@@ -443,7 +443,7 @@ def rotate_key(
     Example: labctl rotate-key 20261203-015815-a1b2c3
     """
     from labctl.host.identity import current_user
-    from labctl.run.resident.deployments import rotate_key as rotate
+    from labctl.run.resident.rotation import rotate_key as rotate
 
     state.follow_run(run_id)
     resident = rotate(state.runs(), run_id, current_user(), key_file, keys, force, reason, host=state.host())

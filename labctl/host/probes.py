@@ -128,8 +128,14 @@ def check_openai_api(
 
 def status_without_key(base: str, timeout: float = 10.0) -> int | None:
     """The HTTP status of GET /v1/models with no key (None: no answer). A guarded engine says 401."""
+    return status_with_key(base, None, timeout)
+
+
+def status_with_key(base: str, key: str | None, timeout: float = 10.0) -> int | None:
+    """The HTTP status of GET /v1/models with this key, or none (None: no answer)."""
+    headers = {"Authorization": f"Bearer {key}"} if key else {}
     try:
-        return httpx.get(f"{base}/v1/models", timeout=timeout).status_code
+        return httpx.get(f"{base}/v1/models", headers=headers, timeout=timeout).status_code
     except httpx.HTTPError:
         return None
 

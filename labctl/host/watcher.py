@@ -45,7 +45,7 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
-ENDED = ("stopped", "failed", "aborted")
+ENDED = ("stopped", "failed", "aborted", "stopping")  # stopping: a `labctl down` is taking it down
 WATCH_ACTIONS = ("start", "die", "oom", "kill", "stop", "restart", "destroy")
 OOM_WINDOW_NS = 5 * 10**9
 

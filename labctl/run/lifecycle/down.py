@@ -9,14 +9,14 @@ from pathlib import Path
 from typing import Any
 
 from labctl.compose.labels import RunLabels
-from labctl.errors import BadInput
+from labctl.errors import BadInput, LabctlError, describe_error
 from labctl.host import docker as dk
 from labctl.host.files import write_atomically
 from labctl.host.hosts import LOCAL_HOST, HostEntry
-from labctl.host.identity import current_user
+from labctl.host.identity import current_user, process_token
 from labctl.run.lifecycle.live import live_runs
 from labctl.run.records.record import now
-from labctl.run.records.store import RUN_FILE_MODE, Runs, is_run_id
+from labctl.run.records.store import RUN_FILE_MODE, STOPPING, Runs, is_run_id
 from labctl.run.remote import close_run_forward, release_claims
 from labctl.run.resident import remote_watch, watch
 from labctl.run.resident.host_keys import remove_keys
@@ -28,13 +28,18 @@ def project_name(run_id: str) -> str:
     return f"labctl-{run_id}"
 
 
-def save_logs(runs: Runs, run_id: str) -> None:
-    """Keep the engine's logs beside the record before the container goes away."""
-    for container in dk.labctl_containers(run_id=run_id):
-        service = dk.service_of(container) or "serve"
-        text = dk.logs_tail(container, 100_000)
-        if text:
-            write_atomically(runs.dir(run_id) / f"{service}.log", text, RUN_FILE_MODE)
+def save_logs(runs: Runs, run_id: str) -> str | None:
+    """Keep the engine's logs beside the record before the container goes away. Best effort: a full disk or
+    a vanished container never keeps an engine on its GPU. Returns what could not be saved."""
+    try:
+        for container in dk.labctl_containers(run_id=run_id):
+            service = dk.service_of(container) or "serve"
+            text = dk.logs_tail(container, 100_000)
+            if text:
+                write_atomically(runs.dir(run_id) / f"{service}.log", text, RUN_FILE_MODE)
+    except (OSError, LabctlError) as exc:
+        return f"run {run_id}: its engine logs were not saved ({describe_error(exc)}); it was stopped all the same"
+    return None
 
 
 def owning_runs(runs: Runs, run_id: str) -> Runs:
@@ -52,57 +57,80 @@ def owning_runs(runs: Runs, run_id: str) -> Runs:
 def stop_run(
     runs: Runs, run_id: str, by: str, reason: str | None = None, replaced_by: str | None = None, forced: bool = False
 ) -> list[str]:
-    """Stop a run's containers (found by their `labctl.run_id` label) and record it. A record that cannot
-    be read never keeps the containers up: they are stopped all the same, and what could not be recorded
-    is returned, one line each."""
+    """Stop a run's containers (found by their `labctl.run_id` label) and record it. The record says
+    `stopping` first (who, why, and this process), then everything goes, then it says `stopped`: a `down`
+    killed midway leaves a record that tells the next `status` or `down` to finish the job. A record that
+    cannot be read or written never keeps the containers up: they are stopped all the same, and what could
+    not be recorded is returned, one line each."""
     problems: list[str] = []
     owner_runs = owning_runs(runs, run_id)
-    # The watcher goes first: the engine going away is no restart and no hang, and a watcher reading the
-    # record's new status would race this removal by removing itself.
     containers = dk.labctl_containers(run_id=run_id)
     resident = any(RunLabels.from_labels(dk.labels_of(c)).resident for c in containers) or not containers
+    recorded = owner_runs.exists(run_id)
+    if recorded:
+        intent: dict[str, Any] = {"status": STOPPING, "stopped_by": by, "down_process": process_token()}
+        if reason:
+            intent["stop_reason"] = reason
+        if replaced_by:
+            intent["replaced_by"] = replaced_by
+        if forced:
+            intent["stop_forced"] = True
+        _best_effort(
+            problems, f"run {run_id}: could not record that it is stopping", owner_runs.update, run_id, **intent
+        )
+        elsewhere = {"from_home": str(runs.home)} if owner_runs.home != runs.home else {}
+        _best_effort(problems, "", owner_runs.event, run_id, "down", reason=reason, forced=forced, **elsewhere)
+    # The watcher goes first: the engine going away is no restart and no hang.
     if resident:
         record = owner_runs.try_load(run_id)
         remote = record is not None and record.docker_endpoint.startswith("ssh://")
         if remote and record is not None and record.resident is not None and record.resident.watcher:
-            remote_watch.collect(owner_runs, record)  # what the watcher on the remote host saw, before it goes
+            _best_effort(problems, "", remote_watch.collect, owner_runs, record)  # what it saw, before it goes
         watch.remove(run_id)
-    if containers and owner_runs.exists(run_id):
-        save_logs(owner_runs, run_id)
-    # The record says stopped, by whom and why, before the containers go: an `up` still waiting for this
-    # engine then sees who stopped it, not an engine that died.
-    if owner_runs.exists(run_id):
-        changes: dict[str, Any] = {"status": "stopped", "stopped_at": now(), "stopped_by": by}
-        if reason:
-            changes["stop_reason"] = reason
-        if replaced_by:
-            changes["replaced_by"] = replaced_by
-        if forced:
-            changes["stop_forced"] = True
-        try:
-            owner_runs.update(run_id, **changes)
-        except BadInput as exc:
-            problems.append(f"stopped run {run_id}, but could not record it: {exc}")
-        elsewhere = {"from_home": str(runs.home)} if owner_runs.home != runs.home else {}
-        owner_runs.event(run_id, "down", reason=reason, forced=forced, **elsewhere)
+    if containers and recorded:
+        problems += [p for p in [save_logs(owner_runs, run_id)] if p]
     if containers:
         project = dk.labels_of(containers[0]).get("com.docker.compose.project", project_name(run_id))
         dk.compose_down(project)
+    finish_stop(owner_runs, run_id, resident, problems)
+    return problems
+
+
+def finish_stop(runs: Runs, run_id: str, resident: bool, problems: list[str]) -> None:
+    """What a stopped run leaves behind goes (keys, volumes on its host, claims, the forward), then the
+    record says `stopped`. Also how a later command finishes a `down` that was interrupted."""
     # A remote resident run's keys live in a volume on its host; the record may be another home's.
     keys_removed = resident and remove_keys(run_id)
     if resident:
         remote_watch.remove_volume(run_id)
     released = release_claims(run_id)
-    record = owner_runs.try_load(run_id)
-    if record is not None:
-        if keys_removed:
-            owner_runs.event(run_id, "key volume removed")
-        if released:
-            owner_runs.event(run_id, "claims released", count=released)
-        if close_run_forward(record.forward):
-            owner_runs.event(run_id, "forward closed")
-    KeyStore(owner_runs.home).remove(run_id)  # a stopped deployment's keys open nothing any more
-    return problems
+    record = runs.try_load(run_id)
+    forward_closed = record is not None and close_run_forward(record.forward)
+    try:
+        KeyStore(runs.home).remove(run_id)  # a stopped deployment's keys open nothing any more
+    except LabctlError as exc:
+        problems.append(str(exc))
+    if record is None:
+        return
+    done = {"status": "stopped", "stopped_at": now(), "down_process": None}
+    _best_effort(problems, f"run {run_id} was stopped, but its record could not say so", runs.update, run_id, **done)
+    for event, fields in (
+        ("key volume removed", {} if keys_removed else None),
+        ("claims released", {"count": released} if released else None),
+        ("forward closed", {} if forward_closed else None),
+    ):
+        if fields is not None:
+            _best_effort(problems, "", runs.event, run_id, event, **fields)
+
+
+def _best_effort(problems: list[str], what: str, action: Callable[..., Any], *args: Any, **kwargs: Any) -> None:
+    """Record keeping that must never keep an engine on its GPU: a full disk or an unreadable record is said
+    (when `what` says how), and the stop goes on."""
+    try:
+        action(*args, **kwargs)
+    except (OSError, LabctlError) as exc:
+        if what:
+            problems.append(f"{what} ({describe_error(exc)})")
 
 
 @dataclass(frozen=True)
@@ -124,26 +152,31 @@ def stop(
 ) -> list[Stopped]:
     """`labctl down [RUN_ID|ENGINE]`: which runs, whether you may, then stop each."""
     live = live_runs(runs, probe=False, host=host)
-    if target is None:
-        chosen = live
+    me = current_user()
+    if target is None:  # only ever one of your own runs of this home: never a colleague's, mid-benchmark
+        chosen = [r for r in live if r["owner"] == me and r["home"] == str(runs.home)]
         if len(chosen) > 1:
             raise BadInput(
-                "several runs are up: name one (labctl down RUN_ID). Up now: "
+                "several of your runs are up: name one (labctl down RUN_ID). Up now: "
                 + ", ".join(f"{r['run_id']} ({r['engine']}/{r['profile']})" for r in chosen)
+            )
+        if not chosen and live:
+            raise BadInput(
+                f"none of your runs in this home ({runs.home}) is up; up on this host: "
+                + ", ".join(f"{r['run_id']} ({r['owner'] or 'unknown owner'}, home {r['home'] or '?'})" for r in live)
+                + ". To stop one of those, name it: labctl down RUN_ID."
             )
     elif is_run_id(target):
         chosen = [r for r in live if r["run_id"] == target]
         if not chosen and runs.exists(target):
             raise BadInput(f"run {target} is not up (its record says {runs.load(target).status}).")
     else:  # an engine name: only your own runs of this home, and more than one only when asked
-        me_ = current_user()
-        chosen = [r for r in live if r["engine"] == target and r["owner"] == me_ and r["home"] == str(runs.home)]
+        chosen = [r for r in live if r["engine"] == target and r["owner"] == me and r["home"] == str(runs.home)]
         if len(chosen) > 1 and not (all_ or (confirm is not None and confirm(chosen))):
             listed = ", ".join(r["run_id"] for r in chosen)
             raise BadInput(f"{target} matches {len(chosen)} of your runs ({listed}): name one, or pass --all.")
     if not chosen:
         raise BadInput(f"nothing to stop{' matching ' + repr(target) if target else ''}: see `labctl status`.")
-    me = current_user()
     allowed = [
         (run, check_may_act(run["run_id"], run["owner"], run["resident"], me, "stopping", force, reason))
         for run in chosen

@@ -11,16 +11,11 @@ from typing import Any
 
 from labctl.errors import BadInput, LabctlError
 from labctl.host import docker as dk
-from labctl.host.hosts import LOCAL_HOST, HostEntry, endpoint_url
-from labctl.host.probes import probe_now
-from labctl.run.lifecycle.down import project_name, save_logs
+from labctl.host.hosts import HostEntry, endpoint_url
 from labctl.run.lifecycle.live import live_runs
-from labctl.run.records.record import Record
+from labctl.run.lifecycle.reconcile import reconcile
 from labctl.run.records.store import MAX_LOG_BYTES, Runs, read_tail
-from labctl.run.remote import close_run_forward, ensure_forward, release_claims, stale_claims, stale_run_volumes
-from labctl.run.resident import remote_watch, watch
 from labctl.run.resident.deployments import observe
-from labctl.run.resident.host_keys import remove_keys
 
 
 @dataclass(frozen=True)
@@ -89,55 +84,3 @@ def engine_logs(runs: Runs, run_id: str, follow: bool, service: str = "serve") -
     if not saved.is_file():
         raise BadInput(f"no {service} container and no saved {service} logs for run {run_id}. See `labctl runs`.")
     yield read_tail(saved, MAX_LOG_BYTES)
-
-
-def reconcile(runs: Runs, host: HostEntry = LOCAL_HOST) -> list[str]:
-    """Records of this host left `starting` by a `labctl up` that is gone (SIGKILL, a crash, a lost machine):
-    a healthy container is adopted, anything else is taken down, and the record says which; on a remote
-    host, claims of an `up` that is gone are removed too. Returns what was done."""
-    from labctl.host.identity import process_alive
-    from labctl.run.records.record import now
-    from labctl.run.resident.keys import KeyStore
-
-    done = []
-    for run_id in runs.all_ids():
-        try:
-            record = runs.load(run_id)
-        except BadInput:
-            continue  # a corrupt record is reported by `labctl runs`, never fatal here
-        if record.status != "starting" or process_alive(record.up_process) or record.host_entry != host.name:
-            continue
-        serve = next(
-            (c for c in dk.labctl_containers(run_id=run_id, all_states=False) if dk.service_of(c) == "serve"), None
-        )
-        healthy = serve is not None and _probe_record(runs, host, record) == "healthy"
-        if healthy:
-            runs.update(run_id, status="running", reason="adopted: its labctl up was gone, the engine was healthy")
-            runs.event(run_id, "adopted")
-            done.append(f"adopted {run_id}: its labctl up was gone, the engine answers")
-            continue
-        watch.remove(run_id)
-        if dk.labctl_containers(run_id=run_id):
-            save_logs(runs, run_id)
-            dk.compose_down(project_name(run_id))
-        runs.update(
-            run_id, status="aborted", reason="its labctl up was gone before the engine was ready", stopped_at=now()
-        )
-        runs.event(run_id, "aborted", reason="labctl up gone")
-        KeyStore(runs.home).remove(run_id)
-        if host.is_remote:
-            remove_keys(run_id)
-            remote_watch.remove_volume(run_id)
-            release_claims(run_id)
-            close_run_forward(record.forward)
-        done.append(f"aborted {run_id}: its labctl up was gone; whatever it started was taken down")
-    done += watch.reconcile_watchers(runs)  # before the volumes: a watcher's volume is in use until it goes
-    return done + (stale_claims() + stale_run_volumes() if host.is_remote else [])
-
-
-def _probe_record(runs: Runs, host: HostEntry, record: Record) -> str:
-    if host.is_remote and record.forward is not None:
-        base = ensure_forward(runs, record.run_id, host, record.forward).base
-    else:
-        base = record.base_url.removesuffix("/v1")
-    return probe_now(base, record.probe, record.probe_timeout_s)

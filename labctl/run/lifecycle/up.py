@@ -25,7 +25,7 @@ from labctl.compose.contract_check import Verdict, check_profile, refuse_unless_
 from labctl.compose.labels import RunLabels
 from labctl.compose.options import render_options
 from labctl.compose.render import build_key, render_compose
-from labctl.errors import BadInput, Conflict, LabctlError
+from labctl.errors import BadInput, Conflict, LabctlError, describe_error
 from labctl.host import docker as dk
 from labctl.host.bound import bound_problem, listeners
 from labctl.host.files import write_atomically
@@ -69,7 +69,7 @@ from labctl.run.records.record import (
     new_record,
     now,
 )
-from labctl.run.records.store import ENDED, RUN_FILE_MODE, RunEnded, Runs, new_run_id
+from labctl.run.records.store import ENDING, RUN_FILE_MODE, RunEnded, Runs, new_run_id
 from labctl.run.remote import check_port_free, close_run_forward, open_run_forward, release_claims, take_claims
 from labctl.run.resident import remote_watch, watch
 from labctl.run.resident.host_keys import put_keys, remove_keys
@@ -487,6 +487,8 @@ class Starter:
             allow_no_auth=self.plan.allow_no_auth,
             warnings=tuple(self.plan.warnings),
             auth_volume=self.key_volume,
+            watch_interval_s=profile.engine.readiness.watch_interval_s,
+            hung_after_failures=profile.engine.readiness.hung_after_failures,
         )
 
     def start_watcher(self, profile: Profile) -> None:
@@ -534,7 +536,7 @@ class Starter:
             state = dk.container_state(serve)
             if not state["running"] or state["restarts"]:
                 ended = self.runs.try_load(self.run_id)
-                if ended is not None and ended.status in ENDED:  # someone took it down: say who, not "it died"
+                if ended is not None and ended.status in ENDING:  # someone took it down: say who, not "it died"
                     raise RunEnded(ended)
                 raise LabctlError(
                     f"the engine container {state['status']} (exit code {state['exit_code']}, restarts {state['restarts']}) "
@@ -620,32 +622,43 @@ class Starter:
         self.record = self.runs.advance(self.run_id, **changes)
 
     def fail(self, status: str, reason: str) -> None:
-        """Take down what was started and say why; a second Ctrl-C or SIGTERM cannot cut this short."""
+        """Take down what was started and say why; a second Ctrl-C or SIGTERM cannot cut this short, and no
+        step's failure (a full disk, a vanished container) skips the next: a failed `up` leaves nothing up."""
         blocked = {signal.SIGINT, signal.SIGTERM, signal.SIGHUP}
         previous = signal.pthread_sigmask(signal.SIG_BLOCK, blocked)
+        problems: list[str] = []
+
+        def step(what: str, action: Callable[[], object]) -> None:
+            try:
+                action()
+            except Exception as exc:  # noqa: BLE001 - every step runs whatever the one before met
+                problems.append(f"{what}: {describe_error(exc)}")
+
         try:
             if self.started_anything:
-                with contextlib.suppress(LabctlError):
-                    save_logs(self.runs, self.run_id)
+                problems.extend(p for p in [save_logs(self.runs, self.run_id)] if p)
                 if self.plan:
-                    watch.remove(self.run_id)
-                dk.compose_down(self.project)
+                    step("removing the restart watcher", lambda: watch.remove(self.run_id))
+                step("taking the engine down", lambda: dk.compose_down(self.project))
             if self.key_volume:
-                with contextlib.suppress(LabctlError):
-                    remove_keys(self.run_id)
+                step("removing the key volume", lambda: remove_keys(self.run_id))
             if self.plan and self.request.host.is_remote:
-                with contextlib.suppress(LabctlError):
-                    remote_watch.remove_volume(self.run_id)
+                step("removing the watcher volume", lambda: remote_watch.remove_volume(self.run_id))
             if self.claimed:
-                release_claims(self.run_id)
-            close_run_forward(self.forward)
-            on_disk = self.runs.try_load(self.run_id) if self.record else None
-            if on_disk is not None and on_disk.status not in ENDED:  # never overwrite who stopped it, and why
-                self.update(status=status, reason=reason, stopped_at=now())
-                self.runs.event(self.run_id, status, reason=reason.splitlines()[0])
-            KeyStore(self.request.home or self.runs.home).remove(self.run_id)  # a failed run's keys open nothing
+                step("releasing the claims", lambda: release_claims(self.run_id))
+            step("closing the forward", lambda: close_run_forward(self.forward))
+            step("recording the failure", lambda: self.record_failure(status, reason))
+            step("removing the keys", lambda: KeyStore(self.request.home or self.runs.home).remove(self.run_id))
         finally:
             signal.pthread_sigmask(signal.SIG_SETMASK, previous)
+        for problem in problems:
+            self.say(f"warning: while taking run {self.run_id} down after its failure, {problem}")
+
+    def record_failure(self, status: str, reason: str) -> None:
+        on_disk = self.runs.try_load(self.run_id) if self.record else None
+        if on_disk is not None and on_disk.status not in ENDING:  # never overwrite who stopped it, and why
+            self.update(status=status, reason=reason, stopped_at=now())
+            self.runs.event(self.run_id, status, reason=reason.splitlines()[0])
 
 
 def check_bound_address(serve: Any, profile: Profile) -> None:

@@ -104,6 +104,15 @@ class ResidentInfo:
     watcher_note: str | None = None  # why none runs
     # A remote host: the named volume there holding the keys (labctl-keys-<run_id>); not "key_…", which records redact.
     auth_volume: str = ""
+    # How its watcher probes (the engine's readiness when it started): `status` starts a missing one alike.
+    watch_interval_s: float | None = None
+    hung_after_failures: int | None = None
+    # A key rotation under way (written before the engine restarts): who, since when, which process, and
+    # the new keys' fingerprints. The next command finishes or undoes one whose process is gone.
+    rotating_since: str | None = None
+    rotating_process: str | None = None
+    rotating_by: str | None = None
+    rotating_to: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -158,7 +167,7 @@ class EngineSetup:
 @dataclass(frozen=True)
 class Record:
     run_id: str
-    status: str  # starting | running | failed | aborted | stopped | external
+    status: str  # starting | running | stopping | failed | aborted | stopped | external
     engine: str
     profile: str
     served_model_name: str
@@ -207,6 +216,7 @@ class Record:
     observed: Observed | None = None
     reproduction: Reproduction | None = None
     up_process: str | None = None  # the `labctl up` that owns a starting record (pid:start time)
+    down_process: str | None = None  # the `labctl down` that owns a stopping record (pid:start time)
     prep: dict[str, PrepPart] = field(default_factory=dict)
     extra: JsonObject = field(default_factory=dict)  # keys a newer labctl wrote; kept, never interpreted
 

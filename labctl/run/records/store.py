@@ -30,6 +30,10 @@ _SECRET_NAMES = re.compile(r"(TOKEN|KEY|SECRET|PASSWORD|PASSWD|CREDENTIAL)", re.
 
 
 ENDED = ("stopped", "failed", "aborted")
+# A `labctl down` wrote its intent and is taking the run down (or was interrupted doing so: the next
+# `status` or `down` finishes the job). For `up`, a stopping run has ended.
+STOPPING = "stopping"
+ENDING = (*ENDED, STOPPING)
 # A home may be shared by the docker group (a folder with the setgid bit): any member may update a run's
 # record (`down --force` of another user's run), so runs are group-writable. Records hold no secrets, and
 # nothing here is world-writable.
@@ -128,7 +132,8 @@ class RunEnded(LabctlError):
     def __init__(self, record: Record) -> None:
         who = f" by {record.stopped_by}" if record.stopped_by else ""
         why = f" ({record.stop_reason or record.reason})" if (record.stop_reason or record.reason) else ""
-        super().__init__(f"run {record.run_id} was {record.status}{who} while it was starting{why}.")
+        status = "stopped" if record.status == STOPPING else record.status
+        super().__init__(f"run {record.run_id} was {status}{who} while it was starting{why}.")
         self.record = record
 
 
@@ -218,7 +223,7 @@ class Runs:
         """`up`'s own progress (starting → running): refused once someone else ended the run meanwhile."""
         with file_lock(self.dir(run_id) / ".lock"):
             current = self.load(run_id)
-            if current.status in ENDED and changes.get("status") in ("starting", "running"):
+            if current.status in ENDING and changes.get("status") in ("starting", "running"):
                 raise RunEnded(current)
             record = current.changed(**changes)
             self.save(record)

@@ -3,7 +3,6 @@ failures (each becomes an event in the run's events log)."""
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import shlex
 import time
@@ -13,16 +12,13 @@ import httpx
 
 from labctl.errors import BadInput, LabctlError
 from labctl.host import docker as dk
-from labctl.host.hosts import LOCAL_HOST, HostEntry
-from labctl.host.probes import check_openai_api, status_without_key, wait_until_ready
-from labctl.run.records.record import Observed, Record, ResidentInfo, now
+from labctl.host.hosts import HostEntry
+from labctl.host.identity import process_alive
+from labctl.run.records.record import Observed, Record, now
 from labctl.run.records.store import ENDED, Runs
-from labctl.run.remote import ensure_forward
 from labctl.run.resident import remote_watch, watch
-from labctl.run.resident.host_keys import put_keys
-from labctl.run.resident.keys import KeyStore, fingerprint, generate_keys, read_key_file
-from labctl.run.resident.ownership import check_may_act
-from labctl.run.resident.plan import flag_key_note, image_user_ids, is_loopback
+from labctl.run.resident.keys import KeyStore
+from labctl.run.resident.plan import flag_key_note, is_loopback
 
 # Counters an engine's /metrics exposes for requests served and tokens generated.
 REQUEST_METRICS = (
@@ -47,6 +43,13 @@ def share(runs: Runs, run_id: str) -> dict[str, Any]:
     if not resident:
         raise BadInput(
             f"run {run_id} is not a resident deployment: nothing to share (its base URL is {record.base_url})."
+        )
+    if resident.rotating_since:  # which key the engine takes is settled first: never share a key it rejects
+        raise LabctlError(
+            f"run {run_id}: a key rotation by {resident.rotating_by} is under way (since {resident.rotating_since}); "
+            "share it once it is done."
+            if process_alive(resident.rotating_process)
+            else f"run {run_id}: a key rotation was interrupted; `labctl status` finishes or undoes it, then share."
         )
     keys = KeyStore(runs.home).read(run_id) if resident.keys else []
     url, forward = colleague_reach(record)
@@ -88,51 +91,6 @@ def snippets(info: dict[str, Any]) -> str:
         + f"  -d {shlex.quote(body)}\n"
     )
     return f"# OpenAI Python SDK\n{python}\n# curl\n{curl}"
-
-
-def rotate_key(
-    runs: Runs,
-    run_id: str,
-    by: str,
-    key_file: str | None,
-    keys: int | None,
-    force: bool = False,
-    reason: str | None = None,
-    host: HostEntry = LOCAL_HOST,
-) -> ResidentInfo:
-    record = runs.load(run_id)
-    resident = record.resident
-    if not resident or not resident.keys:
-        raise BadInput(f"run {run_id} is not a resident deployment with API keys.")
-    forced = check_may_act(run_id, record.owner, True, by, "rotating the keys of", force, reason)
-    new_keys = read_key_file(key_file) if key_file else generate_keys(keys or resident.keys)
-    containers = [c for c in dk.labctl_containers(run_id=run_id, all_states=False) if dk.service_of(c) == "serve"]
-    if not containers:
-        raise LabctlError(f"run {run_id} is not running: start it again before rotating its key.")
-    KeyStore(runs.home).write(run_id, new_keys, image_user_ids(record.image.user))
-    if resident.auth_volume:  # a remote host: the engine reads the copy in its volume there
-        put_keys(run_id, new_keys, record.image)
-    serve = containers[0]
-    with dk.docker_errors("restarting the engine with its new key"):
-        dk.restart(serve)
-    base = record.base_url.removesuffix("/v1")
-    if host.is_remote and record.forward is not None:
-        base = ensure_forward(runs, run_id, host, record.forward).base
-
-    def watch() -> None:
-        state = dk.container_state(serve)
-        if not state["running"]:
-            raise LabctlError(f"the engine {state['status']} after the key rotation (exit code {state['exit_code']})")
-
-    wait_until_ready(base, record.probe, 900, watch, probe_timeout=record.probe_timeout_s)
-    check_openai_api(base, record.served_model_name, new_keys[0], None)
-    if status_without_key(base) != 401:
-        raise LabctlError(f"run {run_id} answers without a key after the rotation: stop it (labctl down {run_id}).")
-    fingerprints = [fingerprint(k) for k in new_keys]
-    resident = dataclasses.replace(resident, keys=len(new_keys), key_fingerprints=tuple(fingerprints), rotated_at=now())
-    runs.update(run_id, resident=resident)
-    runs.event(run_id, "key rotation", by_user=by, key_fingerprints=fingerprints, forced=forced, reason=reason)
-    return resident
 
 
 def engine_counters(base: str, metrics_path: str | None) -> dict[str, float | None]:
@@ -187,4 +145,7 @@ def describe_resident(runs: Runs, record: Record) -> list[tuple[str, str]]:
             remote_watch.collect(runs, record)  # first: what its watcher saw is recorded as the watcher's
         watch.replay(runs, record)
     watcher = record.resident.watcher or f"none ({record.resident.watcher_note or 'started before watchers'})"
+    local = record.docker_endpoint == "local" and record.status not in ENDED
+    if record.resident.watcher and local and not dk.watchers(record.run_id):  # named, gone: never shown as running
+        watcher += " (not running: `labctl status` starts it again)"
     return [("watcher", watcher), ("restarts", watch.recorded_restarts(runs, record.run_id).describe())]

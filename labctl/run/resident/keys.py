@@ -17,6 +17,7 @@ from labctl.errors import BadInput, LabctlError
 from labctl.host.files import write_atomically
 
 MAX_KEY_FILE = 64 * 1024  # 100 keys of a few hundred characters each
+PREVIOUS = "api_key.previous"
 
 
 def generate_keys(count: int) -> list[str]:
@@ -136,6 +137,21 @@ class KeyStore:
             raise BadInput(f"run {run_id} has no API key under {self.root} (not a resident deployment with keys).")
         text = read_bounded(path, f"the API key file of run {run_id} ({path})", MAX_KEY_FILE).decode("utf-8", "replace")
         return [line for line in text.splitlines() if line]
+
+    def keep_previous(self, run_id: str, keys: list[str]) -> None:
+        """The keys a rotation replaces, kept until the engine runs with the new ones (the undo of a rotation
+        cut short); readable by the key group, like the key file."""
+        write_atomically(self.folder(run_id) / PREVIOUS, "\n".join(keys) + "\n", mode=0o640, owner=(-1, key_group()))
+
+    def previous(self, run_id: str) -> list[str]:
+        path = self.folder(run_id) / PREVIOUS
+        if not path.is_file():
+            return []
+        text = read_bounded(path, f"the previous API keys of run {run_id} ({path})", MAX_KEY_FILE)
+        return [line for line in text.decode("utf-8", "replace").splitlines() if line]
+
+    def drop_previous(self, run_id: str) -> None:
+        (self.folder(run_id) / PREVIOUS).unlink(missing_ok=True)
 
     def remove(self, run_id: str) -> None:
         folder = self.folder(run_id)

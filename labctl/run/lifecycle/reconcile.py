@@ -1,0 +1,164 @@
+"""What `status` puts right on a host before it reports: state changes whose command is gone finished or
+undone (an `up` killed while starting, a `down` killed while stopping, a key rotation cut short), engines
+that Docker will not restart recorded with what to run next, and every live resident run given its restart
+watcher. Each thing done is returned as one line."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+from labctl.catalog.specs import Readiness
+from labctl.errors import BadInput, LabctlError, describe_error
+from labctl.host import docker as dk
+from labctl.host.hosts import LOCAL_HOST, HostEntry
+from labctl.host.identity import process_alive
+from labctl.host.probes import probe_now
+from labctl.run.lifecycle.down import finish_stop, project_name, save_logs
+from labctl.run.records.record import Record, now
+from labctl.run.records.store import STOPPING, Runs
+from labctl.run.remote import close_run_forward, ensure_forward, release_claims, stale_claims, stale_run_volumes
+from labctl.run.resident import remote_watch, watch
+from labctl.run.resident.host_keys import remove_keys
+from labctl.run.resident.keys import KeyStore
+from labctl.run.resident.rotation import finish_rotation
+
+
+def reconcile(runs: Runs, host: HostEntry = LOCAL_HOST) -> list[str]:
+    done = []
+    for run_id in runs.all_ids():
+        try:
+            record = runs.load(run_id)
+        except BadInput:
+            continue  # a corrupt record is reported by `labctl runs`, never fatal here
+        if record.host_entry != host.name:
+            continue
+        if record.status == "starting" and not process_alive(record.up_process):
+            done.append(_abandoned_up(runs, host, record))
+        elif record.status == STOPPING and not process_alive(record.down_process):
+            done.append(_interrupted_down(runs, record))
+        elif record.status in ("running", "exited"):
+            done += _engine_outside_labctl(runs, record)
+            done += finish_rotation(runs, runs.load(run_id), host)
+    done += _missing_watchers(runs, host)
+    done += watch.reconcile_watchers(runs)  # before the volumes: a watcher's volume is in use until it goes
+    return done + (stale_claims() + stale_run_volumes() if host.is_remote else [])
+
+
+def _abandoned_up(runs: Runs, host: HostEntry, record: Record) -> str:
+    """A record left `starting` by a `labctl up` that is gone (SIGKILL, a crash, a lost machine): a healthy
+    engine is adopted, anything else is taken down; on a remote host its claims go too."""
+    run_id = record.run_id
+    serve = _serve(run_id, all_states=False)
+    if serve is not None and _probe_record(runs, host, record) == "healthy":
+        runs.update(run_id, status="running", reason="adopted: its labctl up was gone, the engine was healthy")
+        runs.event(run_id, "adopted")
+        return f"adopted {run_id}: its labctl up was gone, the engine answers"
+    watch.remove(run_id)
+    if dk.labctl_containers(run_id=run_id):
+        save_logs(runs, run_id)
+        dk.compose_down(project_name(run_id))
+    runs.update(run_id, status="aborted", reason="its labctl up was gone before the engine was ready", stopped_at=now())
+    runs.event(run_id, "aborted", reason="labctl up gone")
+    KeyStore(runs.home).remove(run_id)
+    if host.is_remote:
+        remove_keys(run_id)
+        remote_watch.remove_volume(run_id)
+        release_claims(run_id)
+        close_run_forward(record.forward)
+    return f"aborted {run_id}: its labctl up was gone; whatever it started was taken down"
+
+
+def _interrupted_down(runs: Runs, record: Record) -> str:
+    """A `labctl down` that wrote `stopping` and was killed before it finished: finish it."""
+    run_id = record.run_id
+    containers = dk.labctl_containers(run_id=run_id)
+    problems: list[str] = []
+    watch.remove(run_id)
+    if containers:
+        problems += [p for p in [save_logs(runs, run_id)] if p]
+        dk.compose_down(dk.labels_of(containers[0]).get("com.docker.compose.project", project_name(run_id)))
+    finish_stop(runs, run_id, record.resident is not None, problems)
+    who = f" (by {record.stopped_by})" if record.stopped_by else ""
+    left = f"; {'; '.join(problems)}" if problems else ""
+    return f"finished stopping {run_id}: its labctl down{who} was interrupted{left}"
+
+
+def _engine_outside_labctl(runs: Runs, record: Record) -> list[str]:
+    """An engine stopped in a way Docker will not restart (`docker stop`, `docker kill`, a crash without a
+    restart policy) or removed by hand: the record says so, with what to run next; one started again by
+    hand is running again."""
+    run_id = record.run_id
+    serve = _serve(run_id, all_states=True)
+    if serve is None and record.status == "running":
+        if record.docker_host_id and record.docker_host_id != dk.daemon_facts().id:
+            return []  # another daemon than the one that ran it answers here: nothing can be concluded
+        problems: list[str] = []
+        runs.update(run_id, stop_reason="its containers were removed outside labctl", stopped_by="(outside labctl)")
+        finish_stop(runs, run_id, record.resident is not None, problems)
+        runs.event(run_id, "engine gone", reason="containers removed outside labctl")
+        return [f"run {run_id}: its containers were removed outside labctl; recorded as stopped"]
+    if serve is None:
+        return []
+    state = dk.container_state(serve)
+    if state["running"] and record.status == "exited":
+        runs.update(run_id, status="running", reason="started again outside labctl")
+        runs.event(run_id, "engine started again", how="outside labctl")
+        return [f"run {run_id}: its engine runs again (started outside labctl)"]
+    if state["status"] != "exited" or record.status == "exited":
+        return []  # running, or restarting: Docker's restart policy is at work
+    reason = (
+        f"the engine exited (exit code {state['exit_code']}) and Docker will not restart it: it was stopped "
+        f"outside labctl (docker stop or docker kill). `labctl down {run_id}` frees its port and GPU claims; "
+        f"`docker start {serve.name}` serves again"
+    )
+    runs.update(run_id, status="exited", reason=reason)
+    runs.event(run_id, "engine exited", exit_code=state["exit_code"], restart="not by Docker")
+    return [f"run {run_id}: {reason}"]
+
+
+def _missing_watchers(runs: Runs, host: HostEntry) -> list[str]:
+    """Every live resident run of this home on this host has its restart watcher: one removed by hand, or
+    never started (an `up` killed before it, an adopted run), is started again."""
+    done = []
+    for run_id in runs.all_ids():
+        record = runs.try_load(run_id)
+        if record is None or record.status != "running" or record.resident is None or record.host_entry != host.name:
+            continue
+        if record.resident.watcher_note and not record.resident.watcher:
+            continue  # none can run here, and the record says why
+        serve = _serve(run_id, all_states=False)
+        if serve is None or dk.watchers(run_id):
+            continue
+        resident = record.resident
+        readiness = Readiness(
+            record.probe,
+            record.probe_timeout_s,
+            resident.watch_interval_s or Readiness.watch_interval_s,
+            resident.hung_after_failures or Readiness.hung_after_failures,
+        )
+        try:
+            if host.is_remote:
+                name, note = remote_watch.start(runs, record, readiness, str(serve.name), host, dk.daemon_facts().id)
+            else:
+                name, note = watch.start(runs, record, readiness, str(serve.name))
+        except (OSError, LabctlError) as exc:
+            done.append(f"run {run_id} has no restart watcher and none could be started: {describe_error(exc)}")
+            continue
+        runs.update(run_id, resident=dataclasses.replace(resident, watcher=name, watcher_note=note))
+        runs.event(run_id, "watcher started", by_command="status", note=note)
+        done.append(f"started the restart watcher of run {run_id} (it had none)" if name else f"run {run_id}: {note}")
+    return done
+
+
+def _serve(run_id: str, all_states: bool) -> Any:
+    containers = dk.labctl_containers(run_id=run_id, all_states=all_states)
+    return next((c for c in containers if dk.service_of(c) == "serve"), None)
+
+
+def _probe_record(runs: Runs, host: HostEntry, record: Record) -> str:
+    if host.is_remote and record.forward is not None:
+        base = ensure_forward(runs, record.run_id, host, record.forward).base
+    else:
+        base = record.base_url.removesuffix("/v1")
+    return probe_now(base, record.probe, record.probe_timeout_s)

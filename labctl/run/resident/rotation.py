@@ -1,0 +1,146 @@
+"""Rotating a resident deployment's keys so that an interruption at any moment leaves a true record: the
+intent (`rotating`) is written first and the old keys kept; the engine restarts with the new ones; only
+once it answers to them does the record name them. A rotation whose command is gone is finished (the
+engine answers to the new keys) or undone (it still answers to the old ones) by the next command."""
+
+from __future__ import annotations
+
+import dataclasses
+
+from labctl.errors import BadInput, LabctlError
+from labctl.host import docker as dk
+from labctl.host.hosts import LOCAL_HOST, HostEntry
+from labctl.host.identity import process_alive, process_token
+from labctl.host.probes import check_openai_api, status_with_key, status_without_key, wait_until_ready
+from labctl.run.records.record import Record, ResidentInfo, now
+from labctl.run.records.store import Runs
+from labctl.run.remote import ensure_forward
+from labctl.run.resident.host_keys import put_keys
+from labctl.run.resident.keys import KeyStore, fingerprint, generate_keys, read_key_file
+from labctl.run.resident.ownership import check_may_act
+from labctl.run.resident.plan import image_user_ids
+
+
+def rotate_key(
+    runs: Runs,
+    run_id: str,
+    by: str,
+    key_file: str | None,
+    keys: int | None,
+    force: bool = False,
+    reason: str | None = None,
+    host: HostEntry = LOCAL_HOST,
+) -> ResidentInfo:
+    record = runs.load(run_id)
+    resident = record.resident
+    if not resident or not resident.keys:
+        raise BadInput(f"run {run_id} is not a resident deployment with API keys.")
+    forced = check_may_act(run_id, record.owner, True, by, "rotating the keys of", force, reason)
+    new_keys = read_key_file(key_file) if key_file else generate_keys(keys or resident.keys)
+    for line in finish_rotation(runs, record, host):  # an earlier rotation cut short is settled first
+        if "answers to neither" in line:
+            raise LabctlError(line)
+    record = runs.load(run_id)
+    resident = record.resident
+    assert resident is not None
+    containers = [c for c in dk.labctl_containers(run_id=run_id, all_states=False) if dk.service_of(c) == "serve"]
+    if not containers:
+        raise LabctlError(f"run {run_id} is not running: start it again before rotating its key.")
+    store = KeyStore(runs.home)
+    store.keep_previous(run_id, store.read(run_id))
+    intent = dataclasses.replace(
+        resident,
+        rotating_since=now(),
+        rotating_process=process_token(),
+        rotating_by=by,
+        rotating_to=tuple(fingerprint(k) for k in new_keys),
+    )
+    runs.update(run_id, resident=intent)
+    _hand_to_engine(runs, record, new_keys)
+    serve = containers[0]
+    with dk.docker_errors("restarting the engine with its new key"):
+        dk.restart(serve)
+    base = _base(runs, record, host)
+
+    def watch() -> None:
+        state = dk.container_state(serve)
+        if not state["running"]:
+            raise LabctlError(f"the engine {state['status']} after the key rotation (exit code {state['exit_code']})")
+
+    wait_until_ready(base, record.probe, 900, watch, probe_timeout=record.probe_timeout_s)
+    check_openai_api(base, record.served_model_name, new_keys[0], None)
+    if status_without_key(base) != 401:
+        raise LabctlError(f"run {run_id} answers without a key after the rotation: stop it (labctl down {run_id}).")
+    done = _settle(runs, run_id, new_keys, by=by, forced=forced, reason=reason)
+    return done
+
+
+def finish_rotation(runs: Runs, record: Record, host: HostEntry) -> list[str]:
+    """A rotation whose `rotate-key` is gone: finished when the engine answers to the new keys, undone
+    (the old keys back where the engine reads them) when it still answers to the old ones; otherwise said."""
+    resident = record.resident
+    if resident is None or not resident.rotating_since or process_alive(resident.rotating_process):
+        return []
+    run_id, store = record.run_id, KeyStore(runs.home)
+    try:
+        new_keys, old_keys = store.read(run_id), store.previous(run_id)
+    except (BadInput, LabctlError) as exc:
+        return [f"run {run_id}: a key rotation was interrupted and its keys cannot be read here ({exc})"]
+    base = _base(runs, record, host)
+    if new_keys and status_with_key(base, new_keys[0]) == 200 and status_without_key(base) == 401:
+        _settle(runs, run_id, new_keys, by=resident.rotating_by or "", finished_by_status=True)
+        return [f"finished the key rotation of run {run_id}: the engine runs with the new keys"]
+    if old_keys and status_with_key(base, old_keys[0]) == 200:
+        _hand_to_engine(runs, record, old_keys)
+        store.drop_previous(run_id)
+        runs.update(run_id, resident=_cleared(resident))
+        runs.event(run_id, "key rotation undone", reason="interrupted before the engine ran with the new keys")
+        return [
+            f"undid the interrupted key rotation of run {run_id}: the engine still runs with its old keys "
+            f"(rotate again: labctl rotate-key {run_id})"
+        ]
+    return [
+        f"run {run_id}: a key rotation was interrupted and the engine answers to neither key now; "
+        f"run `labctl rotate-key {run_id}` again once it is up, or `labctl down {run_id}`"
+    ]
+
+
+def _settle(
+    runs: Runs,
+    run_id: str,
+    keys: list[str],
+    by: str,
+    forced: bool = False,
+    reason: str | None = None,
+    finished_by_status: bool = False,
+) -> ResidentInfo:
+    """The engine answers to the new keys: only now does the record name them."""
+    current = runs.load(run_id).resident
+    assert current is not None
+    fingerprints = tuple(fingerprint(k) for k in keys)
+    resident = dataclasses.replace(_cleared(current), keys=len(keys), key_fingerprints=fingerprints, rotated_at=now())
+    runs.update(run_id, resident=resident)
+    extra = {"finished_by": "a later command (its rotate-key was gone)"} if finished_by_status else {}
+    runs.event(
+        run_id, "key rotation", by_user=by, key_fingerprints=list(fingerprints), forced=forced, reason=reason, **extra
+    )
+    KeyStore(runs.home).drop_previous(run_id)
+    return resident
+
+
+def _cleared(resident: ResidentInfo) -> ResidentInfo:
+    return dataclasses.replace(resident, rotating_since=None, rotating_process=None, rotating_by=None, rotating_to=())
+
+
+def _hand_to_engine(runs: Runs, record: Record, keys: list[str]) -> None:
+    """Where the engine reads its keys at its next start: the key file here, and on a remote host the copy in
+    its key volume there."""
+    KeyStore(runs.home).write(record.run_id, keys, image_user_ids(record.image.user))
+    if record.resident is not None and record.resident.auth_volume:
+        put_keys(record.run_id, keys, record.image)
+
+
+def _base(runs: Runs, record: Record, host: HostEntry) -> str:
+    if host.is_remote and record.forward is not None:
+        return ensure_forward(runs, record.run_id, host, record.forward).base
+    return record.base_url.removesuffix("/v1")
