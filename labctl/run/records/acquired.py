@@ -3,8 +3,8 @@ image labctl pulled, built or copied, per model snapshot it fetched and per engi
 `found`, what a run used that was already there. `labctl gc` offers only what this file says labctl acquired
 (a run record is no evidence of that: it only says what a run used).
 
-Lines are only ever appended, each in one write under a lock, and the file is group-writable like the rest
-of a shared home. A line that cannot be read is reported and never counts as an acquisition."""
+Lines are only ever appended, each in one write, and the file is group-writable like the rest of a shared
+home (and, like all of .state, closed to other users). A line that cannot be read is reported and never counts as an acquisition."""
 
 from __future__ import annotations
 
@@ -19,12 +19,12 @@ from typing import Any
 from labctl.catalog.sourcefile import read_bounded
 from labctl.errors import BadInput
 from labctl.host.identity import current_user
-from labctl.host.lock import file_lock
 from labctl.run.records.record import now
-from labctl.run.records.store import RUN_FILE_MODE
 
 MAX_LEDGER_BYTES = 32 * 1024 * 1024  # a line per pull, fetch or build: years of a busy home
 MAX_LINE_BYTES = 16 * 1024
+LEDGER_MODE = 0o660  # the home's group (a shared home's members) appends; other users read nothing in .state
+STATE_DIR_MODE = 0o2770
 _IMAGE_ID = re.compile(r"sha256:[0-9a-f]{64}\Z")
 
 
@@ -103,20 +103,20 @@ class Ledger:
         self.path = home / ".state" / "acquired.jsonl"
 
     def append(self, entry: Acquisition) -> None:
+        """One line in one write to a file opened for appending: concurrent writers never mix lines."""
         line = (json.dumps(entry.to_json(), sort_keys=True) + "\n").encode()
         folder = self.path.parent
-        if not folder.is_dir():
-            folder.mkdir(mode=0o2775, parents=True, exist_ok=True)
-        with file_lock(folder / "acquired.lock"):
-            fd = os.open(
-                self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, RUN_FILE_MODE
-            )
-            try:
-                if os.fstat(fd).st_uid == os.geteuid():
-                    os.fchmod(fd, RUN_FILE_MODE)  # the umask narrowed it
-                os.write(fd, line)
-            finally:
-                os.close(fd)
+        if not folder.is_dir():  # .state also holds keys: never open to other users (0770, like the key store)
+            folder.mkdir(mode=STATE_DIR_MODE, parents=True, exist_ok=True)
+            if folder.stat().st_uid == os.geteuid():
+                os.chmod(folder, STATE_DIR_MODE)
+        fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, LEDGER_MODE)
+        try:
+            if os.fstat(fd).st_uid == os.geteuid():
+                os.fchmod(fd, LEDGER_MODE)  # the umask narrowed it
+            os.write(fd, line)
+        finally:
+            os.close(fd)
 
     def read(self) -> tuple[list[Acquisition], list[str]]:
         """Every readable entry, oldest first, and one line for each that is not (never fatal)."""

@@ -35,7 +35,8 @@ def test_lines_come_back_as_written_and_the_file_is_group_writable(tmp_path: Pat
         (Kind.MODEL, Action.FETCHED, "/c/hub/m/snapshots/x"),
     ]
     assert entries[0].references == ("r/x:v1",) and entries[0].by and entries[0].at
-    assert stat.S_IMODE(ledger.path.stat().st_mode) == 0o664
+    assert stat.S_IMODE(ledger.path.stat().st_mode) == 0o660  # the home's group appends; others see nothing
+    assert stat.S_IMODE(ledger.path.parent.stat().st_mode) & 0o007 == 0
 
 
 def test_a_bad_line_is_reported_on_its_own_and_the_rest_still_read(tmp_path: Path) -> None:
