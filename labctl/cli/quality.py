@@ -38,6 +38,7 @@ def suites(
 
     Example: labctl suites coding --answer-map > answers.json
     """
+    from labctl.errors import BadInput
     from labctl.quality.suites import list_suites, load_suite
 
     lab = state.lab()
@@ -56,7 +57,11 @@ def suites(
         return
     rows = []
     for suite_name in list_suites(lab):
-        suite = load_suite(lab, suite_name)
+        try:
+            suite = load_suite(lab, suite_name)
+        except BadInput as exc:
+            skip(f"skipped suite {suite_name}: {exc}")
+            continue
         rows.append([suite.name, suite.full_version, str(len(suite.cases)), suite.description])
     listing(rows, ["SUITE", "VERSION", "CASES", "DESCRIPTION"], as_json)
 
