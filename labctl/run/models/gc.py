@@ -244,8 +244,8 @@ def _images(entries: list[Acquisition], needed: Needed, profiles: list[Profile],
     names: dict[str, set[str]] = {}
     runs: dict[str, str] = {}
     for entry in entries:
-        if entry.docker_host_id and daemon and entry.docker_host_id != daemon:
-            continue  # an image id names an image on one daemon
+        if daemon and entry.docker_host_id != daemon:
+            continue  # an image id names an image on one daemon: a line that does not say which names none
         names.setdefault(entry.image_id, set()).update(normal(r) for r in entry.references)
         runs[entry.image_id] = entry.run_id or ""
     wanted = {normal(p.image.by_digest if p.pinned else p.image.tagged) for p in profiles}

@@ -120,6 +120,8 @@ class Ledger:
 
     def read(self) -> tuple[list[Acquisition], list[str]]:
         """Every readable entry, oldest first, and one line for each that is not (never fatal)."""
+        if self.path.is_symlink():  # another home's ledger is not this home's word
+            return [], [f"acquisitions ledger {self.path}: a symbolic link, not this home's own file; remove it."]
         if not self.path.exists():
             return [], []
         try:

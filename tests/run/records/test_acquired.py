@@ -79,6 +79,19 @@ def test_a_ledger_that_is_not_a_file_is_one_problem(tmp_path: Path) -> None:
     assert entries == [] and len(problems) == 1 and str(ledger.path) in problems[0]
 
 
+def test_a_ledger_that_links_to_another_homes_is_not_read(tmp_path: Path) -> None:
+    theirs = Ledger(tmp_path / "theirs")
+    theirs.append(image_line())
+    mine = Ledger(tmp_path / "mine")
+    mine.path.parent.mkdir(parents=True)
+    mine.path.symlink_to(theirs.path)
+    entries, problems = mine.read()
+    assert entries == [] and len(problems) == 1 and "a symbolic link" in problems[0]
+    with pytest.raises(OSError):
+        mine.append(image_line())  # nor written through
+    assert len(theirs.read()[0]) == 1
+
+
 def hf_snapshot(cache: Path) -> Path:
     model = cache / "hub" / "models--org--tiny"
     (model / "blobs").mkdir(parents=True)
