@@ -96,6 +96,7 @@ def test_records_edited_to_name_the_base_image_never_make_it_a_candidate(lab: Pa
                 status="stopped",
                 engine="harness",
                 profile="edited",
+                served_model_name="m",
                 image=ImageInfo(reference=name, image_id=base_id, pulled=True),
             )
         )
