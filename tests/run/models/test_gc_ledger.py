@@ -18,6 +18,7 @@ import pytest
 from helpers.harness_proc import free_port
 from helpers.lifecycle_helpers import labctl, up, write_profile
 from helpers.registry_images import build_own_image, remove_own_image
+from helpers.support import REPO
 
 from labctl.run.records.acquired import Acquisition, Action, Kind, Ledger
 from labctl.run.records.record import ImageInfo, Record
@@ -269,3 +270,28 @@ def test_an_unreadable_ledger_line_is_reported_and_the_rest_collected(
     assert result.code == 1
     assert f"skipped acquisitions ledger {Ledger(home).path} line 2: not readable" in result.stderr
     assert "removed 1 of 1 item(s)" in result.stdout and not present(image_id)
+
+
+def test_a_harness_build_that_makes_an_image_already_here_is_found_not_built(
+    lab: Path, home: Path, tmp_path: Path
+) -> None:
+    """`up` builds a missing unpinned harness image; the legacy builder's cache can hand back the very image
+    another name already has (the shared harness image): that is not this home's, and gc never offers it."""
+    if not present(BASE):
+        pytest.skip(f"{BASE} is not on this daemon (make docker-lab)")
+    shutil.copyfile(REPO / "engines" / "harness" / "Dockerfile", lab / "engines" / "harness" / "Dockerfile")
+    reference = f"127.0.0.1:{free_port()}/hc/gcl-build-{secrets.token_hex(4)}:v1"  # no registry there: not pushed
+    write_profile(lab, "built", free_port(), image=reference)
+    before = set(
+        subprocess.run(["docker", "image", "ls", "-aq", "--no-trunc"], capture_output=True, text=True).stdout.split()
+    )
+    try:
+        run_id = up_down(lab, home, "built")
+        image_id = inspect(reference, "{{.Id}}")
+        assert Runs(home).load(run_id).image.built  # up built it
+        assert ledger_actions(home) == [("found" if image_id in before else "built", image_id)]
+        (lab / "engines" / "harness" / "profiles" / "built.yaml").unlink()
+        offered = [i["where"] for i in gc_items(lab, home)]
+        assert offered == ([] if image_id in before else [image_id])
+    finally:
+        subprocess.run(["docker", "rmi", reference], capture_output=True)  # a name only: the image may be shared
