@@ -30,7 +30,8 @@ def fetch(
     """
     from labctl.catalog.profiles import load_profile
     from labctl.cli.runs import _progress
-    from labctl.run.models.fetch import fetch_model
+    from labctl.run.models.fetch import fetch_model, snapshot_acquisition
+    from labctl.run.records.acquired import Ledger
     from labctl.run.records.prep_view import part_text
 
     state.choose_host(host)
@@ -42,6 +43,11 @@ def fetch(
         live=None if as_json else _progress(),
         host=state.host(),
     )
+    ledger = Ledger(state.runs().home)
+    try:
+        ledger.append(snapshot_acquisition(fetched, state.host(), None))
+    except OSError as exc:
+        warn(f"warning: could not note the fetch in {ledger.path} (labctl gc will not offer it): {exc}")
     if as_json:
         print(json.dumps({**dataclasses.asdict(fetched), "prep": fetched.part().to_json()}))
         return

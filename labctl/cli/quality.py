@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import sys
+from pathlib import Path
 from typing import Annotated, Any
 
 import typer
@@ -38,6 +39,7 @@ def suites(
 
     Example: labctl suites coding --answer-map > answers.json
     """
+    from labctl.errors import BadInput
     from labctl.quality.suites import list_suites, load_suite
 
     lab = state.lab()
@@ -56,7 +58,11 @@ def suites(
         return
     rows = []
     for suite_name in list_suites(lab):
-        suite = load_suite(lab, suite_name)
+        try:
+            suite = load_suite(lab, suite_name)
+        except BadInput as exc:
+            skip(f"skipped suite {suite_name}: {exc}")
+            continue
         rows.append([suite.name, suite.full_version, str(len(suite.cases)), suite.description])
     listing(rows, ["SUITE", "VERSION", "CASES", "DESCRIPTION"], as_json)
 
@@ -78,6 +84,13 @@ def evaluate(
     host: Annotated[str | None, typer.Option("--host", help=HOST_HELP)] = None,
     allow_shared_engine: Annotated[bool, typer.Option(help=SHARED_HELP)] = False,
     wait_for_engine: Annotated[float, typer.Option(help=WAIT_HELP)] = 0.0,
+    max_error_rate: Annotated[
+        float,
+        typer.Option(
+            help="The share of cases that may get no answer (HTTP, transport or timeout errors; default 0.1 = "
+            "10%); above it the evaluation is partial, and the command exits 1."
+        ),
+    ] = 0.1,
 ) -> None:
     """Run a quality suite against a run; verdicts are stored beside its record.
 
@@ -104,7 +117,10 @@ def evaluate(
         host=state.host_of_run(run_id),  # answers come through the run's SSH forward; checks run here
         allow_shared_engine=allow_shared_engine,
         wait_for_engine=wait_for_engine,
+        max_error_rate=max_error_rate,
     )
+    if not 0.0 <= max_error_rate <= 1.0:
+        raise BadInput(f"--max-error-rate {max_error_rate:g}: give a share from 0 to 1 (0.1 is 10 %).")
     live = sys.stderr.isatty() and not as_json
 
     def progress(done: int, total: int) -> None:
@@ -117,7 +133,17 @@ def evaluate(
         sys.stderr.write("\n")
     if as_json:
         print(json.dumps(result))
-        return
+    else:
+        _print_eval(result, path)
+    if result["status"] == "partial":
+        warn(
+            f"Error: the evaluation is partial: {result['unanswered']} of {result['total']} cases got no answer "
+            f"(more than {max_error_rate:.0%}); the engine or the link failed, not only the model. Result: {path}"
+        )
+        raise typer.Exit(1)
+
+
+def _print_eval(result: dict[str, Any], path: Path) -> None:
     out(
         f"eval {result['eval_id']}: {result['suite']['name']} {result['suite']['full_version']} on "
         f"{result['target']['engine']}/{result['target']['profile']}: {result['passed']}/{result['total']} "

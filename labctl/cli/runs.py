@@ -357,21 +357,32 @@ def gc(
         bool, typer.Option("--json", help="Print the items (and what happened to each) as JSON.")
     ] = False,
 ) -> None:
-    """List images, model snapshots and TensorRT-LLM engine folders this home's runs used that nothing needs now; --yes removes them.
+    """List images, model snapshots and TensorRT-LLM engine folders this home pulled, built or fetched that nothing needs now; --yes removes them.
+
+    Only what this home's own ledger (.state/acquired.jsonl) says labctl put there is listed, never what a
+    container, a run that has not ended, another home's record or a profile of this lab uses.
 
     Example: labctl gc --yes
     """
     from labctl.run.models.gc import as_json as gc_json
     from labctl.run.models.gc import collect, find_garbage
 
-    items = find_garbage(state.lab(), state.runs(), state.host(), skip)
-    outcomes = collect(items) if yes else []
+    garbage = find_garbage(state.lab(), state.runs(), state.host(), skip)
+    items = garbage.items
+    refused = yes and bool(garbage.unreadable)
+    outcomes = collect(items) if yes and not refused else []
     freed = sum(o.item.bytes for o in outcomes if o.removed)
+    if refused:
+        skip(
+            f"removed nothing: {len(garbage.unreadable)} run record(s) of this home cannot be read (above), and "
+            "gc cannot tell what they use. Restore them, or move their run folders out of runs/, then run "
+            "labctl gc --yes again."
+        )
     if as_json:
         print(json.dumps(gc_json(items, outcomes)))
         return
     if not items:
-        out("nothing to collect: every image, model snapshot and engine folder this home's runs used is still needed")
+        out("nothing to collect: nothing this home pulled, built or fetched is unused")
         return
     out(
         table(
@@ -380,6 +391,9 @@ def gc(
         )
     )
     total = sum(i.bytes for i in items)
+    if refused:
+        out(f"{len(items)} item(s), {size_text(total)}: nothing removed (a run record cannot be read)")
+        return
     if not yes:
         out(f"{len(items)} item(s), {size_text(total)}: nothing removed; remove them with labctl gc --yes")
         return

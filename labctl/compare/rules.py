@@ -140,7 +140,7 @@ def load_entry(runs: Runs, given: str, skipped: Callable[[str], None] | None = N
     evals: dict[str, dict[str, Any]] = {}
     for evaluation in list_evals(runs, result["run_id"], skipped):
         if evaluation.get("status", "complete") != "complete":
-            continue  # a failed evaluation has no score
+            continue  # a failed evaluation has no score; a partial one scores the endpoint's failures too
         evals[evaluation["suite"]["name"]] = evaluation  # the latest per suite wins (sorted by id = time)
     return Entry(given=given, result=result, record=record, evals=evals)
 

@@ -3,6 +3,7 @@ and every failure becomes a LabctlError that names the command and Docker's own 
 
 from __future__ import annotations
 
+import subprocess
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -241,6 +242,31 @@ def local_images(ids: set[str]) -> list[LocalImage]:
         refs = tuple(str(r) for r in [*(image.repo_tags or []), *(image.repo_digests or [])])
         found.append(LocalImage(str(image.id), refs, int(image.size or 0)))
     return found
+
+
+def image_ids() -> set[str]:
+    """The id of every image the daemon has, intermediate ones included."""
+    argv = [*cli_argv(), "image", "ls", "--all", "--quiet", "--no-trunc"]
+    listed = subprocess.run(argv, capture_output=True, text=True)
+    if listed.returncode != 0:
+        raise LabctlError(f"listing images failed: {listed.stderr.strip()[-300:]} (command: {' '.join(argv)})")
+    return set(listed.stdout.split())
+
+
+def image_parents() -> dict[str, str]:
+    """Every image the daemon has (intermediate ones too), by id, with the id of the image it was built on
+    ('' for none): an image another one is built on is that image's base, whoever named it."""
+    argv, ids = cli_argv(), sorted(image_ids())
+    parents: dict[str, str] = {}
+    for start in range(0, len(ids), 200):  # a bounded command line per call
+        chunk = ids[start : start + 200]
+        inspected = subprocess.run(
+            [*argv, "image", "inspect", "--format", "{{.Id}} {{.Parent}}", *chunk], capture_output=True, text=True
+        )
+        for line in inspected.stdout.splitlines():  # an image removed meanwhile is simply not listed
+            image_id, _, parent = line.partition(" ")
+            parents[image_id] = parent.strip()
+    return parents
 
 
 def containers_and_images() -> list[tuple[str, dict[str, str]]]:

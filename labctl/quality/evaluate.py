@@ -17,6 +17,8 @@ from labctl import __version__
 from labctl.bench.client import Target
 from labctl.bench.intervals import RESAMPLES, SEED, mean_interval
 from labctl.bench.session import (
+    MAX_ERROR_RATE,
+    PARTIAL_WARNING,
     BenchRequest,
     check_engine_wait,
     engine_key,
@@ -134,7 +136,9 @@ def run_eval(
         check_sandbox()
     key = engine_key(record, target)  # one bench or eval per engine at a time
     with engine_lock(key, f"eval of {suite.name}", request.wait_for_engine, request.allow_shared_engine) as hold:
-        return _evaluate(runs, suite, target, record, concurrency, timeout, progress, hold.holder)
+        return _evaluate(
+            runs, suite, target, record, concurrency, timeout, progress, hold.holder, request.max_error_rate
+        )
 
 
 def _evaluate(
@@ -146,6 +150,7 @@ def _evaluate(
     timeout: float,
     progress: Callable[[int, int], None],
     shared_with: str | None,
+    max_error_rate: float = MAX_ERROR_RATE,
 ) -> tuple[dict[str, Any], Path]:
     done = {"n": 0}
 
@@ -201,7 +206,7 @@ def _evaluate(
             "full_version": suite.full_version,
             "check_versions": check_versions(suite),
         },
-        "settings": {"concurrency": concurrency, "labctl_version": __version__},
+        "settings": {"concurrency": concurrency, "labctl_version": __version__, "max_error_rate": max_error_rate},
         "status": "complete",
         "score": passed / len(cases),
         "passed": passed,
@@ -210,6 +215,15 @@ def _evaluate(
         "interval_method": SCORE_INTERVAL,
         "cases": cases,
     }
+    unanswered = sum(1 for c in cases if "error" in c)
+    if unanswered / len(cases) > max_error_rate:  # the engine or the link failed, not the model's answers
+        result["status"] = "partial"
+        result["warnings"] = [
+            f"{PARTIAL_WARNING}: {unanswered}/{len(cases)} cases got no answer (HTTP, transport or timeout errors: "
+            f"{unanswered / len(cases):.0%}, above --max-error-rate {max_error_rate:.0%}); the score counts them "
+            "as failed, so it says less about the model than about the endpoint"
+        ]
+    result["unanswered"] = unanswered
     if shared_with is not None:  # --allow-shared-engine: another bench or eval measured the engine meanwhile
         result["shared_engine"] = {"allowed": True, "holder": shared_with}
     path = runs.dir(record.run_id) / "eval" / f"{eval_id}.json"
@@ -259,6 +273,11 @@ def list_evals(runs: Runs, run_id: str, skipped: Callable[[str], None] | None = 
 
 def diff_evals(a: dict[str, Any], b: dict[str, Any]) -> list[dict[str, Any]]:
     for side in (a, b):
+        if side.get("status") == "partial":
+            raise BadInput(
+                f"evaluation {side['eval_id']} is partial: {side.get('unanswered', '?')} of its cases got no answer "
+                "from the endpoint, so its verdicts are not the model's. Run the evaluation again."
+            )
         if side.get("status", "complete") != "complete":
             raise BadInput(f"evaluation {side['eval_id']} {side['status']}: it has no verdicts to compare.")
     if a["suite"]["sha256"] != b["suite"]["sha256"]:

@@ -230,3 +230,18 @@ def test_workloads_lists_the_good_files_and_skips_an_invalid_one(lab: Path) -> N
     lines = listed.stderr.splitlines()
     assert len(lines) == 2 and all(line.startswith("skipped workload ") for line in lines), listed.stderr
     assert "broken.yaml" in listed.stderr and "list.yaml" in listed.stderr and "Traceback" not in listed.stderr
+
+
+def test_suites_lists_the_good_suites_and_skips_an_invalid_one(lab: Path) -> None:
+    good = sorted(p.parent.name for p in (lab / "suites").glob("*/suite.yaml"))
+    for name, text in (("broken", "name: broken\ncases: [1, two]\n"), ("listed", "- a\n- b\n")):
+        (lab / "suites" / name).mkdir()
+        (lab / "suites" / name / "suite.yaml").write_text(text)
+    listed = run_labctl("suites", "--json", lab=lab)
+    assert listed.code == 1, listed.stderr
+    assert [s["suite"] for s in json.loads(listed.stdout)] == good
+    lines = listed.stderr.splitlines()
+    assert len(lines) == 2 and all(line.startswith("skipped suite ") for line in lines), listed.stderr
+    assert "broken" in lines[0] and "listed" in lines[1] and "Traceback" not in listed.stderr
+    plain = run_labctl("suites", lab=lab)
+    assert plain.code == 1 and all(name in plain.stdout for name in good)

@@ -12,7 +12,15 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 MODELS = json.dumps({"object": "list", "data": [{"id": "m", "object": "model"}]}).encode()
 
 
+ANSWER = json.dumps(
+    {"choices": [{"message": {"role": "assistant", "content": "no idea"}, "finish_reason": "stop"}], "usage": {}}
+).encode()
+
+
 def _handler(mode: str) -> type[BaseHTTPRequestHandler]:
+    posts = iter(range(1_000_000))
+    lock = threading.Lock()
+
     class Handler(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"
 
@@ -50,6 +58,11 @@ def _handler(mode: str) -> type[BaseHTTPRequestHandler]:
             self.rfile.read(int(self.headers.get("Content-Length") or 0))
             if mode == "hang":
                 time.sleep(3600)
+            with lock:
+                number = next(posts)
+            if mode == "wrong" or (mode == "flaky" and number % 2):
+                self._send(200, ANSWER)
+                return
             body = json.dumps({"error": {"message": "the engine is on fire", "type": "server_error"}}).encode()
             if mode == "huge-error":
                 body = b'{"error": {"message": "' + b"x" * (64 * 1024 * 1024) + b'"}}'
@@ -60,8 +73,9 @@ def _handler(mode: str) -> type[BaseHTTPRequestHandler]:
 
 @contextmanager
 def hostile_server(mode: str) -> Iterator[str]:
-    """Yields the base URL (…/v1). Modes: fail (every POST answers 500), huge-models (a 64 MiB model
-    list), huge-error (a 64 MiB error body), hang (POSTs never answer)."""
+    """Yields the base URL (…/v1). Modes: fail (every POST answers 500), flaky (every other POST answers 500,
+    the rest a wrong answer), wrong (every POST a wrong answer), huge-models (a 64 MiB model list),
+    huge-error (a 64 MiB error body), hang (POSTs never answer)."""
     server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(mode))
     server.daemon_threads = True
     thread = threading.Thread(target=server.serve_forever, daemon=True)

@@ -14,7 +14,9 @@ from pathlib import Path
 
 import httpx
 
-REGISTRY = "127.0.0.1:5000"
+# The lab registry (make docker-lab); LABCTL_TEST_REGISTRY names another loopback registry for a test's own images.
+REGISTRY = os.environ.get("LABCTL_TEST_REGISTRY", "127.0.0.1:5000")
+HARNESS_IMAGE = "127.0.0.1:5000/labctl/harness:dev"  # the local harness image (its name, whichever registry answers)
 API = f"http://{REGISTRY}/v2"
 BASE = "labctl/base"
 BASE_TAG = "bookworm"
@@ -119,11 +121,11 @@ def delete_pushed(pushed: Pushed) -> None:
 
 def build_own_image(folder: Path, payload_bytes: int, name: str = "pull") -> tuple[str, str]:
     """(reference, image id) of a new image: the harness image plus a layer of random bytes, pushed as
-    127.0.0.1:5000/hc/<name>-<random>:v1, so that a test can pull and remove it without touching anyone's."""
+    REGISTRY/hc/<name>-<random>:v1, so that a test can pull and remove it without touching anyone's."""
     reference = f"{REGISTRY}/hc/{name}-{secrets.token_hex(4)}:v1"
     folder.mkdir(parents=True, exist_ok=True)
     (folder / "payload.bin").write_bytes(os.urandom(payload_bytes))
-    (folder / "Dockerfile").write_text(f"FROM {REGISTRY}/labctl/harness:dev\nCOPY payload.bin /opt/hc-payload.bin\n")
+    (folder / "Dockerfile").write_text(f"FROM {HARNESS_IMAGE}\nCOPY payload.bin /opt/hc-payload.bin\n")
     env = {**os.environ, "DOCKER_BUILDKIT": "0"}
     subprocess.run(["docker", "build", "-q", "-t", reference, str(folder)], check=True, capture_output=True, env=env)
     subprocess.run(["docker", "push", reference], check=True, capture_output=True)

@@ -32,6 +32,7 @@ class Arrived:
     user: str
     part: PrepPart
     verified: str  # how the id was tied to the pinned digest
+    pulled_here: str = ""  # the controller's daemon id, when labctl had to pull the image there first
 
 
 def copy_tag(ref: ImageRef) -> str:
@@ -61,7 +62,7 @@ def copy_to_host(profile: Profile, host: HostEntry, say: Say, live: Say | None) 
     assert ref.digest is not None
     controller = endpoint_url(LOCAL_HOST)
     target = dk.daemon_facts()
-    image_id, verified = controller_image(
+    image_id, verified, pulled_here = controller_image(
         ref, controller, registry.Platform(target.os, target.architecture, target.variant), say
     )
     present = dk.image_facts(image_id)
@@ -69,7 +70,7 @@ def copy_to_host(profile: Profile, host: HostEntry, say: Say, live: Say | None) 
         _tag(present.image_id, ref)
         say(f"{ref.by_digest} is on {host.name} already (image {image_id[:19]}, copied before)")
         part = PrepPart(seconds=0.0, bytes=0, cached=True, detail=f"already on {host.name} as image {image_id}")
-        return Arrived(present.image_id, present.user, part, verified)
+        return Arrived(present.image_id, present.user, part, verified, pulled_here)
     say(f"copying {ref.by_digest} from this controller to {host.name} (docker save | docker load over {host.docker})")
     last = [0.0]
 
@@ -99,20 +100,24 @@ def copy_to_host(profile: Profile, host: HostEntry, say: Say, live: Say | None) 
         cached=False,
         detail=f"copied from the controller (docker save | docker load over {host.docker}); {verified}",
     )
-    return Arrived(image_id, arrived.user, part, verified)
+    return Arrived(image_id, arrived.user, part, verified, pulled_here)
 
 
-def controller_image(ref: ImageRef, controller: str, platform: registry.Platform, say: Say) -> tuple[str, str]:
-    """The pinned image's id on the controller (pulled there first when missing), and how it is known to be
-    the pinned one: the registry's manifest for that digest names its config, else the controller's Docker
-    recorded the digest when it pulled the image."""
+def controller_image(ref: ImageRef, controller: str, platform: registry.Platform, say: Say) -> tuple[str, str, str]:
+    """The pinned image's id on the controller (pulled there first when missing), how it is known to be the
+    pinned one (the registry's manifest for that digest names its config, else the controller's Docker
+    recorded the digest when it pulled the image), and the controller daemon's id when this pull brought a
+    new image there ('' otherwise)."""
+    pulled_here = ""
     with dk.on_endpoint(controller):
         daemon = dk.daemon_facts()
         facts = dk.image_facts(ref.by_digest)
         if facts is None:
             say(f"{ref.by_digest} is not on this controller: pulling it here first")
+            before = dk.image_ids()
             with dk.docker_errors(f"pulling {ref.by_digest} on this controller"):
                 facts = dk.pull(ref.by_digest, quiet=True)
+            pulled_here = "" if facts.image_id in before else daemon.id or "unknown"
     if ref.digest not in digests_of(facts.repo_digests, ref.repository):
         raise LabctlError(
             f"this controller's image for {ref.by_digest} carries the digests {list(facts.repo_digests)}, not "
@@ -122,13 +127,17 @@ def controller_image(ref: ImageRef, controller: str, platform: registry.Platform
         resolved = registry.resolve(ref, platform, daemon.insecure_registries, daemon.insecure_cidrs)
     except LabctlError as exc:
         say(f"note: the registry cannot confirm the digest now, so this controller's Docker is trusted: {exc}")
-        return facts.image_id, "image id checked against this controller's Docker, which verified the digest on pull"
+        return (
+            facts.image_id,
+            "image id checked against this controller's Docker, which verified the digest on pull",
+            pulled_here,
+        )
     if resolved.config_digest != facts.image_id:
         raise LabctlError(
             f"the registry says {ref.by_digest} has config {resolved.config_digest}, but this controller's image "
             f"is {facts.image_id}; refusing to copy it. Remove the local image and pull it again."
         )
-    return facts.image_id, "image id checked against the registry's manifest for the pinned digest"
+    return facts.image_id, "image id checked against the registry's manifest for the pinned digest", pulled_here
 
 
 def _tag(image_id: str, ref: ImageRef) -> None:

@@ -31,12 +31,13 @@ from labctl.host.bound import bound_problem, listeners
 from labctl.host.files import write_atomically
 from labctl.host.forward import Forward
 from labctl.host.gpu import Gpu
+from labctl.host.homes import note_home
 from labctl.host.hosts import LOCAL_HOST, HostEntry
 from labctl.host.identity import current_user, host_name, process_token
 from labctl.host.key_volume import volume_name as key_volume_name
 from labctl.host.lock import host_lock
 from labctl.host.probes import check_openai_api, port_in_use, status_without_key, wait_until_ready
-from labctl.run.images.copy import check_copy_request, copy_to_host
+from labctl.run.images.copy import check_copy_request, copy_tag, copy_to_host
 from labctl.run.images.harness import build_for_up, dockerfile_to_build
 from labctl.run.images.pull import pull_for_up
 from labctl.run.lifecycle.down import project_name, save_logs, stop_run
@@ -53,7 +54,8 @@ from labctl.run.lifecycle.preflight import (
     port_conflicts,
     refuse,
 )
-from labctl.run.models.fetch import Fetched, fetch_before_start
+from labctl.run.models.fetch import Fetched, fetch_before_start, snapshot_acquisition
+from labctl.run.records.acquired import Acquisition, Action, Kind, Ledger
 from labctl.run.records.prep import PrepPart
 from labctl.run.records.record import (
     ComposeInfo,
@@ -230,7 +232,32 @@ class Starter:
         fetched = fetch_before_start(profile, request.cache_dir, request.fetch, remote, self.say, live)
         if fetched is not None:
             self.prep["model_fetch"] = fetched.part()
+            self.note(snapshot_acquisition(fetched, request.host, self.run_id))
         return fetched
+
+    def note(self, entry: Acquisition) -> None:
+        """What this run put on the host (or found there), for `gc`; a failed note only means gc offers less."""
+        ledger = Ledger(self.runs.home)
+        try:
+            ledger.append(entry)
+        except OSError as exc:
+            self.say(f"warning: could not note {entry.action} {entry.name or entry.image_id} in {ledger.path}: {exc}")
+
+    def note_image(
+        self, action: Action, image_id: str, references: tuple[str, ...], host: str = "", daemon: str = ""
+    ) -> None:
+        self.note(
+            Acquisition(
+                Kind.IMAGE,
+                action,
+                host=host or self.request.host.name,
+                docker_host_id=daemon or self.daemon.id,
+                image_id=image_id,
+                references=references,
+                name=references[0] if references else image_id,
+                run_id=self.run_id,
+            )
+        )
 
     def ensure_image(self, profile: Profile, facts: dk.ImageFacts | None) -> tuple[ImageInfo, PrepPart]:
         reference = profile.image_text
@@ -245,9 +272,18 @@ class Starter:
                 pulled=False,
                 copied=arrived.verified,
             )
+            action = Action.FOUND if arrived.part.cached else Action.COPIED
+            self.note_image(action, arrived.image_id, (copy_tag(profile.image), profile.image.by_digest))
+            if arrived.pulled_here:  # the pull on this controller, before the copy
+                self.note_image(
+                    Action.PULLED, arrived.image_id, (profile.image.by_digest,), LOCAL_HOST.name, arrived.pulled_here
+                )
             return info, arrived.part
         built: str | None = None
         dockerfile = dockerfile_to_build(self.lab, profile, self.request.host) if facts is None else None
+        # An image already here under another name is not this run's, even when this run adds a name to it.
+        before = dk.image_ids() if facts is None else set()
+        action = Action.FOUND if facts is not None else Action.PULLED if dockerfile is None else Action.BUILT
         if facts is not None:
             part = PrepPart(seconds=0.0, bytes=0, cached=True, detail="already present on the Docker host")
         elif dockerfile is not None:
@@ -275,6 +311,7 @@ class Starter:
             facts = dk.image_facts(reference)
             if facts is None:
                 raise LabctlError(f"pulled {reference} but Docker does not list it")
+        self.note_image(Action.FOUND if facts.image_id in before else action, facts.image_id, (reference,))
         image = profile.image
         found = digests_of(facts.repo_digests, image.repository)
         if image.pinned and image.digest not in found:
@@ -390,6 +427,7 @@ class Starter:
                     Path(folder).mkdir(parents=True, exist_ok=True)
         text = render_compose(self.lab, profile, options)
         compose_file = self.runs.make_dir(self.run_id) / "compose.yaml"
+        note_home(self.runs.home)
         write_atomically(compose_file, text, RUN_FILE_MODE)
         engine = profile.engine
         reach = base_url(profile.bind_address, profile.port)
@@ -518,10 +556,24 @@ class Starter:
         self.say(f"building the TensorRT-LLM engine into {engine_dir} (runs once per image, revision and limits)")
         self.started_anything = True
         start = time.monotonic()
-        with dk.docker_errors("the engine build"):
-            dk.compose_client(compose_file, self.project).compose.up(
-                services=["build"], abort_on_container_exit=True, quiet=True
-            )
+        key_dir, existed = engine_dir.parent, engine_dir.parent.exists()
+        try:
+            with dk.docker_errors("the engine build"):
+                dk.compose_client(compose_file, self.project).compose.up(
+                    services=["build"], abort_on_container_exit=True, quiet=True
+                )
+        finally:  # a failed build's folder is this run's too
+            if not existed and key_dir.is_dir():
+                self.note(
+                    Acquisition(
+                        Kind.ENGINE,
+                        Action.BUILT,
+                        host=self.request.host.name,
+                        folder=str(key_dir),
+                        name=key_dir.name,
+                        run_id=self.run_id,
+                    )
+                )
         return EngineBuild(skipped=False, engine_dir=str(engine_dir), seconds=round(time.monotonic() - start, 3))
 
     def wait_ready(self, profile: Profile, start: float, started: float) -> Record:

@@ -20,6 +20,7 @@ from labctl.host import hub
 from labctl.host.disk import check_room
 from labctl.host.hosts import HostEntry
 from labctl.host.hub_cache import FetchPlan
+from labctl.run.records.acquired import Acquisition, Action, Kind
 from labctl.run.records.prep import PrepPart
 from labctl.run.records.prep_view import size as human
 
@@ -50,6 +51,19 @@ class Fetched:
             cached=self.cached,
             detail=f"{self.repo_id}@{pinned}: {self.files} files, {human(self.total_bytes)} from {self.endpoint}",
         )
+
+
+def snapshot_acquisition(fetched: Fetched, host: HostEntry, run_id: str | None) -> Acquisition:
+    """The ledger line of a fetch: `fetched` when it downloaded anything, else the snapshot was there already."""
+    model_dir = Path(fetched.cache_dir) / "hub" / ("models--" + fetched.repo_id.replace("/", "--"))
+    return Acquisition(
+        Kind.MODEL,
+        Action.FOUND if fetched.cached else Action.FETCHED,
+        host=host.name,
+        folder=str(model_dir / "snapshots" / fetched.commit),
+        name=f"{fetched.repo_id}@{fetched.commit}",
+        run_id=run_id,
+    )
 
 
 def needs_fetch(profile: Profile) -> bool:

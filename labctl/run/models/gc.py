@@ -1,19 +1,26 @@
-"""labctl gc: what this home's runs left on the host that nothing needs any more — images, model snapshots
-(the Hugging Face cache layout, `models--org--name/snapshots/<commit>`) and TensorRT-LLM engine folders.
+"""labctl gc: what this home itself put on a host and nothing needs any more — images, model snapshots (the
+Hugging Face cache layout, `models--org--name/snapshots/<commit>`) and TensorRT-LLM engine folders.
 
-Only what a record in this home used is ever a candidate (never another user's image or cache). A candidate
-is kept when a run that has not ended uses it, when any container on the host uses it (whichever home
-started it), or when a profile of this lab names it (the next `up` would need it again).
+Only what this home's acquisitions ledger (run/records/acquired.py) says labctl pulled, built, copied or
+fetched is ever a candidate: a run record says what a run used, which is no evidence that this home put it
+there (a record is easily edited, and an image a run found already present is someone else's). A candidate
+is kept when a run of this home that has not ended uses it, when any container on the host uses it (running
+or stopped, whichever home started it), when any record of another home uses it (homes found through the
+containers' labels and the host's list of homes, host/homes.py), when another image is built on it, when a
+name it carries is not one this home gave it, or when a profile of this lab names it.
 
-gc acts on one host (--host): only records of runs on that host are read. On a host reached over ssh://,
-model snapshots and engine folders live on that machine's disks, out of this controller's reach: only its
-images are collected there."""
+A run record of this home that cannot be read may use anything: gc still lists, but `--yes` then removes
+nothing until that record is restored or moved away.
+
+gc acts on one host (--host). On a host reached over ssh://, model snapshots and engine folders live on that
+machine's disks, out of this controller's reach: only its images are collected there."""
 
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from labctl.catalog.engines import list_engine_names
@@ -26,9 +33,11 @@ from labctl.errors import LabctlError
 from labctl.host import docker as dk
 from labctl.host.engine_api import unique_image_bytes
 from labctl.host.files import remove_tree, tree_bytes
+from labctl.host.homes import known_homes
 from labctl.host.hosts import LOCAL, LOCAL_HOST, HostEntry
+from labctl.run.records.acquired import ACQUIRED, Acquisition, Action, Kind, Ledger
 from labctl.run.records.record import Record
-from labctl.run.records.store import ENDED, Runs, is_run_id
+from labctl.run.records.store import ENDED, Runs
 
 _COMMIT = re.compile(r"[0-9a-f]{40}\Z")
 _KEY = re.compile(r"[0-9a-f]{16}\Z")
@@ -119,56 +128,97 @@ def lab_profiles(lab: Lab) -> list[Profile]:
     return found
 
 
-def live_uses(runs: Runs, local_files: bool) -> tuple[set[str], list[Uses]]:
-    """Images any container uses, and what the runs behind labctl's containers use (found through the
-    home their labels name, so a run from another home is protected too)."""
-    images, uses = set(), []
-    for image_id, labels in dk.containers_and_images():
-        images.add(image_id)
-        run = RunLabels.from_labels(labels) if dk.RUN_LABEL in labels else None
-        if run is None or not is_run_id(run.run_id):
+@dataclass(frozen=True)
+class Garbage:
+    items: list[Item]
+    unreadable: list[str]  # this home's records gc could not read: `--yes` removes nothing while any remain
+
+
+@dataclass
+class Needed:
+    """What must stay: images by id, snapshot and engine folders."""
+
+    images: set[str] = field(default_factory=set)
+    snapshots: set[Path] = field(default_factory=set)
+    engines: set[Path] = field(default_factory=set)
+
+    def add(self, used: Uses) -> None:
+        if used.image_id:
+            self.images.add(used.image_id)
+        if used.snapshot:
+            self.snapshots.add(real(used.snapshot))
+        if used.engine_dir:
+            self.engines.add(real(used.engine_dir))
+
+
+def real(path: Path) -> Path:
+    """One spelling per folder: a record and the ledger may reach one cache through different paths."""
+    return Path(os.path.realpath(path))
+
+
+def other_homes(runs: Runs, labelled: set[str]) -> list[Runs]:
+    """Every other home labctl can see from here: those the host's containers name, and those that ran
+    something on this machine (host/homes.py)."""
+    mine = runs.home.resolve()
+    found: dict[Path, Runs] = {}
+    for folder in [*(Path(text) for text in labelled if text), *known_homes()]:
+        try:
+            resolved = folder.resolve()
+        except OSError:
             continue
-        record = Runs(Path(run.home)).try_load(run.run_id) if run.home else runs.try_load(run.run_id)
-        if record is not None:
-            uses.append(uses_of(record, local_files))
-    return images, uses
+        if resolved != mine and resolved.is_absolute() and resolved not in found:
+            found[resolved] = Runs(resolved)
+    return list(found.values())
+
+
+def needed_now(runs: Runs, records: list[Record], local_files: bool) -> Needed:
+    """Images any container uses; what this home's runs that have not ended use; what any record of any other
+    home uses (a record there that cannot be read is passed over: that home's own gc answers for it)."""
+    needed, labelled = Needed(), set()
+    for image_id, labels in dk.containers_and_images():
+        needed.images.add(image_id)
+        run = RunLabels.from_labels(labels) if dk.RUN_LABEL in labels else None
+        if run is not None:
+            labelled.add(run.home)
+    for record in records:
+        if record.status not in ENDED:
+            needed.add(uses_of(record, local_files))
+    for home in other_homes(runs, labelled):
+        for run_id in home.all_ids():
+            theirs = home.try_load(run_id)
+            if theirs is not None:
+                needed.add(uses_of(theirs, local_files))
+    return needed
 
 
 def find_garbage(
     lab: Lab, runs: Runs, host: HostEntry = LOCAL_HOST, skipped: Callable[[str], None] | None = None
-) -> list[Item]:
-    """What this home's runs used that nothing needs now. A record that cannot be read is reported to
-    `skipped` and gone past (what it used is then not offered on its account)."""
-    records = []
+) -> Garbage:
+    """What this home acquired on `host` that nothing needs now. A record or ledger line that cannot be read
+    is reported to `skipped`; an unreadable record also goes into `unreadable` (see Garbage)."""
+    records, unreadable = [], []
     for run_id in runs.all_ids():
         record, problem = runs.read(run_id)
-        if problem and skipped:
-            skipped(f"skipped run {run_id}: {problem}")
+        if problem:
+            unreadable.append(problem)
+            if skipped:
+                skipped(f"skipped run {run_id}: {problem}")
         if record is not None and ran_on(record, host):
             records.append(record)
+    entries, problems = Ledger(runs.home).read()
+    for problem in problems:
+        if skipped:
+            skipped(f"skipped {problem}")
+    ours = [e for e in entries if e.action in ACQUIRED and e.host == host.name]
     local_files = not host.is_remote
-    images_in_use, live = live_uses(runs, local_files)
-    live += [uses_of(r, local_files) for r in records if r.status not in ENDED]
+    needed = needed_now(runs, records, local_files)
     profiles = lab_profiles(lab)
-    keep_snapshots = {u.snapshot for u in live if u.snapshot}
-    keep_engines = {u.engine_dir for u in live if u.engine_dir}
-    keep_keys = {build_key(p).split("/")[0] for p in profiles if p.build}
-    candidates: dict[tuple[str, str], Item] = {}
-    image_runs: dict[str, str] = {}
-    for record in records:  # oldest first: the newest run wins `last_run`
-        used = uses_of(record, local_files)
-        if used.image_id:
-            image_runs[used.image_id] = record.run_id
-        if used.snapshot and used.snapshot not in keep_snapshots and not _named(used.snapshot, profiles, record):
-            model = (record.resolved_profile or {}).get("model") or {}
-            name = f"{model.get('id')}@{used.snapshot.name}"
-            candidates[("model", str(used.snapshot))] = Item("model", name, str(used.snapshot), 0, record.run_id)
-        engine = used.engine_dir
-        if engine and engine.is_dir() and engine not in keep_engines and engine.name not in keep_keys:
-            key = engine.name
-            candidates[("engine", str(used.engine_dir))] = Item("engine", key, str(used.engine_dir), 0, record.run_id)
-    items = [_sized(i) for i in candidates.values()]
-    return _images(image_runs, images_in_use | {u.image_id for u in live}, profiles, records) + items
+    last_run = newest_runs(records, local_files)
+    items = _images([e for e in ours if e.kind is Kind.IMAGE], needed, profiles, last_run)
+    if local_files:
+        items += _snapshots([e for e in ours if e.kind is Kind.MODEL], needed, profiles, last_run)
+        items += _engines([e for e in ours if e.kind is Kind.ENGINE], needed, profiles, last_run)
+    return Garbage(items, unreadable)
 
 
 def ran_on(record: Record, host: HostEntry) -> bool:
@@ -176,10 +226,125 @@ def ran_on(record: Record, host: HostEntry) -> bool:
     return (record.host_entry or LOCAL) == host.name
 
 
-def _named(snapshot: Path, profiles: list[Profile], record: Record) -> bool:
+def newest_runs(records: list[Record], local_files: bool) -> dict[str, str]:
+    """The newest run of this home that used each image id and folder (records are oldest first)."""
+    newest: dict[str, str] = {}
+    for record in records:
+        used = uses_of(record, local_files)
+        for key in (used.image_id, str(used.snapshot or ""), str(used.engine_dir or "")):
+            if key:
+                newest[key] = record.run_id
+    return newest
+
+
+def _images(entries: list[Acquisition], needed: Needed, profiles: list[Profile], last: dict[str, str]) -> list[Item]:
+    if not entries:
+        return []
+    daemon = dk.daemon_facts().id
+    names: dict[str, set[str]] = {}
+    runs: dict[str, str] = {}
+    for entry in entries:
+        if daemon and entry.docker_host_id != daemon:
+            continue  # an image id names an image on one daemon: a line that does not say which names none
+        names.setdefault(entry.image_id, set()).update(normal(r) for r in entry.references)
+        runs[entry.image_id] = entry.run_id or ""
+    wanted = {normal(p.image.by_digest if p.pinned else p.image.tagged) for p in profiles}
+    candidates = dk.local_images(set(names) - needed.images)
+    if not candidates:
+        return []
+    bases = set(dk.image_parents().values())
+    unique = unique_image_bytes()
+    items = []
+    for image in candidates:
+        references = {normal(r) for r in image.references}
+        if not references or references & wanted or image.id in bases:
+            continue  # untagged (nothing to name it by), wanted by a profile, or another image is built on it
+        if not all(_given(reference, names[image.id]) for reference in references):
+            continue  # someone else also has a name for it: not this home's to remove
+        size = unique.get(image.id, image.size)
+        items.append(Item("image", image.references[0], image.id, size, last.get(image.id) or runs[image.id]))
+    return items
+
+
+def _given(reference: str, names: set[str]) -> bool:
+    """Whether a name the image carries is one this home gave it: one it pulled or built it as, or the
+    registry's digest name of such a repository (Docker adds those on a pull or a push)."""
+    if reference in names:
+        return True
+    repository, at, _digest = reference.partition("@")
+    return bool(at) and repository in {repository_of(name) for name in names}
+
+
+def _snapshots(entries: list[Acquisition], needed: Needed, profiles: list[Profile], last: dict[str, str]) -> list[Item]:
+    items: dict[Path, Item] = {}
+    for entry in entries:
+        snapshot = Path(entry.folder)
+        if entry.action is not Action.FETCHED or not is_snapshot(snapshot) or real(snapshot) in needed.snapshots:
+            continue
+        if _named(snapshot, profiles):
+            continue
+        run = last.get(str(snapshot)) or entry.run_id or ""
+        items[snapshot] = _sized(Item("model", entry.name or snapshot.name, str(snapshot), 0, run))
+    return list(items.values())
+
+
+def _engines(entries: list[Acquisition], needed: Needed, profiles: list[Profile], last: dict[str, str]) -> list[Item]:
+    keep_keys = {build_key(p).split("/")[0] for p in profiles if p.build}
+    items: dict[Path, Item] = {}
+    for entry in entries:
+        folder = Path(entry.folder)
+        if entry.action is not Action.BUILT or not is_engine_build(folder):
+            continue
+        if real(folder) in needed.engines or folder.name in keep_keys:
+            continue
+        run = last.get(str(folder)) or entry.run_id or ""
+        items[folder] = _sized(Item("engine", folder.name, str(folder), 0, run))
+    return list(items.values())
+
+
+def is_engine_build(folder: Path) -> bool:
+    """What one engine build makes, STORE/<key>/<served name>/config.json: a ledger line naming any other
+    folder names nothing gc removes."""
+    if not (folder.is_absolute() and ".." not in folder.parts and _KEY.match(folder.name)):
+        return False
+    if folder.is_symlink() or not folder.is_dir():
+        return False
+    return any(
+        not sub.is_symlink() and (sub / "config.json").is_file() and not (sub / "config.json").is_symlink()
+        for sub in folder.iterdir()
+    )
+
+
+def is_snapshot(path: Path) -> bool:
+    """A Hugging Face cache snapshot folder, `…/models--org--name/snapshots/<commit>`, as labctl fetches them:
+    a ledger line naming any other folder names nothing gc removes."""
+    model_dir = path.parent.parent
+    return (
+        path.is_absolute()
+        and ".." not in path.parts
+        and _COMMIT.match(path.name) is not None
+        and path.parent.name == "snapshots"
+        and model_dir.name.startswith("models--")
+        and path.is_dir()
+        and not path.is_symlink()
+        and not model_dir.is_symlink()
+        and (model_dir / "blobs").is_dir()
+    )
+
+
+def _named(snapshot: Path, profiles: list[Profile]) -> bool:
     """Whether a profile of this lab names this snapshot's model and revision (by commit or by branch)."""
-    cache = Path(str((record.compose.render_options if record.compose else {}).get("cache_dir") or ""))
-    return any(find_snapshot(cache, profile.model.id, profile.model.revision) == snapshot for profile in profiles)
+    model_dir = snapshot.parent.parent
+    for profile in profiles:
+        if model_dir.name != "models--" + profile.model.id.replace("/", "--"):
+            continue
+        revision = profile.model.revision
+        if revision == snapshot.name:
+            return True
+        ref = model_dir / "refs" / revision
+        if _REF_NAME.match(revision) and ref.is_file() and ref.read_text(encoding="utf-8").strip() == snapshot.name:
+            return True
+    return False
 
 
 def _sized(item: Item) -> Item:
@@ -189,19 +354,13 @@ def _sized(item: Item) -> Item:
     return Item(item.kind, item.name, item.where, sum(b.stat().st_size for b in _blobs_only_here(path)), item.last_run)
 
 
-def _images(image_runs: dict[str, str], in_use: set[str], profiles: list[Profile], records: list[Record]) -> list[Item]:
-    ours = {repository_of(r.image.reference) for r in records if r.image.reference}
-    wanted = {p.image.by_digest if p.pinned else p.image.tagged for p in profiles}
-    unique = unique_image_bytes()
-    items = []
-    for image in dk.local_images(set(image_runs) - in_use):
-        if not image.references or any(ref in wanted for ref in image.references):
-            continue
-        if not {repository_of(ref) for ref in image.references} <= ours:
-            continue  # someone else also has a name for it: not this home's to remove
-        size = unique.get(image.id, image.size)
-        items.append(Item("image", image.references[0], image.id, size, image_runs[image.id]))
-    return items
+def normal(reference: str) -> str:
+    """Docker's own spelling of a reference (it drops docker.io/ and library/ from Docker Hub names)."""
+    for prefix in ("docker.io/library/", "docker.io/", "index.docker.io/library/", "index.docker.io/"):
+        if reference.startswith(prefix):
+            rest = reference.removeprefix(prefix)
+            return rest.removeprefix("library/") if "/" in rest.removeprefix("library/") else rest
+    return reference
 
 
 def repository_of(reference: str) -> str:
@@ -234,8 +393,16 @@ def _blobs_only_here(snapshot: Path) -> list[Path]:
 
 
 def collect(items: list[Item]) -> list[Outcome]:
+    in_use = (
+        {image_id for image_id, _labels in dk.containers_and_images()}
+        if any(i.kind == "image" for i in items)
+        else set()
+    )
     outcomes = []
     for item in items:
+        if item.kind == "image" and item.where in in_use:  # a container made since the listing
+            outcomes.append(Outcome(item, False, "a container uses it now"))
+            continue
         try:
             problem = _remove(item)
         except OSError as exc:

@@ -17,6 +17,8 @@ import pytest
 from helpers.loopback_hub import FIXTURES, GRANTED_TOKEN, HubRepo, LoopbackHub, loopback_hub, repo_from_folder
 from helpers.support import LABCTL, REPO, Result
 
+from labctl.run.records.acquired import Action, Kind, Ledger
+
 pytestmark = pytest.mark.process  # local processes: the CLI, the harness engine, loopback servers
 
 MODEL = "Qwen/Qwen3-32B"  # the model of engines/vllm/profiles/qwen3-32b.yaml (revision main)
@@ -24,7 +26,8 @@ MODEL = "Qwen/Qwen3-32B"  # the model of engines/vllm/profiles/qwen3-32b.yaml (r
 
 def fetch(hub: LoopbackHub, cache: Path, *args: str, env: dict[str, str] | None = None) -> Result:
     full = {k: v for k, v in os.environ.items() if not k.startswith("HF_")}
-    full.update({"HF_ENDPOINT": hub.endpoint, "LABCTL_LAB": str(REPO), **(env or {})})
+    home = str(cache.parent / "home")  # its ledger line (gc reads it), never in the checkout
+    full.update({"HF_ENDPOINT": hub.endpoint, "LABCTL_LAB": str(REPO), "LABCTL_HOME": home, **(env or {})})
     proc = subprocess.run(
         [*LABCTL, "fetch", "vllm", "--profile", "qwen3-32b", "--cache-dir", str(cache), *args],
         capture_output=True,
@@ -72,13 +75,18 @@ def test_fetch_shows_progress_records_bytes_and_a_second_fetch_is_cached(tmp_pat
         assert again["cached"] is True and again["received_bytes"] == 0 and again["prep"]["cached"] is True
         assert hub.bytes_sent(MODEL) == total, "a cached fetch downloads nothing"
         assert "cached in" in second.stderr and "nothing to download" in second.stderr
+        entries, problems = Ledger(tmp_path / "home").read()  # what labctl gc may offer: the first fetch only
+        assert problems == [] and [(e.kind, e.action, e.folder) for e in entries] == [
+            (Kind.MODEL, Action.FETCHED, str(snapshot)),
+            (Kind.MODEL, Action.FOUND, str(snapshot)),
+        ]
 
 
 def kill_mid_download(hub: LoopbackHub, cache: Path) -> Path:
     """Start `labctl fetch`, SIGKILL it once the big file's partial holds 1 MiB (the user's kill -9, a closed
     laptop: nothing is cleaned up), and wait until the server noticed; returns the partial file."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("HF_")}
-    env.update({"HF_ENDPOINT": hub.endpoint, "LABCTL_LAB": str(REPO)})
+    env.update({"HF_ENDPOINT": hub.endpoint, "LABCTL_LAB": str(REPO), "LABCTL_HOME": str(cache.parent / "home")})
     proc = subprocess.Popen(
         [*LABCTL, "fetch", "vllm", "--profile", "qwen3-32b", "--cache-dir", str(cache)],
         env=env,
@@ -238,7 +246,7 @@ def test_on_a_terminal_progress_is_one_line_rewritten_in_place(tmp_path: Path) -
     repo = with_stand_in_blob(2 << 20)
     with loopback_hub({MODEL: repo}, rate=1 << 20) as hub:
         env = {k: v for k, v in os.environ.items() if not k.startswith("HF_")}
-        env.update({"HF_ENDPOINT": hub.endpoint, "LABCTL_LAB": str(REPO)})
+        env.update({"HF_ENDPOINT": hub.endpoint, "LABCTL_LAB": str(REPO), "LABCTL_HOME": str(tmp_path / "home")})
         leader, follower = pty.openpty()
         proc = subprocess.Popen(
             [*LABCTL, "fetch", "vllm", "--profile", "qwen3-32b", "--cache-dir", str(tmp_path / "hf")],
@@ -269,7 +277,7 @@ def test_two_fetches_of_one_model_at_once_both_succeed(tmp_path: Path) -> None:
     repo = with_stand_in_blob(2 << 20)
     with loopback_hub({MODEL: repo}, rate=4 << 20) as hub:
         env = {k: v for k, v in os.environ.items() if not k.startswith("HF_")}
-        env.update({"HF_ENDPOINT": hub.endpoint, "LABCTL_LAB": str(REPO)})
+        env.update({"HF_ENDPOINT": hub.endpoint, "LABCTL_LAB": str(REPO), "LABCTL_HOME": str(tmp_path / "home")})
         argv = [*LABCTL, "fetch", "vllm", "--profile", "qwen3-32b", "--cache-dir", str(tmp_path / "hf"), "--json"]
         procs = [
             subprocess.Popen(argv, env=env, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE) for _ in "ab"

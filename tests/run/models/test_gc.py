@@ -1,23 +1,27 @@
-"""labctl gc on a real Docker Engine: it lists (and with --yes removes) only what this home's runs used and
-nothing needs any more, says the bytes, and never touches what a live run uses or a profile names.
+"""labctl gc on a real Docker Engine: it lists (and with --yes removes) only what this home itself pulled,
+built or fetched (its ledger, .state/acquired.jsonl) and nothing needs any more, says the bytes, and never
+touches what a live run uses or a profile names.
 
-Images come from real `up`/`down` runs of the harness engine on an image of this test's own. GPU engines
-cannot start here, so the model-cache and engine-folder case reads records of stopped (and one running)
-vLLM/TensorRT-LLM runs written into the test's home, over a real Hugging Face cache layout on disk."""
+Images come from real `up`/`down` runs of the harness engine on an image of this test's own, pushed to the
+local registry and removed locally so that `up` pulls it. GPU engines cannot start here, so the model-cache
+and engine-folder case reads records and ledger lines of stopped (and one running) vLLM/TensorRT-LLM runs
+written into the test's home, over a real Hugging Face cache layout on disk."""
 
 from __future__ import annotations
 
 import dataclasses
 import json
+import shutil
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from helpers.harness_proc import free_port
-from helpers.lifecycle_helpers import labctl, up, write_profile
+from helpers.lifecycle_helpers import IMAGE, labctl, up, write_profile
 from helpers.registry_images import build_own_image, remove_own_image
 
+from labctl.run.records.acquired import Acquisition, Action, Kind, Ledger
 from labctl.run.records.record import ComposeInfo, EngineBuild, Record, Timings
 from labctl.run.records.store import Runs
 
@@ -26,9 +30,17 @@ pytestmark = pytest.mark.docker
 PAYLOAD = 4 * 2**20
 
 
+@pytest.fixture(autouse=True)
+def own_homes_list(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The host's list of homes, for this test alone (other tests' homes come and go on this machine)."""
+    monkeypatch.setenv("LABCTL_HOMES_FILE", str(tmp_path / "homes"))
+
+
 @pytest.fixture
 def own_image(tmp_path: Path, docker_engine: None) -> Iterator[tuple[str, str]]:
+    """An image of this test's own, in the registry only: the `up` that needs it pulls it."""
     reference, image_id = build_own_image(tmp_path / "image", PAYLOAD, name="gc")
+    subprocess.run(["docker", "rmi", reference], check=True, capture_output=True)
     yield reference, image_id
     remove_own_image(reference, image_id)
 
@@ -47,8 +59,8 @@ def test_gc_removes_an_image_only_once_no_run_or_profile_needs_it(
     lab: Path, home: Path, own_image: tuple[str, str]
 ) -> None:
     reference, image_id = own_image
-    parent = subprocess.run(  # by id: other tests on this daemon untag and re-tag harness:dev at will
-        ["docker", "image", "inspect", "-f", "{{.Parent}}", image_id], capture_output=True, text=True, check=True
+    base = subprocess.run(  # by id: other tests on this daemon untag and re-tag harness:dev at will
+        ["docker", "image", "inspect", "-f", "{{.Id}}", IMAGE], capture_output=True, text=True, check=True
     ).stdout.strip()
     write_profile(lab, "gc", free_port(), image=reference)
     started = up(lab, home, "gc")
@@ -71,7 +83,7 @@ def test_gc_removes_an_image_only_once_no_run_or_profile_needs_it(
     removed = labctl(lab, home, "gc", "--yes")
     assert removed.code == 0, removed.stderr
     assert f"removed 1 of 1 item(s): 4.0 MiB ({items[0]['bytes']} bytes) freed" in removed.stdout
-    assert not present(image_id) and present(parent)  # the harness image it was built on stays
+    assert not present(image_id) and present(base)  # the harness image it was built on stays
     assert gc_json(lab, home)["items"] == []
 
 
@@ -92,6 +104,8 @@ def test_a_run_from_another_home_keeps_the_image(
         assert gc_json(lab, home, "--yes")["items"] == [] and present(image_id)
     finally:
         assert labctl(lab, other, "down", json.loads(theirs.stdout)["run_id"]).code == 0
+    assert gc_json(lab, home, "--yes")["items"] == [] and present(image_id)  # their record still uses it
+    shutil.rmtree(other / "runs")
     assert [i["where"] for i in gc_json(lab, home)["items"]] == [image_id]
 
 
@@ -140,6 +154,12 @@ def past_run(runs: Runs, run_id: str, status: str, cache: Path, revision: str, e
     )
 
 
+def fetched(snapshot: Path, run_id: str | None = None, host: str = "local") -> Acquisition:
+    return Acquisition(
+        Kind.MODEL, Action.FETCHED, host, folder=str(snapshot), name=f"hc-org/tiny@{snapshot.name}", run_id=run_id
+    )
+
+
 def test_gc_model_snapshots_and_engine_folders(lab: Path, home: Path, tmp_path: Path) -> None:
     cache = tmp_path / "hf"
     model, old, new = hf_cache(cache)
@@ -166,6 +186,12 @@ def test_gc_model_snapshots_and_engine_folders(lab: Path, home: Path, tmp_path: 
         )
     )
 
+    assert gc_json(lab, home)["items"] == []  # records alone: nothing this home's ledger says it made
+    ledger = Ledger(home)
+    for snapshot in (old, new):
+        ledger.append(fetched(snapshot, "20261203-120000-aaaaaa"))
+    ledger.append(Acquisition(Kind.ENGINE, Action.BUILT, "local", folder=str(engine.parent), name=engine.parent.name))
+    ledger.append(Acquisition(Kind.ENGINE, Action.BUILT, "local", folder=str(precious.parent), name="forged"))
     listing = gc_json(lab, home)
     assert {(i["kind"], i["name"], i["where"], i["bytes"]) for i in listing["items"]} == {
         ("model", f"hc-org/tiny@{'a' * 40}", str(old), 5000),
@@ -190,7 +216,10 @@ def test_gc_here_leaves_what_runs_on_another_host_used(lab: Path, home: Path, tm
     past_run(runs, "20261203-120000-dddddd", "stopped", cache, "main", None)
     record = runs.load("20261203-120000-dddddd")
     runs.save(dataclasses.replace(record, host_entry="labb", docker_endpoint="ssh://labctl-remote@10.201.0.2"))
+    Ledger(home).append(fetched(old, record.run_id, host="labb"))
     assert gc_json(lab, home)["items"] == []
     assert old.is_dir()
-    runs.save(dataclasses.replace(record, host_entry="local"))  # the same record on this machine: collected
+    runs.save(dataclasses.replace(record, host_entry="local"))  # the record alone makes nothing this machine's
+    assert gc_json(lab, home)["items"] == []
+    Ledger(home).append(fetched(old, record.run_id))  # fetched here: collected
     assert [i["where"] for i in gc_json(lab, home)["items"]] == [str(old)]
