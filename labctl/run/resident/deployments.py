@@ -20,8 +20,8 @@ from labctl.run.records.store import ENDED, Runs
 from labctl.run.remote import ensure_forward
 from labctl.run.resident import remote_watch, watch
 from labctl.run.resident.host_keys import put_keys
-from labctl.run.resident.keys import KeyStore, fingerprint, generate_keys, read_key_file
-from labctl.run.resident.ownership import check_may_act
+from labctl.run.resident.keys import MAX_KEYS, KeyStore, fingerprint, generate_keys, read_key_file
+from labctl.run.resident.ownership import check_force, check_may_act
 from labctl.run.resident.plan import flag_key_note, image_user_ids, is_loopback
 
 # Counters an engine's /metrics exposes for requests served and tokens generated.
@@ -100,6 +100,11 @@ def rotate_key(
     reason: str | None = None,
     host: HostEntry = LOCAL_HOST,
 ) -> ResidentInfo:
+    check_force(force, reason)
+    if key_file is not None and keys is not None:
+        raise BadInput("give either --key-file FILE or --keys N, not both.")
+    if keys is not None and not 1 <= keys <= MAX_KEYS:
+        raise BadInput(f"--keys {keys}: give a number of keys from 1 to {MAX_KEYS}.")
     record = runs.load(run_id)
     resident = record.resident
     if not resident or not resident.keys:
