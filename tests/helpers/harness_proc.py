@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import random
 import socket
 import subprocess
@@ -14,6 +15,11 @@ import httpx
 
 
 def free_port() -> int:
+    """A free loopback port; within LABCTL_TEST_PORTS (LOW-HIGH) when set, for a machine whose ports are shared."""
+    allowed = os.environ.get("LABCTL_TEST_PORTS")
+    if allowed:
+        low, _, high = allowed.partition("-")
+        return free_port_in(int(low), int(high))
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
