@@ -38,6 +38,7 @@ from labctl.bench.runner import (
 from labctl.bench.telemetry import Window, peak_in_flight, summarise_engine, summarise_gpus
 from labctl.bench.tokens import counter_for
 from labctl.bench.workloads import Workload, make_prompts
+from labctl.catalog.hub_names import is_repo_id
 from labctl.catalog.limits import check_seconds
 from labctl.catalog.profiles import printable
 from labctl.errors import BadInput, LabctlError
@@ -246,6 +247,11 @@ def check_names(request: BenchRequest) -> None:
             raise BadInput(f"{flag} {value[:60]!r}: control characters (ESC, a newline, …) are refused in a name.")
     if not request.environment_label.strip():
         raise BadInput("--environment-label '': give a short label for the endpoint, e.g. staging-h100.")
+    if request.tokenizer is not None and not is_repo_id(request.tokenizer):
+        raise BadInput(
+            f"--tokenizer {request.tokenizer[:80]!r}: give a Hub repository id (owner/name) whose tokenizer is in "
+            "the HF cache, or leave it out for the run's model."
+        )
 
 
 def check_request(request: BenchRequest, workload: Workload) -> None:

@@ -164,6 +164,7 @@ CASES: list[tuple[str, tuple[str, ...], str]] = [
     ("bench", ("bench", "run", "{live}", "--workload", "latency-probe", "--repeat", "0"), "--repeat 0"),
     ("bench", ("bench", "run", "{live}", "--workload", "latency-probe", "--find-max-rate"), "needs an SLO"),
     ("bench", ("bench", "run", "{stopped}", "--workload", "latency-probe"), "not running"),
+    ("bench", ("bench", "run", "{live}", "--workload", "latency-probe", "--tokenizer", f"acme/{ESC}"), "--tokenizer"),
     (
         "eval",
         ("eval", "run", "--base-url", "{base}", "--model", "m", "--suite", "short-answer", "--environment-label", ESC),
@@ -192,6 +193,7 @@ CASES: list[tuple[str, tuple[str, ...], str]] = [
     ("init", ("init", "{not_empty}"), "not empty"),
     ("hosts add", ("hosts", "add", "h\x1bx", "local"), "host name"),
     ("hosts add", ("hosts", "add", "h1", "local", "--socket", "docker.sock"), "--socket"),
+    ("hosts add", ("hosts", "add", "h1", "ssh://lab@10.0.0.5:99999"), "not a Docker endpoint"),
     ("hosts remove", ("hosts", "remove", "nope"), "nope"),
     ("gc", ("--host", "nope", "gc", "--yes"), "unknown host"),
 ]
