@@ -38,7 +38,9 @@ from labctl.bench.runner import (
 from labctl.bench.telemetry import Window, peak_in_flight, summarise_engine, summarise_gpus
 from labctl.bench.tokens import counter_for
 from labctl.bench.workloads import Workload, make_prompts
+from labctl.catalog.hub_names import is_repo_id
 from labctl.catalog.limits import check_seconds
+from labctl.catalog.profiles import printable
 from labctl.errors import BadInput, LabctlError
 from labctl.host.hosts import HostEntry
 from labctl.host.identity import writer, writer_gone
@@ -238,8 +240,23 @@ def check_engine_wait(seconds: float) -> None:
         raise BadInput(f"--wait-for-engine {seconds:g}: give seconds from 0 to {BENCH_DEADLINE:g}.")
 
 
+def check_names(request: BenchRequest) -> None:
+    """The names a bench or eval writes into a record or result, shown later on terminals and pages."""
+    for flag, value in (("--environment-label", request.environment_label), ("--model", request.model)):
+        if value is not None and not printable(value):
+            raise BadInput(f"{flag} {value[:60]!r}: control characters (ESC, a newline, …) are refused in a name.")
+    if not request.environment_label.strip():
+        raise BadInput("--environment-label '': give a short label for the endpoint, e.g. staging-h100.")
+    if request.tokenizer is not None and not is_repo_id(request.tokenizer):
+        raise BadInput(
+            f"--tokenizer {request.tokenizer[:80]!r}: give a Hub repository id (owner/name) whose tokenizer is in "
+            "the HF cache, or leave it out for the run's model."
+        )
+
+
 def check_request(request: BenchRequest, workload: Workload) -> None:
     """Everything about the command itself that can be refused before anything is sent or written."""
+    check_names(request)
     check_seconds("--request-timeout", request.request_timeout)
     check_seconds("--deadline", request.deadline)
     check_engine_wait(request.wait_for_engine)

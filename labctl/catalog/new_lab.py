@@ -42,6 +42,10 @@ class NewLab:
 
 def check_target(folder: str) -> Path:
     """The folder `labctl init` may write into: new (its parent exists), empty, or already a lab."""
+    if not folder.strip():
+        raise BadInput(
+            "labctl init '': an empty path names no folder. Name one (labctl init ~/lab), or . for this one."
+        )
     root = Path(folder).expanduser().resolve()
     if root.exists() and not root.is_dir():
         raise BadInput(f"labctl init {folder}: {root} is a file, not a folder. Name a new or empty folder.")

@@ -151,7 +151,6 @@ def run(
     """
     from labctl.bench.session import BenchRequest, run_bench
     from labctl.bench.workloads import load_workload, parse_slo, with_overrides
-    from labctl.catalog.profiles import printable
     from labctl.errors import BadInput
 
     state.choose_host(host)
@@ -159,9 +158,6 @@ def run(
     runs = state.runs()
     if not workload:
         raise BadInput("--workload NAME is required (see `labctl workloads`).")
-    for flag, value in (("--environment-label", environment_label), ("--model", model or "")):
-        if not printable(value):
-            raise BadInput(f"{flag} {value[:60]!r}: control characters (ESC, a newline, …) are refused in a name.")
     chosen = with_overrides(
         load_workload(state.lab(), workload),
         _levels(concurrency),

@@ -95,8 +95,8 @@ def up(
     Example: labctl up sglang --profile qwen3-32b --gpus 0
     """
     from labctl.catalog.profiles import parse_gpu_ids, parse_port
-    from labctl.run.lifecycle.up import UpRequest
     from labctl.run.lifecycle.up import up as start
+    from labctl.run.lifecycle.up_plan import UpRequest
     from labctl.run.records.prep_view import prep_rows
 
     state.choose_host(host)

@@ -27,12 +27,21 @@ _ENDPOINT = re.compile(
 _SOCKET = re.compile(r"/[A-Za-z0-9._/-]{1,200}\Z")
 _WORD = re.compile(r"[A-Za-z0-9._/=:+-]{1,256}\Z")
 
+
+def is_endpoint(text: str) -> bool:
+    """local, a unix socket, or ssh://user@host with an optional TCP port (1-65535)."""
+    if _ENDPOINT.match(text) is None:
+        return False
+    port = text.rpartition(":")[2] if text.startswith("ssh://") and text.count(":") == 2 else "22"
+    return 0 < int(port) < 65536
+
+
 HOST_FIELDS = {
     "docker": Field(
         "str",
         "local, unix:///path/to/docker.sock or ssh://user@host[:port]",
         required=True,
-        check=lambda v: _ENDPOINT.match(v) is not None,
+        check=is_endpoint,
     ),
     "nvidia_smi": Field(
         "list",
@@ -195,7 +204,7 @@ def _write_user_file(path: Path, entries: dict[str, dict[str, object]], default:
 def add_host(name: str, docker: str, nvidia_smi: list[str], socket: str | None = None) -> Path:
     if not _NAME.match(name) or name == LOCAL:
         raise BadInput(f"host name {name!r} is not allowed: lower-case letters, digits, '.', '_', '-' (not 'local').")
-    if not _ENDPOINT.match(docker):
+    if not is_endpoint(docker):
         raise BadInput(
             f"{docker!r} is not a Docker endpoint: use local, unix:///path/docker.sock or ssh://user@host[:port]."
         )

@@ -21,6 +21,7 @@ from labctl.bench.session import (
     PARTIAL_WARNING,
     BenchRequest,
     check_engine_wait,
+    check_names,
     engine_key,
     every_request_failed,
     preflight,
@@ -127,6 +128,7 @@ def run_eval(
     timeout: float,
     progress: Callable[[int, int], None],
 ) -> tuple[dict[str, Any], Path]:
+    check_names(request)
     check_count("--concurrency", concurrency, MAX_CONCURRENCY, "cases asked at once, one connection each")
     check_seconds("--timeout", timeout)
     check_engine_wait(request.wait_for_engine)

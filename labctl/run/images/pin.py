@@ -9,7 +9,8 @@ from dataclasses import dataclass
 
 from labctl.catalog.image import ImageRef
 from labctl.catalog.lab import Lab
-from labctl.catalog.profiles import load_profile
+from labctl.catalog.profiles import check_profile_spec, load_profile
+from labctl.catalog.sourcefile import parse_yaml_mapping
 from labctl.errors import BadInput
 from labctl.host import docker as dk
 from labctl.host import registry
@@ -34,6 +35,9 @@ def pin_profile(lab: Lab, engine: str, name: str) -> Pinned:
     assert source is not None
     image = profile.image_text
     ref = profile.image
+    image_line = source.lines.get(("image",))
+    if image_line is None:  # refused before the registry is asked, like every fault of the file itself
+        raise BadInput(f"{source.name}: no top-level 'image:' line to pin.")
     daemon = dk.daemon_facts()  # the target host: its platform, and the registries it treats as insecure
     platform = registry.Platform(daemon.os, daemon.architecture, daemon.variant)
     asked = ImageRef(ref.repository, ref.tag, None) if ref.tag else ref  # a tag decides what "now" means
@@ -41,9 +45,6 @@ def pin_profile(lab: Lab, engine: str, name: str) -> Pinned:
     pinned = str(ref.with_digest(found.digest))
     note = f"  # {found.platform} image of index {found.index_digest}" if found.index_digest else ""
     lines = source.path.read_text(encoding="utf-8").splitlines(keepends=True)
-    image_line = source.lines.get(("image",))
-    if image_line is None:
-        raise BadInput(f"{source.name}: no top-level 'image:' line to pin.")
     index = image_line - 1
     line = _INDEX_NOTE.sub("", lines[index], count=1)
     line = re.sub(r"^(image:\s*)(['\"]?)[^'\"#\s]+\2", lambda m: m.group(1) + pinned + note, line, count=1)
@@ -51,11 +52,8 @@ def pin_profile(lab: Lab, engine: str, name: str) -> Pinned:
     unpinned_line = source.lines.get(("unpinned",))
     if unpinned_line is not None:
         del lines[unpinned_line - 1]
-    before = source.path.read_text(encoding="utf-8")
-    write_atomically(source.path, "".join(lines))
-    try:
-        load_profile(lab, engine, name, allow_unsupported=True)  # the result must still be a valid profile
-    except BadInput:
-        write_atomically(source.path, before)
-        raise
+    text = "".join(lines)
+    edited = parse_yaml_mapping(text, source.path, source.name)
+    check_profile_spec(profile.engine, edited, edited.data)  # the pinned profile must be valid before it is written
+    write_atomically(source.path, text)
     return Pinned(image, pinned, found.digest, found.index_digest, str(platform), found.compressed_bytes)

@@ -21,7 +21,7 @@ from labctl.run.remote import close_run_forward, release_claims
 from labctl.run.resident import remote_watch, watch
 from labctl.run.resident.host_keys import remove_keys
 from labctl.run.resident.keys import KeyStore
-from labctl.run.resident.ownership import check_may_act
+from labctl.run.resident.ownership import check_force, check_may_act
 
 
 def project_name(run_id: str) -> str:
@@ -151,6 +151,9 @@ def stop(
     host: HostEntry = LOCAL_HOST,
 ) -> list[Stopped]:
     """`labctl down [RUN_ID|ENGINE]`: which runs, whether you may, then stop each."""
+    check_force(force, reason)
+    if all_ and target is not None and is_run_id(target):
+        raise BadInput(f"--all stops every run of one engine, and {target} is one run: drop --all, or name the engine.")
     live = live_runs(runs, probe=False, host=host)
     me = current_user()
     if target is None:  # only ever one of your own runs of this home: never a colleague's, mid-benchmark

@@ -91,7 +91,8 @@ class ReproduceRequest:
 
 def reproduce(lab: Lab, runs: Runs, request: ReproduceRequest, say: Any, progress: Any = None) -> Record:
     from labctl.host import docker as dk
-    from labctl.run.lifecycle.up import UpRequest, up
+    from labctl.run.lifecycle.up import up
+    from labctl.run.lifecycle.up_plan import UpRequest, plan_up
 
     check_seconds("--timeout", request.timeout)
     export = load_source(runs, request.source)
@@ -120,31 +121,27 @@ def reproduce(lab: Lab, runs: Runs, request: ReproduceRequest, say: Any, progres
         )
     placed = with_overrides(placed, host=check_bind(request.bind) or "127.0.0.1")
     resident = (export.doc.get("record") or {}).get("resident") if isinstance(export.doc.get("record"), dict) else None
-    dk.check_docker()  # up pulls the recorded digest (with progress, after the disk check) and refuses if it cannot
-    record = up(
-        lab,
-        runs,
-        UpRequest(
-            engine=profile.engine.name,
-            profile=profile.name,
-            timeout=request.timeout,
-            owner=request.owner,
-            cache_dir=request.cache_dir,
-            allow_unsupported=bool(export.setup.get("allow_unsupported")),
-            reproduced_from=export.run_id,
-            profile_override=placed,
-            replace=request.replace,
-            fetch=request.fetch,
-            resident=bool(resident),
-            bind=request.bind if resident else None,
-            keys=int(resident.get("keys") or 1) if isinstance(resident, dict) and resident.get("keys") else None,
-            allow_no_auth=bool(isinstance(resident, dict) and resident.get("allow_no_auth")),
-            host=request.host,
-            copy_image=request.copy_image,
-        ),
-        say,
-        progress,
+    up_request = UpRequest(
+        engine=profile.engine.name,
+        profile=profile.name,
+        timeout=request.timeout,
+        owner=request.owner,
+        cache_dir=request.cache_dir,
+        allow_unsupported=bool(export.setup.get("allow_unsupported")),
+        reproduced_from=export.run_id,
+        profile_override=placed,
+        replace=request.replace,
+        fetch=request.fetch,
+        resident=bool(resident),
+        bind=request.bind if resident else None,
+        keys=int(resident.get("keys") or 1) if isinstance(resident, dict) and resident.get("keys") else None,
+        allow_no_auth=bool(isinstance(resident, dict) and resident.get("allow_no_auth")),
+        host=request.host,
+        copy_image=request.copy_image,
     )
+    plan_up(lab, up_request)  # the new run's own flags (--owner, --cache-dir, …) are refused before Docker is asked
+    dk.check_docker()  # up pulls the recorded digest (with progress, after the disk check) and refuses if it cannot
+    record = up(lab, runs, up_request, say, progress)
     same = record.setup.get("compose_sha256") == export.setup["compose_sha256"]
     record = runs.update(
         record.run_id,

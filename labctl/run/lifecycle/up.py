@@ -12,32 +12,30 @@ import signal
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from labctl.catalog.image import digests_of
 from labctl.catalog.lab import Lab
-from labctl.catalog.limits import check_seconds
-from labctl.catalog.profiles import Profile, load_profile, with_overrides
+from labctl.catalog.profiles import Profile, with_overrides
 from labctl.compose.canonical import canonical_compose, sha256_text
-from labctl.compose.contract_check import Verdict, check_profile, refuse_unless_valid
+from labctl.compose.contract_check import Verdict
 from labctl.compose.labels import RunLabels
 from labctl.compose.options import render_options
 from labctl.compose.render import build_key, render_compose
-from labctl.errors import BadInput, Conflict, LabctlError, describe_error
+from labctl.errors import Conflict, LabctlError, describe_error
 from labctl.host import docker as dk
 from labctl.host.bound import bound_problem, listeners
 from labctl.host.files import write_atomically
 from labctl.host.forward import Forward
 from labctl.host.gpu import Gpu
 from labctl.host.homes import note_home
-from labctl.host.hosts import LOCAL_HOST, HostEntry
+from labctl.host.hosts import LOCAL_HOST
 from labctl.host.identity import current_user, host_name, process_token
 from labctl.host.key_volume import volume_name as key_volume_name
 from labctl.host.lock import host_lock
 from labctl.host.probes import check_openai_api, port_in_use, status_without_key, wait_until_ready
-from labctl.run.images.copy import check_copy_request, copy_tag, copy_to_host
+from labctl.run.images.copy import copy_tag, copy_to_host
 from labctl.run.images.harness import build_for_up, dockerfile_to_build
 from labctl.run.images.pull import pull_for_up
 from labctl.run.lifecycle.down import project_name, save_logs, stop_run
@@ -54,6 +52,7 @@ from labctl.run.lifecycle.preflight import (
     port_conflicts,
     refuse,
 )
+from labctl.run.lifecycle.up_plan import UpRequest, plan_up
 from labctl.run.models.fetch import Fetched, fetch_before_start, snapshot_acquisition
 from labctl.run.records.acquired import Acquisition, Action, Kind, Ledger
 from labctl.run.records.prep import PrepPart
@@ -76,56 +75,9 @@ from labctl.run.remote import check_port_free, close_run_forward, open_run_forwa
 from labctl.run.resident import remote_watch, watch
 from labctl.run.resident.host_keys import put_keys, remove_keys
 from labctl.run.resident.keys import KeyAccess, KeyStore, fingerprint
-from labctl.run.resident.plan import (
-    RESTART_POLICY,
-    ResidentPlan,
-    check_bind,
-    image_user_ids,
-    plan_resident,
-)
+from labctl.run.resident.plan import RESTART_POLICY, ResidentPlan, image_user_ids
 
 Say = Callable[[str], None]
-
-
-@dataclass
-class UpRequest:
-    engine: str
-    profile: str
-    gpus: list[str] | None = None
-    port: int | None = None
-    timeout: float = 900.0
-    replace: bool = False
-    allow_unpinned: bool = False
-    allow_unsupported: bool = False
-    owner: str | None = None
-    cache_dir: str | None = None
-    reproduced_from: str | None = None
-    profile_override: Profile | None = None  # reproduce: the recorded resolved profile, not the lab's file
-    resident: bool = False
-    bind: str | None = None
-    key_file: str | None = None
-    keys: int | None = None
-    allow_no_auth: bool = False
-    allow_uncontracted: bool = False
-    allow_unfit: bool = False
-    copy_image: bool = False  # a host that cannot reach the registry: copy the pinned image from this controller
-    fetch: bool = True  # download the model into the cache before anything starts (--no-fetch: the cache as is)
-    host: HostEntry = LOCAL_HOST
-    home: Path | None = None  # where keys live (the runs folder's home)
-
-
-def load_placed_profile(lab: Lab, request: UpRequest) -> Profile:
-    profile = request.profile_override or load_profile(
-        lab, request.engine, request.profile, allow_unsupported=request.allow_unsupported
-    )
-    placed = with_overrides(profile, gpus=request.gpus, port=request.port, host=check_bind(request.bind))
-    if not placed.pinned and not request.allow_unpinned:
-        raise BadInput(
-            f"profile {request.engine}/{request.profile} uses {placed.image_text!r}, which is not pinned by digest: "
-            f"a tag can point at another image tomorrow. Pin it with `labctl pin {request.engine} --profile "
-            f"{request.profile}`, or pass --allow-unpinned (the digest actually run is recorded either way)."
-        )
-    return placed
 
 
 class Starter:
@@ -139,6 +91,7 @@ class Starter:
         self.project = project_name(self.run_id)
         self.record: Record | None = None
         self.plan: ResidentPlan | None = None
+        self.owner = ""
         self.started_anything = False
         self.claimed = False  # a remote host: this run's claims exist on the host
         self.key_volume = ""  # a remote host: the volume there holding this run's keys
@@ -150,21 +103,15 @@ class Starter:
     # --- the pipeline ------------------------------------------------------------------------------
     def run(self) -> Record:
         request = self.request
-        check_seconds("--timeout", request.timeout)
-        if not request.resident and (request.bind or request.key_file or request.keys or request.allow_no_auth):
-            raise BadInput(
-                "--bind, --key-file, --keys and --allow-no-auth are for resident deployments: add --resident."
-            )
-        profile = load_placed_profile(self.lab, request)
-        if request.copy_image:
-            check_copy_request(profile, request.host)
-        self.contract = check_profile(profile, request.resident, request.allow_uncontracted)
-        refuse_unless_valid(self.contract)
+        checked = plan_up(self.lab, request)  # every refusal of the request itself, before anything is asked or written
+        profile, self.contract, self.plan, self.owner = (
+            checked.profile,
+            checked.contract,
+            checked.resident,
+            checked.owner,
+        )
         for warning in self.contract.warnings:
             self.say(f"warning: {warning}")
-        self.plan = (
-            plan_resident(profile, request.key_file, request.keys, request.allow_no_auth) if request.resident else None
-        )
         # The checks are independent Docker CLI calls: asking them at once saves their start-up costs.
         with ThreadPoolExecutor(max_workers=4) as pool:
             docker_ok = pool.submit(dk.check_docker)
@@ -349,7 +296,7 @@ class Starter:
                 for problem in stop_run(
                     self.runs,
                     holder.run_id,
-                    by=self.request.owner or current_user(),
+                    by=self.owner,
                     reason=f"replaced by run {self.run_id}",
                     replaced_by=self.run_id,
                 ):
@@ -370,7 +317,7 @@ class Starter:
             notes = take_claims(
                 self.request.host,
                 self.run_id,
-                self.request.owner or current_user(),
+                self.owner,
                 self.runs.home,
                 list(profile.gpu_ids) if profile.engine.needs_gpu else [],
                 found_gpus,
@@ -396,7 +343,7 @@ class Starter:
         self, profile: Profile, image: ImageInfo, image_pull: PrepPart, found_gpus: list[Gpu], replaced: list[str]
     ) -> Path:
         request = self.request
-        owner = request.owner or current_user()
+        owner = self.owner
         created = now()
         labels = RunLabels(
             home=str(self.runs.home),

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from labctl.catalog.memory import find_config
 from labctl.catalog.profiles import Profile
-from labctl.compose.options import default_cache_dir
+from labctl.compose.options import check_cache_dir, default_cache_dir
 from labctl.errors import BadInput, LabctlError
 from labctl.host import hub
 from labctl.host.disk import check_room
@@ -112,13 +112,7 @@ def fetch_model(
             "engine.yaml): there is nothing to fetch."
         )
     model = profile.model
-    cache = cache_dir or default_cache_dir()
-    if not Path(cache).is_absolute():
-        raise BadInput(f"--cache-dir {cache!r}: give an absolute path.")
-    if host is not None and host.is_remote and ("," in cache or ":" in cache):
-        raise BadInput(
-            f"--cache-dir {cache!r}: a path on {host.name} is mounted as PATH:/cache, so it may hold no ':'."
-        )
+    cache = check_cache_dir(cache_dir, host.name if host is not None and host.is_remote else None)
     hub_dir = Path(cache) / "hub"
     where = f"model.id and model.revision in engines/{profile.engine.name}/profiles/{profile.name}.yaml"
     start = time.monotonic()

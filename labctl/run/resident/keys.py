@@ -18,11 +18,12 @@ from labctl.host.files import write_atomically
 
 MAX_KEY_FILE = 64 * 1024  # 100 keys of a few hundred characters each
 PREVIOUS = "api_key.previous"
+MAX_KEYS = 100
 
 
 def generate_keys(count: int) -> list[str]:
-    if not 1 <= count <= 100:
-        raise BadInput(f"--keys {count}: give a number of keys from 1 to 100.")
+    if not 1 <= count <= MAX_KEYS:
+        raise BadInput(f"--keys {count}: give a number of keys from 1 to {MAX_KEYS}.")
     return [f"sk-labctl-{secrets.token_urlsafe(32)}" for _ in range(count)]
 
 

@@ -22,3 +22,9 @@ def check_may_act(
             f'--force --reason "why" (both are recorded).'
         )
     return True
+
+
+def check_force(force: bool, reason: str | None) -> None:
+    """--force is only ever acting on another owner's run, and always says why: refused alone, up front."""
+    if force and not (reason and reason.strip()):
+        raise BadInput('--force needs --reason "why" (both are recorded).')

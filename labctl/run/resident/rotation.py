@@ -16,8 +16,8 @@ from labctl.run.records.record import Record, ResidentInfo, now
 from labctl.run.records.store import Runs
 from labctl.run.remote import ensure_forward
 from labctl.run.resident.host_keys import put_keys
-from labctl.run.resident.keys import KeyStore, fingerprint, generate_keys, read_key_file
-from labctl.run.resident.ownership import check_may_act
+from labctl.run.resident.keys import MAX_KEYS, KeyStore, fingerprint, generate_keys, read_key_file
+from labctl.run.resident.ownership import check_force, check_may_act
 from labctl.run.resident.plan import image_user_ids
 
 
@@ -31,6 +31,11 @@ def rotate_key(
     reason: str | None = None,
     host: HostEntry = LOCAL_HOST,
 ) -> ResidentInfo:
+    check_force(force, reason)
+    if key_file is not None and keys is not None:
+        raise BadInput("give either --key-file FILE or --keys N, not both.")
+    if keys is not None and not 1 <= keys <= MAX_KEYS:
+        raise BadInput(f"--keys {keys}: give a number of keys from 1 to {MAX_KEYS}.")
     record = runs.load(run_id)
     resident = record.resident
     if not resident or not resident.keys:
