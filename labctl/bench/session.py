@@ -348,8 +348,9 @@ def _run_held(
     result["telemetry_file"] = telemetry_path.name
     result["repeat"] = request.repeat
     result["interval_method"] = (
-        f"95 % percentile bootstrap over requests within a run ({RESAMPLES} resamples, seed {SEED}); "
-        "with --repeat N > 1, over the N per-run values"
+        f"95 % percentile bootstrap over requests within a run ({RESAMPLES} resamples, seed {SEED}) for "
+        "latencies; rates (throughput, goodput) have none from one run; with --repeat N > 1, every metric's is "
+        "over the N per-run values"
     )
     plan = plan_for(
         record.engine,
@@ -380,6 +381,11 @@ def _run_held(
     except KeyboardInterrupt:
         if result["status"] == "running":  # between levels: nothing partial, but the sweep did not finish
             result.update(status="interrupted", finished_at=now())
+        raise
+    except Exception as exc:  # whatever stopped the sweep: the result says failed and why, never `running` for good
+        if result["status"] == "running":
+            why = str(exc) if isinstance(exc, LabctlError) else f"labctl failed: {type(exc).__name__}: {exc}"
+            result.update(status="failed", finished_at=now(), failure=why)
         raise
     finally:
         sampler.stop()
