@@ -354,10 +354,14 @@ def _level_detail(level: Level) -> str:
         if _numbers(util, "mean", "max"):
             parts.append(f"GPU{index}{simulated} util mean {util['mean']:.0f}% max {util['max']:.0f}%")
     engine = _mapping(telemetry.get("engine"))
-    for name in ("running", "waiting", "kv_cache_usage"):
+    for name in ("running", "waiting"):
         value = _mapping(engine.get(name))
         if _numbers(value, "mean", "max"):
             parts.append(f"{name} mean {value['mean']:.2f} max {value['max']:.2f}")
+    # a fraction in the result (kv_cache_usage in results written before the name said so), a % here
+    kv = _mapping(engine.get("kv_cache_usage_fraction") or engine.get("kv_cache_usage"))
+    if _numbers(kv, "mean", "max"):
+        parts.append(f"KV cache mean {kv['mean']:.1%} max {kv['max']:.1%}")
     return "  ".join(parts)
 
 
