@@ -55,7 +55,8 @@ async def _ask_all(
     ) as client:
 
         async def ask(case: Case) -> None:
-            body = {"model": target.model, "messages": case.messages, **case.settings, **target.chat_extras()}
+            settings = case.settings_for(target.thinking)
+            body = {"model": target.model, "messages": case.messages, **settings, **target.chat_extras()}
             async with limit:
                 try:
                     status, raw = await asyncio.wait_for(_post(client, target, body), timeout)
@@ -67,12 +68,19 @@ async def _ask_all(
                         answer, inline_reasoning = split_reasoning(message.get("content") or "")
                         reasoning = message.get("reasoning_content") or message.get("reasoning") or inline_reasoning
                         usage = data.get("usage") or {}
+                        finish = data["choices"][0].get("finish_reason")
+                        thought = (usage.get("completion_tokens_details") or {}).get("reasoning_tokens")
                         answers[case.id] = {
                             "output": answer,  # the answer is scored, never the reasoning before it
-                            "finish_reason": data["choices"][0].get("finish_reason"),
+                            "finish_reason": finish,
                             "usage": usage,
                             "reasoning_chars": len(reasoning),
-                            "reasoning_tokens": (usage.get("completion_tokens_details") or {}).get("reasoning_tokens"),
+                            "reasoning_tokens": thought,
+                            "max_tokens": settings["max_tokens"],
+                            # max_tokens ran out mid-thought: no answer yet, and a wrong score that says why
+                            "cut_off_while_reasoning": finish == "length"
+                            and not answer.strip()
+                            and bool(reasoning or thought),
                         }
                 except TimeoutError:
                     answers[case.id] = {"error": f"no complete answer within {timeout:g} s"}
@@ -107,6 +115,12 @@ def split_reasoning(content: str) -> tuple[str, str]:
 def grade(case: Case, answer: dict[str, Any]) -> dict[str, Any]:
     if "error" in answer:
         return {"passed": False, "reason": f"no answer: {answer['error']}"}
+    if answer.get("cut_off_while_reasoning"):
+        return {
+            "passed": False,
+            "reason": f"cut off while reasoning: max_tokens {answer.get('max_tokens')} ran out before any answer "
+            "(give the suite a larger defaults.thinking_allowance, or run with thinking off)",
+        }
     if case.check["kind"] == "python":
         ran = run_code(strip_fence(answer["output"]), case.check["tests"], case.check["timeout_s"])
         return {"passed": ran.passed, "reason": ran.reason}
@@ -172,7 +186,7 @@ def _evaluate(
                 "check": case.check["kind"],
                 "passed": verdict["passed"],
                 "reason": verdict["reason"],
-                "settings": case.settings,
+                "settings": case.settings_for(target.thinking),
                 **answers[case.id],
             }
         )
@@ -207,6 +221,7 @@ def _evaluate(
         "passed": passed,
         "total": len(cases),
         "score_ci95": mean_interval([1.0 if c["passed"] else 0.0 for c in cases]),
+        "cut_off_while_reasoning": sum(1 for c in cases if c.get("cut_off_while_reasoning")),
         "interval_method": SCORE_INTERVAL,
         "cases": cases,
     }
