@@ -28,6 +28,7 @@ class Target:
     model: str
     api_key: str | None = None
     thinking: str | None = None  # "off": every chat request asks the template not to think
+    key_from: str | None = None  # where the key came from, for the message when it is refused
 
     def chat_extras(self) -> dict[str, Any]:
         """Request fields that keep the setup's thinking mode (vLLM, SGLang, TensorRT-LLM and Atlas read them)."""

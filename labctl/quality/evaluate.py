@@ -20,12 +20,14 @@ from labctl.bench.session import (
     BenchRequest,
     check_engine_wait,
     engine_key,
+    engine_root,
     every_request_failed,
     preflight,
     resolve_target,
 )
 from labctl.catalog.limits import MAX_CONCURRENCY, check_count, check_seconds
 from labctl.errors import BadInput, LabctlError
+from labctl.host.engine_info import probe_engine_version
 from labctl.host.lock import engine_lock
 from labctl.host.sandbox import check_sandbox, run_code
 from labctl.quality.evals import find_eval as typed_eval
@@ -144,6 +146,8 @@ def run_eval(
     check_engine_wait(request.wait_for_engine)
     target, record = resolve_target(runs, request)
     preflight(target)
+    if record.status == "external":
+        record = record.changed(engine_version=probe_engine_version(engine_root(target), target.api_key))
     if any(c.check["kind"] == "python" for c in suite.cases):
         check_sandbox()
     key = engine_key(record, target)  # one bench or eval per engine at a time
