@@ -28,6 +28,7 @@ class Target:
     model: str
     api_key: str | None = None
     thinking: str | None = None  # "off": every chat request asks the template not to think
+    key_from: str | None = None  # where the key came from, for the message when it is refused
 
     def chat_extras(self) -> dict[str, Any]:
         """Request fields that keep the setup's thinking mode (vLLM, SGLang, TensorRT-LLM and Atlas read them)."""
@@ -49,12 +50,19 @@ class RequestResult:
     scheduled: float = 0.0  # when the request was due (open loop); queue time = sent - scheduled
     sent: float = 0.0
     first_token: float | None = None
-    chunk_times: list[float] = field(default_factory=list)  # arrivals of token-bearing chunks
+    # arrivals of token-bearing chunks: every chunk with a choice after the role chunk, text or not (a special
+    # token streams as content "", a tool call as tool_calls)
+    chunk_times: list[float] = field(default_factory=list)
     output_tokens: int = 0
     prompt_tokens: int | None = None
     usage_reported: bool = False
     input_len: int = 0
     request_id: str = ""  # sent as X-Request-Id (engines log it; the harness engine can log its first token's time)
+    # the last timed chunk carried no text and a finish_reason: a finish marker or an empty final token; usage decides
+    last_chunk_bare: bool = False
+    # a stream whose timed chunks are not its usage's completion tokens (several tokens in one chunk, a finish
+    # chunk counted, or none timed): flagged in the per-request file and counted per level, never left out
+    chunks_unlike_usage: bool = False
 
 
 MAX_HEAD = 64 * 1024
@@ -216,10 +224,13 @@ class _Response:
                 self.result.prompt_tokens = usage.get("prompt_tokens")
                 self.result.usage_reported = True
             choices = obj.get("choices") or []
-            if choices and _carries_token(choices[0], self.chat):
+            if choices and isinstance(choices[0], dict) and _carries_token(choices[0], self.chat):
                 if self.result.first_token is None:
                     self.result.first_token = now
                 self.result.chunk_times.append(now)
+                self.result.last_chunk_bare = not _has_text(choices[0], self.chat) and bool(
+                    choices[0].get("finish_reason")
+                )
 
     def _finish_plain(self) -> None:
         text = bytes(self.body).decode("utf-8", "replace")
@@ -241,11 +252,43 @@ class _Response:
         self.result.usage_reported = bool(usage)
 
 
+_TOKEN_FIELDS = ("content", "reasoning_content", "reasoning")
+
+
 def _carries_token(choice: dict[str, Any], chat: bool) -> bool:
-    if chat:
-        delta = choice.get("delta") or {}
-        return bool(delta.get("content") or delta.get("reasoning_content") or delta.get("reasoning"))
-    return bool(choice.get("text"))
+    """A chunk that carries a token, whether it has text or not: vLLM streams a special token as content "".
+    Only the role chunk that opens a chat stream (role, and no text) and a delta with nothing in it are not."""
+    if not chat:
+        return isinstance(choice.get("text"), str)
+    delta = choice.get("delta")
+    if not isinstance(delta, dict):
+        return False
+    if delta.get("role"):
+        return _has_text(choice, chat)
+    return any(isinstance(delta.get(name), str) for name in _TOKEN_FIELDS) or bool(delta.get("tool_calls"))
+
+
+def _has_text(choice: dict[str, Any], chat: bool) -> bool:
+    if not chat:
+        return bool(choice.get("text"))
+    delta = choice.get("delta") or {}
+    return any(delta.get(name) for name in _TOKEN_FIELDS) or bool(delta.get("tool_calls"))
+
+
+def reconcile(result: RequestResult, done_at: float) -> None:
+    """A finished stream's timed chunks against its usage: a bare finish chunk one past the usage count (or in a
+    stream without usage) was a finish marker, not a token; a stream with no timed chunk has its first and last
+    token at its last byte; any other difference is flagged (TPOT and E2E stand on usage and the last chunk; ITL
+    pools the gaps there were)."""
+    times = result.chunk_times
+    if result.last_chunk_bare and (not result.usage_reported or len(times) == result.output_tokens + 1):
+        times.pop()
+        result.first_token = times[0] if times else None
+    if not times:
+        result.first_token = done_at
+        times.append(done_at)
+    if result.usage_reported:
+        result.chunks_unlike_usage = len(times) != result.output_tokens
 
 
 class _Protocol(asyncio.Protocol):
@@ -363,6 +406,8 @@ class Connection:
             if not stream:  # no chunks to time: the whole answer is the first and the last token
                 result.first_token = response.done_at
                 result.chunk_times = [response.done_at]
+            else:
+                reconcile(result, response.done_at)
             if not result.usage_reported:
                 result.output_tokens = len(result.chunk_times)  # fallback: flagged in the metrics
             result.ok = True

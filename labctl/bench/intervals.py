@@ -4,7 +4,12 @@ seed, RESAMPLES resamples; shared/DECISIONS.md "Intervals"), and across repeats 
 A resample draws requests with replacement; it is kept as a count per request, so a pooled statistic
 (ITL: every gap of every drawn request) is a weighted one over the original values, never a copy of
 hundreds of thousands of gaps. Percentiles interpolate between closest ranks as metrics.percentile does,
-so a resample that draws every request once reproduces the point value exactly."""
+so a resample that draws every request once reproduces the point value exactly.
+
+Rates (request, output and total throughput, goodput) get no interval from one run: a resample of requests
+over the run's fixed duration is not another run (with every request completed it is the same count, and with
+fixed lengths the same tokens: a zero-width interval that says nothing). They get one across repeats. Nor does
+a statistic whose every resample gives the same value (one request): no interval is said, never [x, x]."""
 
 from __future__ import annotations
 
@@ -16,7 +21,7 @@ import numpy as np
 import numpy.typing as npt
 
 from labctl.bench.client import RequestResult
-from labctl.bench.metrics import PERCENTILES, meets_slo
+from labctl.bench.metrics import PERCENTILES
 
 RESAMPLES = 1000
 SEED = 20261203
@@ -24,13 +29,15 @@ LEVEL = 95.0
 Floats = npt.NDArray[np.float64]
 
 
-def _interval(values: Sequence[float] | Floats) -> list[float] | None:
+def _interval(values: Sequence[float] | Floats, zero_width: bool = True) -> list[float] | None:
     array = np.asarray(values, dtype=np.float64)
     array = array[np.isfinite(array)]
     if array.size == 0:
         return None
     tail = (100.0 - LEVEL) / 2
     low, high = np.percentile(array, [tail, 100.0 - tail])
+    if low == high and not zero_width:
+        return None
     return [float(low), float(high)]
 
 
@@ -62,6 +69,9 @@ class _Series:
         self.owner: npt.NDArray[np.intp] = np.array([i for _, i in pairs], dtype=np.intp)
 
 
+RATES = ("request_throughput", "output_throughput", "total_token_throughput", "goodput")
+
+
 def request_intervals(
     results: list[RequestResult],
     duration_s: float,
@@ -69,21 +79,14 @@ def request_intervals(
     resamples: int = RESAMPLES,
     seed: int = SEED,
 ) -> dict[str, list[float] | None]:
-    """`<metric>_ci95: [lo, hi]` for the latency statistics, throughputs and goodput of one run."""
+    """`<metric>_ci95: [lo, hi]` for the latency statistics of one run; None for its rates (see above)."""
     n = len(results)
     if n == 0 or duration_s <= 0:
         return {}
-    ok = np.zeros(n)
-    tokens = np.zeros(n)
-    in_tokens = np.zeros(n)
-    good = np.zeros(n)
     pairs: dict[str, list[tuple[float, int]]] = {"ttft": [], "tpot": [], "itl": [], "e2el": []}
     for i, r in enumerate(results):
         if not r.ok:
             continue
-        ok[i], tokens[i] = 1.0, r.output_tokens
-        in_tokens[i] = r.prompt_tokens if r.prompt_tokens is not None else r.input_len
-        good[i] = 1.0 if slo and meets_slo(r, slo) else 0.0
         if r.first_token is not None:
             pairs["ttft"].append(((r.first_token - r.sent) * 1000, i))
             if r.output_tokens > 1:
@@ -103,12 +106,8 @@ def request_intervals(
                 if stat == "max" and name != "itl":
                     continue
                 draws.setdefault(f"{stat}_{name}_ms", []).append(value)
-        draws.setdefault("request_throughput", []).append(float(counts @ ok) / duration_s)
-        draws.setdefault("output_throughput", []).append(float(counts @ tokens) / duration_s)
-        draws.setdefault("total_token_throughput", []).append(float(counts @ (tokens + in_tokens)) / duration_s)
-        if slo:
-            draws.setdefault("goodput", []).append(float(counts @ good) / duration_s)
-    return {f"{key}_ci95": _interval(values) for key, values in draws.items()}
+    out = {f"{key}_ci95": _interval(values, zero_width=False) for key, values in draws.items()}
+    return out | {f"{key}_ci95": None for key in RATES if key != "goodput" or slo}
 
 
 def mean_interval(values: list[float], resamples: int = RESAMPLES, seed: int = SEED) -> list[float] | None:
@@ -145,6 +144,7 @@ def combine_repeats(runs: list[dict[str, Any]]) -> dict[str, Any]:
         level[f"{key}_ci95"] = mean_interval(finite) if finite else None
     level["interrupted"] = any(r["interrupted"] for r in runs)
     level["usage_fallback"] = any(r["usage_fallback"] for r in runs)
+    level["chunks_unlike_usage"] = sum(r.get("chunks_unlike_usage", 0) for r in runs)
     level["warnings"] = sorted({w for r in runs for w in r["warnings"]})
     level["client_cpu_share"] = max(r["client_cpu_share"] for r in runs)
     level["repeat"] = len(runs)

@@ -1,9 +1,11 @@
 """Benchmark metrics with vLLM's definitions and key names (pure functions over request results).
 
-TTFT: request sent -> first chunk carrying a token (role-only chunks do not count).
-TPOT: per request, (e2e - ttft) / (n_output - 1), only when n_output > 1.
+TTFT: request sent -> first chunk carrying a token, with text or not (a special token streams as content
+"", a tool call as tool_calls); the role-only chunk that opens a chat stream does not count.
+TPOT: per request, (e2e - ttft) / (n_output - 1), only when n_output > 1 (n_output from the server's usage).
 ITL: every gap between consecutive token-bearing chunks, pooled across requests.
 E2E: request sent -> last token-bearing chunk. Queue time (open loop): due -> sent, kept apart.
+A request whose timed chunks differ from its usage count is counted in `chunks_unlike_usage`, never left out.
 """
 
 from __future__ import annotations
@@ -72,6 +74,7 @@ def level_metrics(results: list[RequestResult], duration_s: float, slo: dict[str
             "max": max(lengths, default=0),
         },
         "usage_fallback": any(not r.usage_reported for r in done),
+        "chunks_unlike_usage": sum(1 for r in done if r.chunks_unlike_usage),
         "mean_queue_ms": statistics.fmean(queue) if queue else 0.0,
         "p99_queue_ms": percentile(queue, 99) if queue else 0.0,
     }
@@ -87,7 +90,9 @@ def level_metrics(results: list[RequestResult], duration_s: float, slo: dict[str
 
 
 def meets_slo(r: RequestResult, slo: dict[str, float]) -> bool:
-    assert r.first_token is not None
+    """A request with no timed token (a per-request line from an older client) cannot be shown to meet it."""
+    if r.first_token is None or not r.chunk_times:
+        return False
     ttft = (r.first_token - r.sent) * 1000
     e2e = (r.chunk_times[-1] - r.sent) * 1000
     tpot = (e2e - ttft) / (r.output_tokens - 1) if r.output_tokens > 1 else 0.0

@@ -29,6 +29,7 @@ def request_line(level: int, repeat: int, concurrency: int, index: int, r: Reque
         "prompt_tokens": r.prompt_tokens,
         "input_len": r.input_len,
         "usage_reported": r.usage_reported,
+        "chunks_unlike_usage": r.chunks_unlike_usage,
     }
 
 
@@ -44,6 +45,7 @@ def result_of(line: dict[str, Any]) -> RequestResult:
         usage_reported=line["usage_reported"],
         input_len=line["input_len"],
         request_id=line.get("request_id") or "",
+        chunks_unlike_usage=bool(line.get("chunks_unlike_usage")),
     )
     if line["ttft_ms"] is not None:
         t = r.sent + line["ttft_ms"] / 1000

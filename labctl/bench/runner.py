@@ -21,6 +21,14 @@ from labctl.errors import BadInput
 
 Progress = Callable[[str, int, int], None]  # (phase, done, total)
 SATURATED_CPU = 0.85  # share of one core above which the client's own timing is suspect
+KEPT_UP = 0.95  # an open loop kept up when it sent at >= this share of its own schedule's rate
+
+
+def send_rate(times: list[float]) -> float | None:
+    """Requests per second from the first send (or due time) to the last; None for fewer than two."""
+    if len(times) < 2 or max(times) <= min(times):
+        return None
+    return (len(times) - 1) / (max(times) - min(times))
 
 
 @dataclass
@@ -36,13 +44,23 @@ class LevelOutcome:
 
     def summary(self, slo: dict[str, float] | None) -> dict[str, Any]:
         metrics = level_metrics(self.results, self.duration_s, slo)
-        achieved = len(self.results) / self.duration_s if self.duration_s > 0 else 0.0
+        sent = [r for r in self.results if r.sent]
+        achieved = send_rate([r.sent for r in sent])
+        scheduled = send_rate([r.scheduled for r in sent]) if self.target_rate else None
         cpu_share = self.client_cpu_s / self.duration_s if self.duration_s > 0 else 0.0
         warnings = list(self.warnings)
         if cpu_share > SATURATED_CPU:
             warnings.append(f"CLIENT SATURATED: it used {cpu_share:.0%} of a core; latencies include its own queueing")
-        if self.target_rate and achieved < 0.95 * self.target_rate:
-            warnings.append(f"CLIENT FELL BEHIND: achieved {achieved:.2f} req/s of the target {self.target_rate:.2f}")
+        if scheduled and achieved is not None and achieved < KEPT_UP * scheduled:
+            warnings.append(
+                f"CLIENT FELL BEHIND: it sent {achieved:.2f} req/s where its schedule asked {scheduled:.2f} "
+                f"(target {self.target_rate:g}): the sends lagged their due times"
+            )
+        if metrics["chunks_unlike_usage"]:
+            warnings.append(
+                f"{metrics['chunks_unlike_usage']} request(s) streamed a number of token chunks other than their "
+                "usage count (flagged in the per-request file): ITL pools the gaps there were; TTFT, TPOT and E2E stand"
+            )
         if metrics["usage_fallback"]:
             warnings.append("the server sent no usage: output tokens were counted from chunks (may be wrong)")
         if metrics["failed"]:
@@ -54,7 +72,8 @@ class LevelOutcome:
             "client_cpu_s": self.client_cpu_s,
             "client_cpu_share": cpu_share,
             "target_rate": self.target_rate,
-            "achieved_rate": achieved,
+            "achieved_rate": achieved,  # first send to last send: the draining tail is not sending
+            "scheduled_rate": scheduled,
             "interrupted": self.interrupted,
             "warnings": warnings,
         }

@@ -36,12 +36,13 @@ from labctl.bench.runner import (
     run_level,
 )
 from labctl.bench.telemetry import Window, peak_in_flight, summarise_engine, summarise_gpus
-from labctl.bench.tokens import counter_for
+from labctl.bench.tokens import counter_for, tokenizer_counter
 from labctl.bench.workloads import Workload, make_prompts
 from labctl.catalog.hub_names import is_repo_id
 from labctl.catalog.limits import check_seconds
 from labctl.catalog.profiles import printable
 from labctl.errors import BadInput, LabctlError
+from labctl.host.engine_info import probe_engine_version, unauthorized
 from labctl.host.hosts import HostEntry
 from labctl.host.identity import writer, writer_gone
 from labctl.host.lock import EngineHold, endpoint_key, engine_lock
@@ -86,7 +87,7 @@ class BenchRequest:
     environment_label: str = "external"
     thinking: str | None = None  # an external endpoint: "off" asks every chat request not to think
     find_max_rate: bool = False  # search the rates (labctl.bench.capacity) instead of sweeping the workload's
-    tokenizer: str | None = None  # the Hub repository whose cached tokenizer counts lengths (default: the model's)
+    tokenizer: str | None = None  # a model folder, or a Hub id with a cached tokenizer, counting lengths
     repeat: int = 1  # each level runs this many times; intervals then come from the per-run values
     telemetry: bool = True
     # The host this bench drives (labctl hosts): GPU samples come from its nvidia-smi; for a run on a remote
@@ -108,9 +109,9 @@ def new_bench_id() -> str:
 def resolve_target(runs: Runs, request: BenchRequest) -> tuple[Target, Record]:
     if request.run_id and (request.base_url or request.model):
         raise BadInput("give either RUN_ID or --base-url/--model, not both.")
-    key = None
+    key, key_from = None, None
     if request.api_key_env:
-        key = os.environ.get(request.api_key_env)
+        key, key_from = os.environ.get(request.api_key_env), f"from ${request.api_key_env}"
         if not key:
             raise BadInput(f"--api-key-env {request.api_key_env}: that variable is not set or empty.")
     if request.run_id:
@@ -118,7 +119,7 @@ def resolve_target(runs: Runs, request: BenchRequest) -> tuple[Target, Record]:
         if record.status != "running":
             raise BadInput(f"run {request.run_id} is {record.status}, not running: start it (or reproduce it) first.")
         if key is None and record.resident and record.resident.keys:
-            key = KeyStore(runs.home).read(request.run_id)[0]
+            key, key_from = KeyStore(runs.home).read(request.run_id)[0], f"run {request.run_id}'s stored key"
         thinking = record.engine_setup.thinking if record.engine_setup else None
         base = record.base_url
         host = request.host
@@ -126,12 +127,12 @@ def resolve_target(runs: Runs, request: BenchRequest) -> tuple[Target, Record]:
             from labctl.run.remote import ensure_forward  # the forward may have died (a reboot, a killed ssh)
 
             base = ensure_forward(runs, record.run_id, host, record.forward).base + "/v1"
-        return Target(base, record.served_model_name, key, thinking), record
+        return Target(base, record.served_model_name, key, thinking, key_from), record
     if not request.base_url or not request.model:
         raise BadInput("give a RUN_ID, or both --base-url URL and --model NAME.")
     base = request.base_url.rstrip("/")
     try:
-        target = Target(base, request.model, key, request.thinking)
+        target = Target(base, request.model, key, request.thinking, key_from)
         target.parts  # noqa: B018 - validates the URL
     except ValueError as exc:
         raise BadInput(f"--base-url: {exc}, e.g. http://127.0.0.1:8000/v1.") from None
@@ -151,7 +152,13 @@ def external_record(runs: Runs, target: Target, label: str) -> Record:
         label,
         status="external",
         record_path=str(runs.record_path(run_id)),
+        accelerator="unknown",  # what serves an endpoint labctl did not start, it cannot know
     )
+
+
+def engine_root(target: Target) -> str:
+    """The server's own root, where engines answer /version and /server_info (the base URL ends in /v1)."""
+    return target.base_url.rstrip("/").removesuffix("/v1")
 
 
 def preflight(target: Target) -> dict[str, Any]:
@@ -165,10 +172,7 @@ def preflight(target: Target) -> dict[str, Any]:
             "the engine is up (labctl status)."
         ) from None
     if response.status_code == 401:
-        raise BadInput(
-            f"{target.base_url} answered 401: it wants an API key. Put it in a variable and pass "
-            "--api-key-env NAME (the key never goes on the command line)."
-        )
+        raise BadInput(unauthorized(target.base_url, target.key_from if target.api_key else None))
     if response.status_code != 200:
         text = body[:200].decode("utf-8", "replace")
         raise BadInput(f"GET {target.base_url}/models answered {response.status_code}: {text}")
@@ -282,8 +286,9 @@ def run_bench(
     target, record = resolve_target(runs, request)
     limit = check_batch_limits(record, workload, request.force)
     remote = request.host is not None and request.host.is_remote and record.host_entry == request.host.name
-    model_id = request.tokenizer or ((record.resolved_profile or {}).get("model") or {}).get("id") or target.model
-    workload = workload.with_counter(counter_for(str(model_id)))
+    model_id = ((record.resolved_profile or {}).get("model") or {}).get("id") or target.model
+    counter = tokenizer_counter(request.tokenizer) if request.tokenizer else counter_for(str(model_id))
+    workload = workload.with_counter(counter)
     make_prompts(workload, 1, salt=0)  # a dataset without one usable prompt is refused before anything is written
     if not remote:  # the client's own sockets: enough open files for the top level, or refused now
         check_open_files(max(workload.concurrency))
@@ -296,6 +301,7 @@ def run_bench(
         request.allow_shared_engine,
     ) as hold:
         if record.status == "external":
+            record = record.changed(engine_version=probe_engine_version(engine_root(target), target.api_key))
             runs.save(record)
         return _run_held(
             runs, request, progress, say, workload, target, record, limit, remote, server, bench_id, end, hold
@@ -334,6 +340,7 @@ def _run_held(
             "environment_label": record.environment_label,
             "image_digest": record.image.digest,
             "engine_version": record.engine_version,
+            "accelerator": record.accelerator_kind,
             "record": record.record_path,
             "max_batch_size": limit,
             "models": server["models"],
@@ -365,8 +372,9 @@ def _run_held(
     result["telemetry_file"] = telemetry_path.name
     result["repeat"] = request.repeat
     result["interval_method"] = (
-        f"95 % percentile bootstrap over requests within a run ({RESAMPLES} resamples, seed {SEED}); "
-        "with --repeat N > 1, over the N per-run values"
+        f"95 % percentile bootstrap over requests within a run ({RESAMPLES} resamples, seed {SEED}) for "
+        "latencies; rates (throughput, goodput) have none from one run; with --repeat N > 1, every metric's is "
+        "over the N per-run values"
     )
     plan = plan_for(
         record.engine,
@@ -397,6 +405,11 @@ def _run_held(
     except KeyboardInterrupt:
         if result["status"] == "running":  # between levels: nothing partial, but the sweep did not finish
             result.update(status="interrupted", finished_at=now())
+        raise
+    except Exception as exc:  # whatever stopped the sweep: the result says failed and why, never `running` for good
+        if result["status"] == "running":
+            why = str(exc) if isinstance(exc, LabctlError) else f"labctl failed: {type(exc).__name__}: {exc}"
+            result.update(status="failed", finished_at=now(), failure=why)
         raise
     finally:
         sampler.stop()

@@ -1,5 +1,6 @@
-"""Prompt lengths in the model's own tokens, when its tokenizer is already in the Hugging Face cache
-(the `tokenizers` package reads it; nothing is ever downloaded); otherwise in words, said so."""
+"""Prompt lengths in the model's own tokens, when its tokenizer is already in the Hugging Face cache or in a
+local model folder given with --tokenizer (the `tokenizers` package reads it; nothing is ever downloaded);
+otherwise in words, said so."""
 
 from __future__ import annotations
 
@@ -65,6 +66,27 @@ class Counter:
 WORDS = Counter("words", "none: lengths are counted in words (labctl's fallback)")
 
 
+def tokenizer_counter(given: str) -> Counter:
+    """--tokenizer: a local model folder (a path that exists, or one spelled as a path) holding tokenizer.json,
+    else a Hub repository id read from the cache."""
+    folder = Path(given).expanduser()
+    as_path = given.startswith(("/", "./", "../", "~")) or given in (".", "..")
+    if not folder.is_dir():
+        if as_path or folder.exists():
+            raise BadInput(
+                f"--tokenizer {given[:120]!r}: no such folder. Give a model folder holding tokenizer.json, or a Hub "
+                "repository id (owner/name) whose tokenizer is in the HF cache."
+            )
+        return counter_for(given)
+    path = folder / "tokenizer.json"
+    if not path.is_file():
+        raise BadInput(
+            f"--tokenizer {given[:120]!r}: the folder holds no tokenizer.json (labctl reads the fast-tokenizer file "
+            "that model folders ship). Give the model's own folder."
+        )
+    return _read_tokenizer(path.resolve())
+
+
 def counter_for(model_id: str | None) -> Counter:
     """The model's tokenizer from the local cache, or words (with the reason) when it is not there."""
     if not model_id or not _REPO_ID.fullmatch(model_id):
@@ -77,6 +99,10 @@ def counter_for(model_id: str | None) -> Counter:
         return Counter(
             "words", f"none: {model_id}'s tokenizer.json is not in the HF cache ({hub_cache()}); lengths in words"
         )
+    return _read_tokenizer(path)
+
+
+def _read_tokenizer(path: Path) -> Counter:
     try:
         from tokenizers import Tokenizer
     except ImportError:

@@ -92,7 +92,7 @@ def run(
         bool,
         typer.Option(
             help="Search for the highest request rate whose goodput meets the SLO: a level passes when >= 90% "
-            "of its requests meet every SLO and the client achieves >= 95% of the rate; double the rate while "
+            "of its requests meet every SLO and the client sends at >= 95% of its arrival schedule's rate; double the rate while "
             "passing (halve while not), then bisect until pass and fail are within 10%; at most 16 levels, at "
             "the workload's top concurrency."
         ),
@@ -109,8 +109,9 @@ def run(
     tokenizer: Annotated[
         str | None,
         typer.Option(
-            help="Hub repository (owner/name) whose tokenizer, if already in the HF cache, counts prompt lengths "
-            "(default: the run's model; without one, lengths are in words, said so)."
+            help="A local model folder holding tokenizer.json, or a Hub repository (owner/name) whose tokenizer is "
+            "already in the HF cache: it counts prompt lengths (default: the run's model; without one, lengths are "
+            "in words, said so)."
         ),
     ] = None,
     api_key_env: Annotated[str | None, typer.Option(help="Name of the variable holding the API key.")] = None,
@@ -350,10 +351,14 @@ def _level_detail(level: Level) -> str:
         if _numbers(util, "mean", "max"):
             parts.append(f"GPU{index}{simulated} util mean {util['mean']:.0f}% max {util['max']:.0f}%")
     engine = _mapping(telemetry.get("engine"))
-    for name in ("running", "waiting", "kv_cache_usage"):
+    for name in ("running", "waiting"):
         value = _mapping(engine.get(name))
         if _numbers(value, "mean", "max"):
             parts.append(f"{name} mean {value['mean']:.2f} max {value['max']:.2f}")
+    # a fraction in the result (kv_cache_usage in results written before the name said so), a % here
+    kv = _mapping(engine.get("kv_cache_usage_fraction") or engine.get("kv_cache_usage"))
+    if _numbers(kv, "mean", "max"):
+        parts.append(f"KV cache mean {kv['mean']:.1%} max {kv['max']:.1%}")
     return "  ".join(parts)
 
 

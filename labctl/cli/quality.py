@@ -131,6 +131,11 @@ def evaluate(
     result, path = run_eval(runs, chosen, request, concurrency, timeout, progress)
     if live:
         sys.stderr.write("\n")
+    if result.get("cut_off_while_reasoning"):  # on stderr with --json too: the score alone does not say why
+        warn(
+            f"warning: {result['cut_off_while_reasoning']} case(s) cut off while reasoning: max_tokens ran out "
+            "before any answer (the suite's defaults.thinking_allowance gives a thinking model room)"
+        )
     if as_json:
         print(json.dumps(result))
     else:

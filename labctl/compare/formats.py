@@ -35,6 +35,7 @@ SETUP_COLUMNS = [
     ("memory", "memory option"),
     ("workload", "workload"),
     ("environment_label", "env"),
+    ("accelerator", "accelerator"),
     ("gpu", "GPU"),
     ("quality", "quality"),
     ("suite_version", "suite version"),

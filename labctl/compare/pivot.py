@@ -71,6 +71,8 @@ def level_caveats(entry: Entry, level: dict[str, Any], failed_rules: set[str]) -
         caveats.append(f"{level['failed']} failed")
     if level.get("usage_fallback"):  # output tokens counted from chunks: the throughputs may be wrong
         caveats.append("no usage from server")
+    if level.get("chunks_unlike_usage"):  # token chunks other than usage: ITL pools fewer (or more) gaps
+        caveats.append(f"{level['chunks_unlike_usage']} streamed unlike usage")
     if level.get("partial"):  # more than --max-error-rate failed: the figures are the survivors'
         caveats.append("partial (too many failed)")
     if level.get("shared_engine") or level.get("engine_busier"):  # another client measured the engine too

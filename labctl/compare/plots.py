@@ -15,6 +15,7 @@ from typing import Any
 from labctl.compare.pivot import all_caveats, interval_of, letter, level_caveats, level_key, level_name, value_of
 from labctl.compare.rules import Check, Entry
 from labctl.errors import LabctlError
+from labctl.host.engine_metrics import LEGACY_NAMES
 
 PARETO = "pareto.png"
 TELEMETRY = "telemetry.png"
@@ -23,8 +24,9 @@ TELEMETRY_PANELS = [
     ("GPU utilisation (mean)", "%", ("gpu", "utilization_gpu_pct", "mean")),
     ("GPU memory used (max)", "MiB", ("gpu", "memory_used_mib", "max")),
     ("Engine: running requests (mean)", "requests", ("engine", "running", "mean")),
-    ("Engine: KV-cache usage (mean)", "fraction", ("engine", "kv_cache_usage", "mean")),
+    ("Engine: KV-cache usage (mean)", "%", ("engine", "kv_cache_usage_fraction", "mean")),
 ]
+PERCENT_OF_FRACTION = {"kv_cache_usage_fraction"}  # stored as 0-1, drawn as %
 # (file, title, y label, keys): lines against concurrency (or the request rate for rate sweeps)
 PLOTS = [
     ("throughput.png", "Output throughput", "output tokens/s", ["output_throughput"]),
@@ -217,7 +219,7 @@ def telemetry_value(level: dict[str, Any], where: tuple[str, str, str]) -> float
     part, key, stat = where
     section = (level.get("telemetry") or {}).get(part) or {}
     if part == "engine":
-        value = (section.get(key) or {}).get(stat)
+        value = (section.get(key) or section.get(LEGACY_NAMES.get(key, key)) or {}).get(stat)
         return None if value is None else float(value)
     raw = [(gpu.get(key) or {}).get(stat) for gpu in (section.get("gpus") or {}).values()]
     values = [float(v) for v in raw if v is not None]
@@ -228,7 +230,10 @@ def missing_reason(entry: Entry, where: tuple[str, str, str]) -> str | None:
     """Why a result has no samples for this panel, as the bench recorded it."""
     missing = (entry.result.get("telemetry") or {}).get("missing") or {}
     part, key, _ = where
-    reason = missing.get(part) or (missing.get(f"engine.{key}") if part == "engine" else None)
+    legacy = LEGACY_NAMES.get(key, key)
+    reason = missing.get(part) or (
+        (missing.get(f"engine.{key}") or missing.get(f"engine.{legacy}")) if part == "engine" else None
+    )
     return None if reason is None else str(reason)
 
 
@@ -240,8 +245,9 @@ def _telemetry(plt: Any, folder: Path, entries: list[Entry], frame: Frame, color
     for axis, (title, unit, where) in zip(axes.flat, TELEMETRY_PANELS, strict=True):
         drawn = False
         for index, entry in enumerate(entries):
+            scale = 100.0 if where[1] in PERCENT_OF_FRACTION else 1.0
             points = [(_x(lv, frame.by_rate), telemetry_value(lv, where), lv) for lv in levels_of(entry)]
-            points = [(x, y, lv) for x, y, lv in points if y is not None]
+            points = [(x, y * scale, lv) for x, y, lv in points if y is not None]
             if not points:
                 continue
             drawn = True

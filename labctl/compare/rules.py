@@ -20,6 +20,7 @@ RULES = (
     "thinking mode",
     "workload",
     "environment label",
+    "accelerator",
     "GPU model",
     "quality suite version",
     "concurrency within built max batch size",
@@ -82,6 +83,8 @@ class Entry:
                 else ""
             ),
             "environment label": str(self.result["target"].get("environment_label", "?")),
+            # gpu, simulated, cpu or unknown (an endpoint labctl did not start): never equals across kinds
+            "accelerator": str(self.result["target"].get("accelerator") or self.record.accelerator_kind),
             "GPU model": gpu,
             "concurrency within built max batch size": "over at " + ",".join(over) if over else "ok",
         }
@@ -239,6 +242,7 @@ def rows(entries: list[Entry], checks: list[Check]) -> list[dict[str, Any]]:
                     "memory": e.memory,
                     "workload": facts["workload"],
                     "environment_label": facts["environment label"],
+                    "accelerator": facts["accelerator"],
                     "gpu": facts["GPU model"],
                     "concurrency": level["concurrency"],
                     "rate": level.get("target_rate"),
@@ -328,6 +332,7 @@ RULE_COLUMNS = {
     "thinking mode": "thinking",
     "workload": "workload",
     "environment label": "environment_label",
+    "accelerator": "accelerator",
     "GPU model": "gpu",
     "quality suite version": "suite_version",
     "concurrency within built max batch size": "concurrency",

@@ -109,6 +109,7 @@ def setup_facts(one: OneResult) -> list[tuple[str, str]]:
         ("memory option", row["memory"]),
         ("GPU", row["gpu"]),
         ("environment label", row["environment_label"]),
+        ("accelerator", row["accelerator"]),
         ("workload", row["workload"]),
         ("quality", row["quality"]),
         ("suite version", row["suite_version"]),

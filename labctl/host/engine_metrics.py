@@ -20,7 +20,16 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-COMMON = ("running", "waiting", "kv_cache_usage", "preemptions", "prefix_cache_hit_rate", "generation_tokens")
+# kv_cache_usage_fraction: 0 to 1 as every engine exports it (vLLM's `_perc` is a fraction too); people see %
+COMMON = (
+    "running",
+    "waiting",
+    "kv_cache_usage_fraction",
+    "preemptions",
+    "prefix_cache_hit_rate",
+    "generation_tokens",
+)
+LEGACY_NAMES = {"kv_cache_usage_fraction": "kv_cache_usage"}  # as results written before the rename say it
 GPU_FIELDS = ("utilization_gpu_pct", "memory_used_mib", "power_draw_w", "clocks_sm_mhz")
 # The nvidia-smi query: one line per GPU, plain numbers ([N/A] where a GPU has none, e.g. GB10 memory).
 GPU_QUERY = "index,name,utilization.gpu,memory.used,power.draw,clocks.sm"
@@ -47,7 +56,10 @@ ENGINE_METRICS: dict[str, dict[str, tuple[Source, ...]]] = {
     "vllm": {
         "running": (Source("vllm:num_requests_running", "gauge"),),
         "waiting": (Source("vllm:num_requests_waiting", "gauge"),),
-        "kv_cache_usage": (Source("vllm:kv_cache_usage_perc", "gauge"), Source("vllm:gpu_cache_usage_perc", "gauge")),
+        "kv_cache_usage_fraction": (
+            Source("vllm:kv_cache_usage_perc", "gauge"),
+            Source("vllm:gpu_cache_usage_perc", "gauge"),
+        ),
         "preemptions": (Source("vllm:num_preemptions_total", "counter"),),
         "prefix_cache_hit_rate": (
             Source("vllm:prefix_cache_hits_total", "counter", per="vllm:prefix_cache_queries_total"),
@@ -58,7 +70,7 @@ ENGINE_METRICS: dict[str, dict[str, tuple[Source, ...]]] = {
     "sglang": {
         "running": (Source("sglang:num_running_reqs", "gauge"),),
         "waiting": (Source("sglang:num_queue_reqs", "gauge"),),
-        "kv_cache_usage": (Source("sglang:token_usage", "gauge"),),
+        "kv_cache_usage_fraction": (Source("sglang:token_usage", "gauge"),),
         "preemptions": (Source("sglang:num_retracted_requests_total", "counter"),),
         "prefix_cache_hit_rate": (Source("sglang:cache_hit_rate", "gauge"),),
         "generation_tokens": (Source("sglang:generation_tokens_total", "counter"),),
@@ -66,7 +78,7 @@ ENGINE_METRICS: dict[str, dict[str, tuple[Source, ...]]] = {
     "trtllm": {
         "running": (Source("trtllm_num_requests_running", "gauge"),),
         "waiting": (Source("trtllm_num_requests_waiting", "gauge"),),
-        "kv_cache_usage": (Source("trtllm_kv_cache_utilization", "gauge"),),
+        "kv_cache_usage_fraction": (Source("trtllm_kv_cache_utilization", "gauge"),),
         "preemptions": (),
         "prefix_cache_hit_rate": (Source("trtllm_kv_cache_hit_rate", "gauge"),),
         "generation_tokens": (Source("trtllm_generation_tokens_total", "counter"),),
@@ -74,7 +86,7 @@ ENGINE_METRICS: dict[str, dict[str, tuple[Source, ...]]] = {
     "atlas": {
         "running": (Source("atlas_requests_active", "gauge"),),
         "waiting": (),
-        "kv_cache_usage": (),
+        "kv_cache_usage_fraction": (),
         "preemptions": (),
         "prefix_cache_hit_rate": (Source("atlas_prefix_cache_hit_rate", "gauge"),),
         "generation_tokens": (Source("atlas_generation_tokens_total", "counter"),),
@@ -82,7 +94,7 @@ ENGINE_METRICS: dict[str, dict[str, tuple[Source, ...]]] = {
     "harness": {  # labctl's own engine without a persona
         "running": (Source("harness_num_requests_running", "gauge"),),
         "waiting": (Source("harness_num_requests_waiting", "gauge"),),
-        "kv_cache_usage": (),
+        "kv_cache_usage_fraction": (),
         "preemptions": (),
         "prefix_cache_hit_rate": (),
         "generation_tokens": (Source("harness_generation_tokens_total", "counter"),),

@@ -96,6 +96,14 @@ def check_openai_api(
     with httpx.Client(timeout=timeout, headers=headers) as client:
         try:
             models = client.get(f"{base}/v1/models")
+            if models.status_code == 401:
+                raise LabctlError(
+                    "GET /v1/models answered 401 to the API key labctl gave the engine: the engine holds another "
+                    "key (check how the engine reads it, and that no VLLM_API_KEY-like variable overrides it)."
+                    if api_key
+                    else "GET /v1/models answered 401 though labctl gave the engine no key: something else sets one "
+                    "(a VLLM_API_KEY-like variable in the profile's env, or an --api-key in extra_args)."
+                )
             if models.status_code != 200:
                 raise LabctlError(f"GET /v1/models answered {models.status_code}: {models.text[:200]}")
             listed = [m.get("id") for m in models.json().get("data", [])]

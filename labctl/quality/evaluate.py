@@ -23,12 +23,14 @@ from labctl.bench.session import (
     check_engine_wait,
     check_names,
     engine_key,
+    engine_root,
     every_request_failed,
     preflight,
     resolve_target,
 )
 from labctl.catalog.limits import MAX_CONCURRENCY, check_count, check_seconds
 from labctl.errors import BadInput, LabctlError
+from labctl.host.engine_info import probe_engine_version
 from labctl.host.lock import engine_lock
 from labctl.host.sandbox import check_sandbox, run_code
 from labctl.quality.evals import find_eval as typed_eval
@@ -58,7 +60,8 @@ async def _ask_all(
     ) as client:
 
         async def ask(case: Case) -> None:
-            body = {"model": target.model, "messages": case.messages, **case.settings, **target.chat_extras()}
+            settings = case.settings_for(target.thinking)
+            body = {"model": target.model, "messages": case.messages, **settings, **target.chat_extras()}
             async with limit:
                 try:
                     status, raw = await asyncio.wait_for(_post(client, target, body), timeout)
@@ -70,12 +73,19 @@ async def _ask_all(
                         answer, inline_reasoning = split_reasoning(message.get("content") or "")
                         reasoning = message.get("reasoning_content") or message.get("reasoning") or inline_reasoning
                         usage = data.get("usage") or {}
+                        finish = data["choices"][0].get("finish_reason")
+                        thought = (usage.get("completion_tokens_details") or {}).get("reasoning_tokens")
                         answers[case.id] = {
                             "output": answer,  # the answer is scored, never the reasoning before it
-                            "finish_reason": data["choices"][0].get("finish_reason"),
+                            "finish_reason": finish,
                             "usage": usage,
                             "reasoning_chars": len(reasoning),
-                            "reasoning_tokens": (usage.get("completion_tokens_details") or {}).get("reasoning_tokens"),
+                            "reasoning_tokens": thought,
+                            "max_tokens": settings["max_tokens"],
+                            # max_tokens ran out mid-thought: no answer yet, and a wrong score that says why
+                            "cut_off_while_reasoning": finish == "length"
+                            and not answer.strip()
+                            and bool(reasoning or thought),
                         }
                 except TimeoutError:
                     answers[case.id] = {"error": f"no complete answer within {timeout:g} s"}
@@ -110,6 +120,12 @@ def split_reasoning(content: str) -> tuple[str, str]:
 def grade(case: Case, answer: dict[str, Any]) -> dict[str, Any]:
     if "error" in answer:
         return {"passed": False, "reason": f"no answer: {answer['error']}"}
+    if answer.get("cut_off_while_reasoning"):
+        return {
+            "passed": False,
+            "reason": f"cut off while reasoning: max_tokens {answer.get('max_tokens')} ran out before any answer "
+            "(give the suite a larger defaults.thinking_allowance, or run with thinking off)",
+        }
     if case.check["kind"] == "python":
         ran = run_code(strip_fence(answer["output"]), case.check["tests"], case.check["timeout_s"])
         return {"passed": ran.passed, "reason": ran.reason}
@@ -134,6 +150,8 @@ def run_eval(
     check_engine_wait(request.wait_for_engine)
     target, record = resolve_target(runs, request)
     preflight(target)
+    if record.status == "external":
+        record = record.changed(engine_version=probe_engine_version(engine_root(target), target.api_key))
     if any(c.check["kind"] == "python" for c in suite.cases):
         check_sandbox()
     key = engine_key(record, target)  # one bench or eval per engine at a time
@@ -179,7 +197,7 @@ def _evaluate(
                 "check": case.check["kind"],
                 "passed": verdict["passed"],
                 "reason": verdict["reason"],
-                "settings": case.settings,
+                "settings": case.settings_for(target.thinking),
                 **answers[case.id],
             }
         )
@@ -214,6 +232,7 @@ def _evaluate(
         "passed": passed,
         "total": len(cases),
         "score_ci95": mean_interval([1.0 if c["passed"] else 0.0 for c in cases]),
+        "cut_off_while_reasoning": sum(1 for c in cases if c.get("cut_off_while_reasoning")),
         "interval_method": SCORE_INTERVAL,
         "cases": cases,
     }

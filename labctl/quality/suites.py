@@ -68,8 +68,16 @@ SUITE_FIELDS: dict[str, Field] = {
             "max_tokens": Field("int", _MAX_TOKENS_WHY, default=256, check=lambda v: v > 0, high=MAX_TOKENS),
             "temperature": Field("float", "a number in [0, 2]", default=0.0, check=lambda v: 0 <= v <= 2),
             "seed": Field("int", "a whole number", default=0),
+            "thinking_allowance": Field(
+                "int",
+                "tokens added to every case's max_tokens when the model may think (its thinking mode is not off): "
+                "room to reason before the answer",
+                default=0,
+                check=lambda v: v >= 0,
+                high=MAX_TOKENS,
+            ),
         },
-        default=lambda: {"max_tokens": 256, "temperature": 0.0, "seed": 0},
+        default=lambda: {"max_tokens": 256, "temperature": 0.0, "seed": 0, "thinking_allowance": 0},
     ),
     "cases": Field(
         "list",
@@ -88,6 +96,14 @@ class Case:
     settings: dict[str, Any]
     check: dict[str, Any]
     reference: str
+    thinking_allowance: int = 0  # tokens added to max_tokens for a model that may think
+
+    def settings_for(self, thinking: str | None) -> dict[str, Any]:
+        """The request settings: a model whose thinking is not off (on, or unknown for an endpoint labctl did not
+        start) gets the suite's room to reason before the answer, so max_tokens does not end it mid-thought."""
+        if thinking == "off" or not self.thinking_allowance:
+            return dict(self.settings)
+        return self.settings | {"max_tokens": min(MAX_TOKENS, self.settings["max_tokens"] + self.thinking_allowance)}
 
     @property
     def prompt(self) -> str:
@@ -169,7 +185,14 @@ def _case(src: SourceFile, index: int, raw: dict[str, Any], suite: dict[str, Any
             )
     defaults = suite["defaults"]
     settings = {k: spec[k] if spec[k] is not None else defaults[k] for k in ("max_tokens", "temperature", "seed")}
-    return Case(id=spec["id"], messages=messages, settings=settings, check=check, reference=spec["reference"])
+    return Case(
+        id=spec["id"],
+        messages=messages,
+        settings=settings,
+        check=check,
+        reference=spec["reference"],
+        thinking_allowance=defaults["thinking_allowance"],
+    )
 
 
 def check_problem(check: dict[str, Any]) -> str | None:

@@ -63,14 +63,20 @@ def test_prometheus_text_is_summed_over_label_sets_and_histograms_skipped() -> N
         (
             "vllm",
             VLLM,
-            {"running": 5, "waiting": 1, "kv_cache_usage": 0.25, "preemptions": 4, "generation_tokens": 5000},
+            {"running": 5, "waiting": 1, "kv_cache_usage_fraction": 0.25, "preemptions": 4, "generation_tokens": 5000},
         ),
         (
             "sglang",
             SGLANG,
-            {"running": 7, "waiting": 2, "kv_cache_usage": 0.5, "prefix_cache_hit_rate": 0.125, "preemptions": 1},
+            {
+                "running": 7,
+                "waiting": 2,
+                "kv_cache_usage_fraction": 0.5,
+                "prefix_cache_hit_rate": 0.125,
+                "preemptions": 1,
+            },
         ),
-        ("trtllm", TRTLLM, {"running": 6, "waiting": 0, "kv_cache_usage": 0.75, "prefix_cache_hit_rate": 0.1}),
+        ("trtllm", TRTLLM, {"running": 6, "waiting": 0, "kv_cache_usage_fraction": 0.75, "prefix_cache_hit_rate": 0.1}),
         ("atlas", ATLAS, {"running": 2, "generation_tokens": 42, "prefix_cache_hit_rate": 0.3}),
     ],
 )

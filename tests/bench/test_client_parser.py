@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from labctl.bench.client import RequestResult, _Response
+from labctl.bench.client import RequestResult, _Response, reconcile
 
 
 def sse(*events: dict[str, object]) -> bytes:
@@ -125,3 +125,62 @@ def test_error_status_reads_the_message() -> None:
     response = _Response(result, stream=True, chat=True)
     response.feed(b"HTTP/1.1 404 Not Found\r\nContent-Length: %d\r\n\r\n" % len(body) + body, 0.0)
     assert response.done and result.error == "HTTP 404: model not found"
+
+
+# vLLM 0.32, measured: a special token streams as a chunk whose text is "", and the finish_reason rides on it
+SPECIAL = {"choices": [{"index": 0, "delta": {"content": ""}, "finish_reason": "length"}]}
+TOOL = {"choices": [{"index": 0, "delta": {"tool_calls": [{"index": 0, "function": {"arguments": "{"}}]}}]}
+REASONING = {"choices": [{"index": 0, "delta": {"reasoning": "so"}}]}
+FINISH = {"choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]}
+
+
+def finished(*events: dict[str, object], chat: bool = True) -> RequestResult:
+    """A stream parsed and reconciled with its usage, as Connection.send does once it is done."""
+    result = RequestResult()
+    response = _Response(result, stream=True, chat=chat)
+    body = HEAD + chunked(sse(*events))
+    for n in range(len(body)):
+        response.feed(body[n : n + 1], float(n))
+    assert response.done and result.error is None
+    reconcile(result, float(len(body)))
+    return result
+
+
+def usage(n: int) -> dict[str, object]:
+    return {"choices": [], "usage": {"completion_tokens": n, "prompt_tokens": 5}}
+
+
+def test_tokens_without_text_are_timed_as_tokens() -> None:
+    result = finished(ROLE, TOKEN, TOKEN, SPECIAL, usage(3))
+    assert len(result.chunk_times) == 3 and not result.chunks_unlike_usage
+    assert result.chunk_times[-1] > result.chunk_times[1]  # E2E ends at the special token, not the last text
+
+
+def test_a_request_made_only_of_tokens_without_text_has_a_ttft_and_an_e2e() -> None:
+    empty = {"choices": [{"index": 0, "delta": {"content": ""}}]}
+    result = finished(ROLE, empty, empty, SPECIAL, usage(3))
+    assert result.first_token is not None and len(result.chunk_times) == 3 and not result.chunks_unlike_usage
+
+
+def test_reasoning_and_tool_call_deltas_are_tokens() -> None:
+    result = finished(ROLE, REASONING, TOOL, TOOL, usage(3))
+    assert len(result.chunk_times) == 3 and not result.chunks_unlike_usage
+
+
+def test_a_bare_finish_chunk_past_the_usage_count_is_not_a_token() -> None:
+    result = finished(ROLE, TOKEN, TOKEN, FINISH, usage(2))  # SGLang and the harness end so
+    assert len(result.chunk_times) == 2 and not result.chunks_unlike_usage
+    text = {"choices": [{"index": 0, "text": "a"}]}
+    closing = {"choices": [{"index": 0, "text": "", "finish_reason": "length"}]}
+    completion = finished(text, text, closing, usage(2), chat=False)
+    assert len(completion.chunk_times) == 2 and not completion.chunks_unlike_usage
+    special = finished(text, text, closing, usage(3), chat=False)  # here the empty text was a token
+    assert len(special.chunk_times) == 3 and not special.chunks_unlike_usage
+
+
+def test_chunks_that_differ_from_usage_are_flagged_not_dropped() -> None:
+    result = finished(ROLE, TOKEN, TOKEN, usage(5))  # several tokens in one chunk
+    assert result.chunks_unlike_usage and len(result.chunk_times) == 2 and result.output_tokens == 5
+    nothing = finished(ROLE, usage(4))  # no chunk to time: first and last token at the stream's end
+    assert nothing.first_token is not None and nothing.chunk_times == [nothing.first_token]
+    assert nothing.chunks_unlike_usage

@@ -80,7 +80,7 @@ def test_same_rules_table(world: dict) -> None:
     slow, fast = by_profile[("slow", 1)], by_profile[("fast", 1)]
     assert slow["median_tpot_ms_ci95"][0] > fast["median_tpot_ms_ci95"][1]  # intervals from the real runs
     assert "median_tpot_ms" not in slow["not_distinguishable"] + fast["not_distinguishable"]
-    assert "✓ quality suite version: short-answer 1.0+" in result.stdout
+    assert "✓ quality suite version: short-answer 1.1+" in result.stdout
     assert "✓ what a cache served (prep times compare only when equal): pull cached, fetch -, build -" in result.stdout
     assert all(r["load_s"] > 0 and r["warmup_s"] >= 0 and r["fetch_s"] is None for r in as_json["rows"])
 
@@ -89,7 +89,7 @@ def test_other_suite_version_refused(world: dict) -> None:
     lab, home = world["lab"], world["home"]
     suite = lab / "suites" / "short-answer" / "suite.yaml"
     original = suite.read_text()
-    suite.write_text(original.replace("version: '1.0'", "version: '1.1'"))
+    suite.write_text(original.replace("version: '1.1'", "version: '1.2'"))
     try:
         newer = json.loads(labctl(lab, home, "eval", world["slow_run"], "--suite", "short-answer", "--json").stdout)
         refused = labctl(lab, home, "compare", world["fast"], world["slow"])

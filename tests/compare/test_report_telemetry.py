@@ -34,3 +34,19 @@ def test_engine_gauges_are_read_as_stored_and_missing_ones_stay_missing() -> Non
 def test_a_level_without_telemetry_gives_no_figure_in_any_panel() -> None:
     bare = {"concurrency": 1}
     assert all(telemetry_value(bare, where) is None for _, _, where in TELEMETRY_PANELS)
+
+
+def test_kv_cache_use_is_a_fraction_in_json_and_a_percentage_for_people() -> None:
+    """A real vLLM on a tiny model used 0.4 % of its KV cache: `bench show` printed it as 0.00."""
+    from labctl.bench.results import Level
+    from labctl.cli.bench import _level_detail
+    from labctl.host.engine_metrics import COMMON
+
+    assert "kv_cache_usage_fraction" in COMMON
+    kv = {"mean": 0.004, "max": 0.0125}
+    for name in ("kv_cache_usage_fraction", "kv_cache_usage"):  # a result written before the name said so
+        level = {"concurrency": 1, "telemetry": {"engine": {"samples": 3, name: kv}}}
+        assert telemetry_value(level, ("engine", "kv_cache_usage_fraction", "mean")) == 0.004
+        line = _level_detail(Level(concurrency=1, telemetry=level["telemetry"]))
+        assert "KV cache mean 0.4% max 1.2%" in line and "0.00" not in line, line
+    assert [unit for title, unit, _ in TELEMETRY_PANELS if "KV" in title] == ["%"]

@@ -53,7 +53,9 @@ def test_judge(check: dict[str, object], answer: str, passed: bool) -> None:
     assert verdict.passed is passed and verdict.reason
 
 
-def entry(given: str, engine: str, workload_sha: str, label: str = "harness-check") -> Entry:
+def entry(
+    given: str, engine: str, workload_sha: str, label: str = "harness-check", accelerator: str | None = None
+) -> Entry:
     level = {"concurrency": 1, "median_ttft_ms": 10.0, "median_tpot_ms": 2.0, "output_throughput": 100.0}
     result = {
         "bench_id": given,
@@ -68,6 +70,7 @@ def entry(given: str, engine: str, workload_sha: str, label: str = "harness-chec
         profile="p",
         served_model_name="m",
         resolved_profile={"model": {"family": "qwen3", "revision": "main"}},
+        accelerator=accelerator,
     )
     return Entry(given=given, result=result, record=record, evals={})
 
@@ -80,6 +83,22 @@ def test_checklist_accepts_same_rules_and_names_what_differs() -> None:
     assert failed == {"workload", "environment label"}
     lines = checklist_lines(differ)
     assert any(line.startswith("✗ workload:") for line in lines)
+
+
+def test_the_accelerator_is_a_rule_of_its_own() -> None:
+    """A real engine on CPU, a persona on simulated GPUs and an endpoint nobody knows never compare as equals,
+    whatever their labels say; a record written before the field derives it (here: a GPU run)."""
+    gpu, cpu = entry("a", "vllm", "1"), entry("b", "vllm", "1", accelerator="cpu")
+    differ = checklist([gpu, cpu])
+    assert {c.rule for c in differ if not c.ok} == {"accelerator"}
+    assert next(c for c in differ if c.rule == "accelerator").values == {"a": "gpu", "b": "cpu"}
+    table_rows = rows([gpu, cpu], differ)
+    assert all(row["mismatch"] == ["accelerator"] for row in table_rows)
+    assert "cpu ✗" in render(differ, table_rows, [gpu, cpu], "markdown")
+    external = Record(run_id="r", status="external", engine="external", profile="-", served_model_name="m")
+    assert external.accelerator_kind == "unknown"
+    same = checklist([entry("c", "x", "1", accelerator="simulated"), entry("d", "y", "1", accelerator="simulated")])
+    assert all(c.ok for c in same)
 
 
 def test_formats_carry_the_mismatch_marks() -> None:

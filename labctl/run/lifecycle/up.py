@@ -414,6 +414,7 @@ class Starter:
                 note=("simulated GPU" if self.simulated else None) if engine.needs_gpu else "no GPU",
                 simulated=self.simulated,
             ),
+            accelerator="simulated" if self.simulated or not engine.needs_gpu else "gpu",
             host_entry=request.host.name,
             docker_endpoint=request.host.docker,
             docker_host_id=self.daemon.id,

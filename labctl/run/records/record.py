@@ -218,6 +218,9 @@ class Record:
     up_process: str | None = None  # the `labctl up` that owns a starting record (pid:start time)
     down_process: str | None = None  # the `labctl down` that owns a stopping record (pid:start time)
     prep: dict[str, PrepPart] = field(default_factory=dict)
+    # gpu | simulated (a simulated GPU host, or the harness engine) | cpu | unknown (an endpoint labctl did not
+    # start); None in records written before it: `accelerator_kind` derives it
+    accelerator: str | None = None
     extra: JsonObject = field(default_factory=dict)  # keys a newer labctl wrote; kept, never interpreted
 
     def to_json(self) -> JsonObject:
@@ -248,6 +251,17 @@ class Record:
         return self.endpoint.base_url
 
     @property
+    def accelerator_kind(self) -> str:
+        """What the engine ran on, for the same-rules gate: the recorded field, else derived as `up` sets it."""
+        if self.accelerator:
+            return self.accelerator
+        if self.status in ("external", "unknown"):
+            return "unknown"
+        if self.gpus.simulated or self.gpus.note == "no GPU":
+            return "simulated"
+        return "gpu"
+
+    @property
     def is_resident(self) -> bool:
         return self.resident is not None
 
@@ -268,6 +282,7 @@ class Record:
             "host": self.host_entry,
             "gpu_devices": [{"index": g.index, "name": g.name, "uuid": g.uuid} for g in self.gpus.devices],
             "simulated_gpu": self.gpus.simulated,
+            "accelerator": self.accelerator_kind,
         }
 
 

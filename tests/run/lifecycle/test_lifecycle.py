@@ -54,6 +54,8 @@ def test_up_status_down_with_complete_record(lab: Path, home: Path) -> None:
     assert reply.choices[0].message.content
     rec = record(home, info["run_id"])
     assert rec["status"] == "running" and rec["environment_label"] == "harness-check"
+    # the harness simulates an engine on the CPU: its numbers are no accelerator's, and the record says so
+    assert rec["accelerator"] == "simulated" and info["accelerator"] == "simulated"
     assert rec["image"]["digest"] == registry_digest("labctl/harness", "dev")
     assert rec["image"]["image_id"].startswith("sha256:")
     assert rec["container"]["command_line"][:3] == ["python3", "-m", "labctl.harness"]
