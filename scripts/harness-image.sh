@@ -67,6 +67,7 @@ entrypoint() {
 for contract in engines/*/cli/*.yaml; do
   engine=$(basename "$(dirname "$(dirname "$contract")")")
   version=$(basename "$contract" .yaml)
+  [ "$engine" != vllm-cpu ] || continue  # the real engine runs here (make vllm-cpu-image): no persona
   tag="$PERSONA_REPO/persona-$engine:$version"
   printf 'FROM %s\nENV LABCTL_PERSONA_ENGINE=%s LABCTL_PERSONA_VERSION=%s\nLABEL org.labctl.persona.engine=%s org.labctl.persona.version=%s\nENTRYPOINT %s\n' \
     "$PERSONA_BASE" "$engine" "$version" "$engine" "$version" "$(entrypoint "$engine")" | build -t "$tag" -

@@ -114,7 +114,7 @@ def main() -> int:
     spread = ["-n", str(options.workers), "--dist", "loadfile"] if options.workers > 1 else []
     side_by_side = [
         Tier("unit+process", "(unit or process) and not exclusive", spread),
-        Tier("docker", "docker and not lab and not exclusive"),
+        Tier("docker", "docker and not lab and not exclusive and not real_engine"),
         Tier("lab", "lab and not exclusive"),
     ]
     alone = [Tier("exclusive", "exclusive")]

@@ -58,6 +58,19 @@ ENGINE_FIELDS: dict[str, Field] = {
     "environment_label": Field(
         "str", "one of " + ", ".join(ENVIRONMENT_LABELS), required=True, check=lambda v: v in ENVIRONMENT_LABELS
     ),
+    "provenance": Field(
+        "map",
+        "where a build of the engine comes from, when it is not the engine project's own release",
+        fields={
+            "kind": Field("str", "how it is obtained, e.g. pypi-wheel", required=True),
+            "package": Field("str", "the package name", required=True),
+            "version": Field("str", "the package version", required=True),
+            "wheel": Field("str", "the wheel's file name"),
+            "wheel_sha256": Field("str", "64 hex digits", check=lambda v: re.fullmatch(r"[0-9a-f]{64}", v) is not None),
+            "upstream": Field("str", "the engine release it packages, and how that is known", required=True),
+            "note": Field("str", default=""),
+        },
+    ),
     "gpu": Field(
         "map",
         fields={
