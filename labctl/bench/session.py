@@ -251,11 +251,17 @@ def check_names(request: BenchRequest) -> None:
             raise BadInput(f"{flag} {value[:60]!r}: control characters (ESC, a newline, …) are refused in a name.")
     if not request.environment_label.strip():
         raise BadInput("--environment-label '': give a short label for the endpoint, e.g. staging-h100.")
-    if request.tokenizer is not None and not is_repo_id(request.tokenizer):
+    tokenizer = request.tokenizer
+    if tokenizer is not None and not (printable(tokenizer) and (is_repo_id(tokenizer) or _a_folder(tokenizer))):
         raise BadInput(
-            f"--tokenizer {request.tokenizer[:80]!r}: give a Hub repository id (owner/name) whose tokenizer is in "
-            "the HF cache, or leave it out for the run's model."
+            f"--tokenizer {tokenizer[:80]!r}: give a model folder holding tokenizer.json, or a Hub repository id "
+            "(owner/name) whose tokenizer is in the HF cache, or leave it out for the run's model."
         )
+
+
+def _a_folder(given: str) -> bool:
+    """Spelled as a path, or an existing folder (bench/tokens.py says what is wrong with it)."""
+    return given.startswith(("/", "./", "../", "~")) or given in (".", "..") or Path(given).expanduser().is_dir()
 
 
 def check_request(request: BenchRequest, workload: Workload) -> None:

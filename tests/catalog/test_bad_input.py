@@ -58,7 +58,7 @@ def test_unknown_engine(lab: Path) -> None:
     result = run_labctl("render", "nginx", "--profile", "x", lab=lab)
     assert (result.code, result.stderr) == (
         2,
-        "Error: unknown engine 'nginx'. Engines in this lab: atlas, harness, sglang, trtllm, vllm.\n",
+        "Error: unknown engine 'nginx'. Engines in this lab: atlas, harness, sglang, trtllm, vllm, vllm-cpu.\n",
     )
 
 

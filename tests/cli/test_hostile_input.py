@@ -44,9 +44,10 @@ def _plant(lab: Path, rel: str, text: str) -> None:
 def test_alias_bombs_are_refused_in_every_lab_file(lab: Path, rel: str, args: tuple[str, ...], text: str) -> None:
     _plant(lab, rel, text)
     result = run_labctl(*args, lab=lab, timeout=30)
-    if args == ("workloads",):  # a listing: the bad file is said on its own line, the others are listed, exit 1
-        assert result.code == 1 and "chat-sweep" in result.stdout and "Traceback" not in result.stderr, result
-        assert result.stderr.startswith(f"skipped workload bomb: {rel}:1: ") and result.stderr.count("\n") == 1
+    if args in (("workloads",), ("suites",)):  # a listing: the bad file on its own line, the others listed, exit 1
+        kind, other = ("workload", "chat-sweep") if args == ("workloads",) else ("suite", "short-answer")
+        assert result.code == 1 and other in result.stdout and "Traceback" not in result.stderr, result
+        assert result.stderr.startswith(f"skipped {kind} bomb: {rel}:1: ") and result.stderr.count("\n") == 1
         assert "anchor or alias" in result.stderr
     else:
         refused(result, f"{rel}:1: ", "anchor or alias")
@@ -122,8 +123,10 @@ def test_catastrophic_suite_regex_does_not_hang_suites(lab: Path) -> None:
     slow = CATASTROPHIC.replace("'(a|a)*b'}\n  reference: b", "'(a|a)*b'}\n  reference: " + "a" * 40)
     assert slow != CATASTROPHIC
     _plant(lab, "suites/slow/suite.yaml", slow)
-    result = run_labctl("suites", lab=lab, timeout=60)
-    refused(result, "suites/slow/suite.yaml:", "time limit", "reference answer fails its own check")
+    result = run_labctl("suites", lab=lab, timeout=60)  # said on its own line; the other suites still listed
+    assert result.code == 1 and "short-answer" in result.stdout and result.stderr.count("\n") == 1, result
+    assert result.stderr.startswith("skipped suite slow: suites/slow/suite.yaml:"), result.stderr
+    assert "time limit" in result.stderr and "reference answer fails its own check" in result.stderr
 
 
 def test_catastrophic_suite_regex_on_a_hostile_answer_fails_that_case(lab: Path, tmp_path: Path) -> None:

@@ -37,7 +37,7 @@ def test_init_makes_a_lab_and_records_it_as_the_default(user: dict[str, str], tm
     assert made.code == 0, made
     lab = tmp_path / "mylab"
     assert made.stdout.splitlines() == [
-        f"made a lab in {lab}: engines/, templates/, workloads/, suites/, hosts.yaml, .gitignore (5 engines, 10 profiles)",
+        f"made a lab in {lab}: engines/, templates/, workloads/, suites/, hosts.yaml, .gitignore (6 engines, 10 profiles)",
         f"recorded {lab} as your default lab in {tmp_path}/config/labctl/config.yaml",
         f"next: cd {lab} && git init && labctl validate && labctl up harness --profile smoke --allow-unpinned",
     ]

@@ -16,39 +16,11 @@ from pathlib import Path
 
 import pytest
 from helpers.harness_proc import free_port
+from helpers.interrupt import FULL_DISK, FULL_DISK_ON_STATUS, KILL, interrupted
 from helpers.lifecycle_helpers import containers_of, labctl, record, up, watchers_of, write_profile
 from helpers.support import REPO
 
 pytestmark = pytest.mark.docker
-
-KILL = "lambda *a, **k: os.kill(os.getpid(), signal.SIGKILL)"
-FULL_DISK = "lambda *a, **k: (_ for _ in ()).throw(OSError(errno.ENOSPC, 'No space left on device'))"
-# A run's record cannot change status (starting, then failed): the full disk meets `up` once its engine runs.
-FULL_DISK_ON_STATUS = (
-    "lambda self, **k: (_ for _ in ()).throw(OSError(errno.ENOSPC, 'No space left on device')) "
-    "if 'status' in k else ORIGINAL(self, **k)"
-)
-
-
-def interrupted(lab: Path, home: Path, target: str, action: str, *args: str) -> subprocess.CompletedProcess[str]:
-    """`labctl ARGS` with `target` (module:attribute) replaced by `action`, in a process of its own."""
-    module, attribute = target.split(":")
-    code = textwrap.dedent(
-        f"""
-        import errno, importlib, os, signal, sys
-        owner = importlib.import_module({module!r})
-        *path, name = {attribute!r}.split(".")
-        for part in path:
-            owner = getattr(owner, part)
-        ORIGINAL = getattr(owner, name)
-        setattr(owner, name, {action})
-        from labctl.cli import main
-        sys.argv = ["labctl", *{list(args)!r}]
-        main()
-        """
-    )
-    env = {**os.environ, "LABCTL_HOME": str(home), "LABCTL_LAB": str(lab)}
-    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, cwd=REPO, timeout=120)
 
 
 def started(lab: Path, home: Path, *args: str) -> dict:
