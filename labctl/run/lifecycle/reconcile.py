@@ -130,6 +130,7 @@ def _missing_watchers(runs: Runs, host: HostEntry) -> list[str]:
         serve = _serve(run_id, all_states=False)
         if serve is None or dk.watchers(run_id):
             continue
+        watch.replay(runs, record)  # restarts no watcher saw are recorded as status's, before one watches again
         resident = record.resident
         readiness = Readiness(
             record.probe,

@@ -187,6 +187,8 @@ class Starter:
         ledger = Ledger(self.runs.home)
         try:
             ledger.append(entry)
+        except PermissionError:
+            raise  # a home this user cannot write: one clear line, before anything started
         except OSError as exc:
             self.say(f"warning: could not note {entry.action} {entry.name or entry.image_id} in {ledger.path}: {exc}")
 

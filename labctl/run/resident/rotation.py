@@ -52,7 +52,14 @@ def rotate_key(
     if not containers:
         raise LabctlError(f"run {run_id} is not running: start it again before rotating its key.")
     store = KeyStore(runs.home)
-    store.keep_previous(run_id, store.read(run_id))
+    try:
+        old_keys = store.read(run_id)
+    except BadInput:  # the file was handed to the engine's own user: nothing is changed, nothing recorded
+        raise LabctlError(
+            f"the key file of run {run_id} cannot be read by {by}: only root can replace it "
+            f"(sudo labctl rotate-key {run_id} ...)."
+        ) from None
+    store.keep_previous(run_id, old_keys)
     intent = dataclasses.replace(
         resident,
         rotating_since=now(),
