@@ -36,7 +36,7 @@ from labctl.bench.runner import (
     run_level,
 )
 from labctl.bench.telemetry import Window, peak_in_flight, summarise_engine, summarise_gpus
-from labctl.bench.tokens import counter_for, tokenizer_counter
+from labctl.bench.tokens import counter_for, spelled_as_path, tokenizer_counter
 from labctl.bench.workloads import Workload, make_prompts
 from labctl.catalog.hub_names import is_repo_id
 from labctl.catalog.limits import check_seconds
@@ -252,16 +252,12 @@ def check_names(request: BenchRequest) -> None:
     if not request.environment_label.strip():
         raise BadInput("--environment-label '': give a short label for the endpoint, e.g. staging-h100.")
     tokenizer = request.tokenizer
-    if tokenizer is not None and not (printable(tokenizer) and (is_repo_id(tokenizer) or _a_folder(tokenizer))):
+    a_folder = tokenizer is not None and (spelled_as_path(tokenizer) or Path(tokenizer).expanduser().is_dir())
+    if tokenizer is not None and not (printable(tokenizer) and (is_repo_id(tokenizer) or a_folder)):
         raise BadInput(
             f"--tokenizer {tokenizer[:80]!r}: give a model folder holding tokenizer.json, or a Hub repository id "
             "(owner/name) whose tokenizer is in the HF cache, or leave it out for the run's model."
         )
-
-
-def _a_folder(given: str) -> bool:
-    """Spelled as a path, or an existing folder (bench/tokens.py says what is wrong with it)."""
-    return given.startswith(("/", "./", "../", "~")) or given in (".", "..") or Path(given).expanduser().is_dir()
 
 
 def check_request(request: BenchRequest, workload: Workload) -> None:

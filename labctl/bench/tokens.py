@@ -70,9 +70,8 @@ def tokenizer_counter(given: str) -> Counter:
     """--tokenizer: a local model folder (a path that exists, or one spelled as a path) holding tokenizer.json,
     else a Hub repository id read from the cache."""
     folder = Path(given).expanduser()
-    as_path = given.startswith(("/", "./", "../", "~")) or given in (".", "..")
     if not folder.is_dir():
-        if as_path or folder.exists():
+        if spelled_as_path(given) or folder.exists():
             raise BadInput(
                 f"--tokenizer {given[:120]!r}: no such folder. Give a model folder holding tokenizer.json, or a Hub "
                 "repository id (owner/name) whose tokenizer is in the HF cache."
@@ -85,6 +84,11 @@ def tokenizer_counter(given: str) -> Counter:
             "that model folders ship). Give the model's own folder."
         )
     return _read_tokenizer(path.resolve())
+
+
+def spelled_as_path(given: str) -> bool:
+    """`/x`, `./x`, `../x`, `~/x`, `.` or `..`: a folder was meant, never a Hub repository id."""
+    return given.startswith(("/", "./", "../", "~")) or given in (".", "..")
 
 
 def counter_for(model_id: str | None) -> Counter:

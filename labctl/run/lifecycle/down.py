@@ -64,10 +64,8 @@ def stop_run(
     not be recorded is returned, one line each."""
     problems: list[str] = []
     owner_runs = owning_runs(runs, run_id)
-    containers = dk.labctl_containers(run_id=run_id)
-    resident = any(RunLabels.from_labels(dk.labels_of(c)).resident for c in containers) or not containers
-    recorded = owner_runs.exists(run_id)
-    if recorded:
+    said = False
+    if owner_runs.exists(run_id):
         intent: dict[str, Any] = {"status": STOPPING, "stopped_by": by, "down_process": process_token()}
         if reason:
             intent["stop_reason"] = reason
@@ -75,28 +73,44 @@ def stop_run(
             intent["replaced_by"] = replaced_by
         if forced:
             intent["stop_forced"] = True
-        _best_effort(problems, unrecorded(run_id), owner_runs.update, run_id, **intent)
+        said = not _best_effort(problems, unrecorded(run_id), owner_runs.update, run_id, **intent)
         elsewhere = {"from_home": str(runs.home)} if owner_runs.home != runs.home else {}
         _best_effort(problems, "", owner_runs.event, run_id, "down", reason=reason, forced=forced, **elsewhere)
-    # The watcher goes first: the engine going away is no restart and no hang.
-    if resident:
-        record = owner_runs.try_load(run_id)
-        remote = record is not None and record.docker_endpoint.startswith("ssh://")
-        if remote and record is not None and record.resident is not None and record.resident.watcher:
-            _best_effort(problems, "", remote_watch.collect, owner_runs, record)  # what it saw, before it goes
-        watch.remove(run_id)
-    if containers and recorded:
-        problems += [p for p in [save_logs(owner_runs, run_id)] if p]
-    if containers:
-        project = dk.labels_of(containers[0]).get("com.docker.compose.project", project_name(run_id))
-        dk.compose_down(project)
-    finish_stop(owner_runs, run_id, resident, problems)
+    resident = take_down(owner_runs, run_id, problems)
+    finish_stop(owner_runs, run_id, resident, problems, said_unrecorded=said)
     return problems
 
 
-def finish_stop(runs: Runs, run_id: str, resident: bool, problems: list[str]) -> None:
+def take_down(runs: Runs, run_id: str, problems: list[str]) -> bool:
+    """A run's watcher, then (its logs saved, best effort) its containers. Returns whether it was resident
+    (or can no longer say: no container is left to tell)."""
+    containers = dk.labctl_containers(run_id=run_id)
+    resident = any(RunLabels.from_labels(dk.labels_of(c)).resident for c in containers) or not containers
+    # The watcher goes first: the engine going away is no restart and no hang.
+    if resident:
+        record = runs.try_load(run_id)
+        watched = record is not None and record.resident is not None and bool(record.resident.watcher)
+        if watched and record is not None and record.docker_endpoint.startswith("ssh://"):
+            _best_effort(problems, "", remote_watch.collect, runs, record)  # what it saw, before it goes
+        watch.remove(run_id)
+    if containers and runs.exists(run_id):
+        problems += [p for p in [save_logs(runs, run_id)] if p]
+    if containers:
+        dk.compose_down(dk.labels_of(containers[0]).get("com.docker.compose.project", project_name(run_id)))
+    return resident
+
+
+def finish_stop(
+    runs: Runs,
+    run_id: str,
+    resident: bool,
+    problems: list[str],
+    ending: dict[str, Any] | None = None,
+    said_unrecorded: bool = False,
+) -> None:
     """What a stopped run leaves behind goes (keys, volumes on its host, claims, the forward), then the
-    record says `stopped`. Also how a later command finishes a `down` that was interrupted."""
+    record says how it ended (`stopped` unless `ending` says otherwise). Also how a later command finishes
+    a `down` that was interrupted, or an `up` that is gone."""
     # A remote resident run's keys live in a volume on its host; the record may be another home's.
     keys_removed = resident and remove_keys(run_id)
     if resident:
@@ -110,9 +124,8 @@ def finish_stop(runs: Runs, run_id: str, resident: bool, problems: list[str]) ->
         problems.append(str(exc))
     if record is None:
         return
-    done = {"status": "stopped", "stopped_at": now(), "down_process": None}
-    said_before = any(p.startswith(unrecorded(run_id)) for p in problems)  # an unreadable record: said once
-    _best_effort([] if said_before else problems, unrecorded(run_id), runs.update, run_id, **done)
+    done = {"status": "stopped", **(ending or {}), "stopped_at": now(), "down_process": None}
+    _best_effort([] if said_unrecorded else problems, unrecorded(run_id), runs.update, run_id, **done)
     for event, fields in (
         ("key volume removed", {} if keys_removed else None),
         ("claims released", {"count": released} if released else None),
@@ -126,14 +139,16 @@ def unrecorded(run_id: str) -> str:
     return f"stopped run {run_id}, but could not record it"
 
 
-def _best_effort(problems: list[str], what: str, action: Callable[..., Any], *args: Any, **kwargs: Any) -> None:
+def _best_effort(problems: list[str], what: str, action: Callable[..., Any], *args: Any, **kwargs: Any) -> bool:
     """Record keeping that must never keep an engine on its GPU: a full disk or an unreadable record is said
-    (when `what` says how), and the stop goes on."""
+    (when `what` says how), and the stop goes on. Returns whether it was done."""
     try:
         action(*args, **kwargs)
     except (OSError, LabctlError) as exc:
         if what:
             problems.append(f"{what} ({describe_error(exc)})")
+        return False
+    return True
 
 
 @dataclass(frozen=True)

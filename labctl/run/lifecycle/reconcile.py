@@ -14,18 +14,16 @@ from labctl.host import docker as dk
 from labctl.host.hosts import LOCAL_HOST, HostEntry
 from labctl.host.identity import process_alive
 from labctl.host.probes import probe_now
-from labctl.run.lifecycle.down import finish_stop, project_name, save_logs
-from labctl.run.records.record import Record, now
+from labctl.run.lifecycle.down import finish_stop, take_down
+from labctl.run.records.record import Record
 from labctl.run.records.store import STOPPING, Runs
-from labctl.run.remote import close_run_forward, ensure_forward, release_claims, stale_claims, stale_run_volumes
+from labctl.run.remote import ensure_forward, stale_claims, stale_run_volumes
 from labctl.run.resident import remote_watch, watch
-from labctl.run.resident.host_keys import remove_keys
-from labctl.run.resident.keys import KeyStore
 from labctl.run.resident.rotation import finish_rotation
 
 
 def reconcile(runs: Runs, host: HostEntry = LOCAL_HOST) -> list[str]:
-    done = []
+    done, resident = [], []
     for run_id in runs.all_ids():
         try:
             record = runs.load(run_id)
@@ -39,8 +37,10 @@ def reconcile(runs: Runs, host: HostEntry = LOCAL_HOST) -> list[str]:
             done.append(_interrupted_down(runs, record))
         elif record.status in ("running", "exited"):
             done += _engine_outside_labctl(runs, record)
-            done += finish_rotation(runs, runs.load(run_id), host)
-    done += _missing_watchers(runs, host)
+            done += finish_rotation(runs, record, host)
+        if record.resident is not None:
+            resident.append(run_id)
+    done += _missing_watchers(runs, host, resident)
     done += watch.reconcile_watchers(runs)  # before the volumes: a watcher's volume is in use until it goes
     return done + (stale_claims() + stale_run_volumes() if host.is_remote else [])
 
@@ -54,34 +54,22 @@ def _abandoned_up(runs: Runs, host: HostEntry, record: Record) -> str:
         runs.update(run_id, status="running", reason="adopted: its labctl up was gone, the engine was healthy")
         runs.event(run_id, "adopted")
         return f"adopted {run_id}: its labctl up was gone, the engine answers"
-    watch.remove(run_id)
-    if dk.labctl_containers(run_id=run_id):
-        save_logs(runs, run_id)
-        dk.compose_down(project_name(run_id))
-    runs.update(run_id, status="aborted", reason="its labctl up was gone before the engine was ready", stopped_at=now())
+    problems: list[str] = []
+    resident = take_down(runs, run_id, problems)
+    ending = {"status": "aborted", "reason": "its labctl up was gone before the engine was ready"}
+    finish_stop(runs, run_id, resident or record.resident is not None, problems, ending)
     runs.event(run_id, "aborted", reason="labctl up gone")
-    KeyStore(runs.home).remove(run_id)
-    if host.is_remote:
-        remove_keys(run_id)
-        remote_watch.remove_volume(run_id)
-        release_claims(run_id)
-        close_run_forward(record.forward)
     return f"aborted {run_id}: its labctl up was gone; whatever it started was taken down"
 
 
 def _interrupted_down(runs: Runs, record: Record) -> str:
     """A `labctl down` that wrote `stopping` and was killed before it finished: finish it."""
-    run_id = record.run_id
-    containers = dk.labctl_containers(run_id=run_id)
     problems: list[str] = []
-    watch.remove(run_id)
-    if containers:
-        problems += [p for p in [save_logs(runs, run_id)] if p]
-        dk.compose_down(dk.labels_of(containers[0]).get("com.docker.compose.project", project_name(run_id)))
-    finish_stop(runs, run_id, record.resident is not None, problems)
+    resident = take_down(runs, record.run_id, problems)
+    finish_stop(runs, record.run_id, resident or record.resident is not None, problems)
     who = f" (by {record.stopped_by})" if record.stopped_by else ""
     left = f"; {'; '.join(problems)}" if problems else ""
-    return f"finished stopping {run_id}: its labctl down{who} was interrupted{left}"
+    return f"finished stopping {record.run_id}: its labctl down{who} was interrupted{left}"
 
 
 def _engine_outside_labctl(runs: Runs, record: Record) -> list[str]:
@@ -93,9 +81,8 @@ def _engine_outside_labctl(runs: Runs, record: Record) -> list[str]:
     if serve is None and record.status == "running":
         if record.docker_host_id and record.docker_host_id != dk.daemon_facts().id:
             return []  # another daemon than the one that ran it answers here: nothing can be concluded
-        problems: list[str] = []
-        runs.update(run_id, stop_reason="its containers were removed outside labctl", stopped_by="(outside labctl)")
-        finish_stop(runs, run_id, record.resident is not None, problems)
+        outside = {"stop_reason": "its containers were removed outside labctl", "stopped_by": "(outside labctl)"}
+        finish_stop(runs, run_id, record.resident is not None, [], outside)
         runs.event(run_id, "engine gone", reason="containers removed outside labctl")
         return [f"run {run_id}: its containers were removed outside labctl; recorded as stopped"]
     if serve is None:
@@ -117,13 +104,13 @@ def _engine_outside_labctl(runs: Runs, record: Record) -> list[str]:
     return [f"run {run_id}: {reason}"]
 
 
-def _missing_watchers(runs: Runs, host: HostEntry) -> list[str]:
-    """Every live resident run of this home on this host has its restart watcher: one removed by hand, or
-    never started (an `up` killed before it, an adopted run), is started again."""
+def _missing_watchers(runs: Runs, host: HostEntry, run_ids: list[str]) -> list[str]:
+    """Every live resident run of this home on this host (`run_ids`) has its restart watcher: one removed by
+    hand, or never started (an `up` killed before it, an adopted run), is started again."""
     done = []
-    for run_id in runs.all_ids():
-        record = runs.try_load(run_id)
-        if record is None or record.status != "running" or record.resident is None or record.host_entry != host.name:
+    for run_id in run_ids:
+        record = runs.try_load(run_id)  # read again: adopted or ended a moment ago
+        if record is None or record.status != "running" or record.resident is None:
             continue
         if record.resident.watcher_note and not record.resident.watcher:
             continue  # none can run here, and the record says why

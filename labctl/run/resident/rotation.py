@@ -42,12 +42,12 @@ def rotate_key(
         raise BadInput(f"run {run_id} is not a resident deployment with API keys.")
     forced = check_may_act(run_id, record.owner, True, by, "rotating the keys of", force, reason)
     new_keys = read_key_file(key_file) if key_file else generate_keys(keys or resident.keys)
-    for line in finish_rotation(runs, record, host):  # an earlier rotation cut short is settled first
-        if "answers to neither" in line:
-            raise LabctlError(line)
+    unsettled = finish_rotation(runs, record, host)  # an earlier rotation cut short is settled first
     record = runs.load(run_id)
     resident = record.resident
     assert resident is not None
+    if resident.rotating_since and not process_alive(resident.rotating_process):
+        raise LabctlError(unsettled[0])  # the engine answers to neither key: nothing to rotate from
     containers = [c for c in dk.labctl_containers(run_id=run_id, all_states=False) if dk.service_of(c) == "serve"]
     if not containers:
         raise LabctlError(f"run {run_id} is not running: start it again before rotating its key.")
@@ -83,8 +83,7 @@ def rotate_key(
     check_openai_api(base, record.served_model_name, new_keys[0], None)
     if status_without_key(base) != 401:
         raise LabctlError(f"run {run_id} answers without a key after the rotation: stop it (labctl down {run_id}).")
-    done = _settle(runs, run_id, new_keys, by=by, forced=forced, reason=reason)
-    return done
+    return _settle(runs, run_id, new_keys, by=by, forced=forced, reason=reason)
 
 
 def finish_rotation(runs: Runs, record: Record, host: HostEntry) -> list[str]:
