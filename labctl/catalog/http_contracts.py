@@ -218,7 +218,9 @@ def _parse(doc: Any) -> HttpContract:
         key = KeyRule(_text(k["mechanism"], "key.mechanism"), _text(k["guards"], "key.guards"))
     elif any(r.key_guarded for r in routes):
         raise _Bad("key: null (no key mechanism), yet a route says key_guarded: true")
-    m = _keys(doc["metrics"], "metrics", {"route", "enabled_by", "names"})
+    m = _keys(doc["metrics"], "metrics", {"route", "enabled_by", "names"}, frozenset({"note"}))
+    if "note" in m:
+        _text(m["note"], "metrics.note")
     metrics_route = None if m["route"] is None else _route_path(m["route"], "metrics.route")
     enabled_by = _str_list(m["enabled_by"], "metrics.enabled_by")
     if not all(f.startswith("-") for f in enabled_by):

