@@ -110,7 +110,9 @@ remote-lab-down:
 reference: $(STAMP)
 	$(PY) -c 'from pathlib import Path; from labctl.cli import app; from labctl.cli.reference import write_reference; print("docs/reference/cli.md", "updated" if write_reference(app, Path("docs/reference/cli.md")) else "unchanged")'
 
-# Engine CLI contracts (engines/<engine>/cli/<version>.yaml), from the engines' own parsers.
+# Engine CLI contracts (engines/<engine>/cli/<version>.yaml), from the engines' own parsers, and HTTP-surface
+# contracts (engines/<engine>/http/<version>.yaml) from their servers' source. `make contract-check
+# HTTP_ONLY=1` checks engine.yaml's probes and the personas against the HTTP contracts alone (no wheels).
 # Wheels and venvs are cached outside the repository (LABCTL_CONTRACTS_CACHE, default
 # /var/cache/labctl/contracts). `make contracts ENGINE=vllm VERSION=0.34.0` regenerates one.
 .PHONY: contracts contract-check
@@ -118,4 +120,4 @@ contracts: $(STAMP)
 	$(PY) scripts/contracts/generate.py $(if $(ENGINE),--engine $(ENGINE)) $(if $(VERSION),--version $(VERSION))
 
 contract-check: $(STAMP)
-	$(PY) scripts/contracts/check.py $(if $(CASES),--cases $(CASES))
+	$(PY) scripts/contracts/check.py $(if $(CASES),--cases $(CASES)) $(if $(HTTP_ONLY),--http-only)

@@ -39,6 +39,7 @@ class Route:
     prefix: bool = False  # a mounted app: every path under it answers (vLLM's /metrics)
     when: str | None = None  # the route exists only under this condition (a flag, a variable, a model kind)
     sources: tuple[str, ...] = ()
+    deprecated: str | None = None  # the engine's own word that the route is deprecated
 
     def matches(self, path: str) -> bool:
         if self.prefix:
@@ -149,11 +150,16 @@ def _route_path(v: Any, where: str) -> str:
 
 
 def _route(d: Any, where: str) -> Route:
-    d = _keys(d, where, {"path", "methods", "key_guarded", "runs_model"}, frozenset({"prefix", "when", "sources"}))
+    d = _keys(
+        d,
+        where,
+        {"path", "methods", "key_guarded", "runs_model"},
+        frozenset({"prefix", "when", "sources", "deprecated"}),
+    )
     methods = _str_list(d["methods"], f"{where}.methods", empty=False)
     if any(m not in METHODS for m in methods) or len(set(methods)) != len(methods):
         raise _Bad(f"{where}.methods: distinct, from {', '.join(METHODS)}")
-    when = d.get("when")
+    when, deprecated = d.get("when"), d.get("deprecated")
     return Route(
         _route_path(d["path"], f"{where}.path"),
         methods,
@@ -162,6 +168,7 @@ def _route(d: Any, where: str) -> Route:
         _bool(d.get("prefix", False), f"{where}.prefix"),
         None if when is None else _text(when, f"{where}.when"),
         _str_list(d.get("sources", []), f"{where}.sources"),
+        None if deprecated is None else _text(deprecated, f"{where}.deprecated"),
     )
 
 

@@ -39,6 +39,7 @@ VOICES = {
 SUBCOMMAND = {"vllm": "serve", "atlas": "serve"}
 DEFAULT_BIND = {"vllm": ("0.0.0.0", 8000), "sglang": ("127.0.0.1", 30000), "trtllm": ("localhost", 8000)}
 DEFAULT_BIND["atlas"] = ("127.0.0.1", 8888)
+VLLM_GUARDED_PREFIX = ("/v1", "/v2", "/inference", "/cohere")  # vLLM's GUARDED_PREFIX: plain prefixes, no slash
 TRTLLM_DEFAULTS = {"max_batch_size": 2048, "max_num_tokens": 8192}  # trtllm-serve's own option defaults
 
 
@@ -55,12 +56,25 @@ class Persona:
     warnings: list[str] = field(default_factory=list)
 
     def guards(self, path: str) -> bool:
-        """Whether this engine's key mechanism guards the path (only when a key is set)."""
+        """Whether this engine's key mechanism guards the path (only when a key is set). Each rule is the
+        engine's own (engines/ENGINE/http/VERSION.yaml records it; `make contract-check` compares)."""
         if not self.api_keys:
             return False
-        if self.engine == "sglang":  # add_api_key_middleware: everything but /health* and /metrics
-            return not (path.startswith("/health") or path.startswith("/metrics"))
-        return path.startswith("/v1/")  # vLLM, Atlas (TensorRT-LLM has no key: api_keys stays empty)
+        if self.engine == "sglang":  # decide_request_auth: everything but /health*, /metrics* (and /ready* ≥ 0.5.23)
+            return not path.startswith(("/health", "/metrics", "/ready") if self.has_ready else ("/health", "/metrics"))
+        if self.engine == "atlas":  # require_auth_middleware
+            return path.startswith("/v1/") or path in ("/tokenize", "/detokenize")
+        return path.startswith(VLLM_GUARDED_PREFIX)  # AuthenticationMiddleware (TensorRT-LLM has no key)
+
+    @property
+    def has_ready(self) -> bool:
+        """SGLang 0.5.23 has /ready (and leaves it open); 0.5.19 has neither."""
+        return self.engine == "sglang" and self.version_tuple() >= (0, 5, 23)
+
+    @property
+    def serves_metrics(self) -> bool:
+        """SGLang mounts /metrics only with --enable-metrics; the other engines always serve theirs."""
+        return self.engine != "sglang" or self.server_args.get("enable_metrics") is True
 
     def version_tuple(self) -> tuple[int, ...]:
         parts = []

@@ -21,6 +21,7 @@ class Found:
     path: str
     methods: set[str]
     sources: set[str] = field(default_factory=set)
+    deprecated: str | None = None  # the handler's docstring line that says so
 
 
 def _str(node: ast.AST | None, consts: dict[str, str]) -> str | None:
@@ -29,9 +30,7 @@ def _str(node: ast.AST | None, consts: dict[str, str]) -> str | None:
     if isinstance(node, ast.Name) and node.id in consts:
         return consts[node.id]
     if (  # os.environ.get("NAME", "/default"): the route as served when the variable is unset
-        isinstance(node, ast.Call)
-        and ast.unparse(node.func) in ("os.environ.get", "os.getenv")
-        and len(node.args) == 2
+        isinstance(node, ast.Call) and ast.unparse(node.func) in ("os.environ.get", "os.getenv") and len(node.args) == 2
     ):
         return _str(node.args[1], consts)
     return None
@@ -72,26 +71,31 @@ def routes_in_source(text: str, where: str) -> tuple[list[Found], list[str]]:
     found: list[Found] = []
     unresolved: list[str] = []
 
-    def add(owner: str | None, path_node: ast.AST | None, methods: set[str], line: int) -> None:
+    def add(
+        owner: str | None, path_node: ast.AST | None, methods: set[str], line: int, note: str | None = None
+    ) -> None:
         path = _str(path_node, consts)
         if path is None:
             unresolved.append(f"{where}:{line}")
             return
-        found.append(Found(prefixes.get(owner or "", "") + path, methods, {f"{where}:{line}"}))
+        found.append(Found(prefixes.get(owner or "", "") + path, methods, {f"{where}:{line}"}, note))
 
     for node in ast.walk(tree):
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            doc = ast.get_docstring(node) or ""
+            summary = doc.split("\n\n", 1)[0]  # the route's own summary, not its parameters' notes
+            note = next((line.strip() for line in summary.splitlines() if "deprecated" in line.lower()), None)
             for deco in node.decorator_list:
                 if not (isinstance(deco, ast.Call) and isinstance(deco.func, ast.Attribute)):
                     continue
                 verb, owner = deco.func.attr, _owner(deco.func)
                 first = deco.args[0] if deco.args else _kw(deco, "path")
                 if verb in VERBS:
-                    add(owner, first, {VERBS[verb]}, deco.lineno)
+                    add(owner, first, {VERBS[verb]}, deco.lineno, note)
                 elif verb == "api_route":
-                    add(owner, first, _methods(_kw(deco, "methods"), {"GET"}), deco.lineno)
+                    add(owner, first, _methods(_kw(deco, "methods"), {"GET"}), deco.lineno, note)
                 elif verb == "websocket":
-                    add(owner, first, {"WEBSOCKET"}, deco.lineno)
+                    add(owner, first, {"WEBSOCKET"}, deco.lineno, note)
         elif isinstance(node, ast.Call):
             name = node.func.attr if isinstance(node.func, ast.Attribute) else getattr(node.func, "id", "")
             first = node.args[0] if node.args else _kw(node, "path")
@@ -119,6 +123,7 @@ def routes_in_wheel(wheel: str, prefixes: tuple[str, ...], exclude: tuple[str, .
                 if f.path in merged:
                     merged[f.path].methods |= f.methods
                     merged[f.path].sources |= f.sources
+                    merged[f.path].deprecated = merged[f.path].deprecated or f.deprecated
                 else:
                     merged[f.path] = f
     return sorted(merged.values(), key=lambda f: f.path), unresolved

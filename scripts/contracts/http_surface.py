@@ -221,6 +221,8 @@ def surface(engine: str, wheel: Path) -> dict[str, Any]:
             entry["when"] = conditions[0]
         elif conditions:
             entry["when"] = " or ".join(conditions)
+        if f.deprecated:
+            entry["deprecated"] = f.deprecated
         entry["sources"] = sorted({src.split(":")[0] for src in f.sources})
         routes.append(entry)
     names, metric_files = prometheus_names.names_in_wheel(str(wheel), s.metrics_files, s.metric_prefix)

@@ -211,21 +211,30 @@ def test_no_visible_gpu_is_refused(engine: str) -> None:
 # ------------------------------------------------------------------ keys, thinking
 
 
-def test_vllm_key_from_env_or_flag_guards_v1_only() -> None:
+def test_vllm_key_from_env_or_flag_guards_its_prefixes_only() -> None:
     p = persona("vllm", "serve", "M", env={**GPUS, "VLLM_API_KEY": "k-env"})
     assert p.api_keys == ["k-env"]
     assert p.guards("/v1/models") and p.guards("/v1/chat/completions")
-    assert not any(p.guards(path) for path in ("/health", "/metrics", "/version"))
+    assert p.guards("/v2/rerank") and p.guards("/inference/v1/generate") and p.guards("/cohere/v2/chat")
+    assert not any(p.guards(path) for path in ("/health", "/metrics", "/version", "/invocations", "/tokenize"))
     assert persona("vllm", "serve", "M", "--api-key", "k-cli", env={**GPUS, "VLLM_API_KEY": "k-env"}).api_keys == [
         "k-cli"
     ]
 
 
-def test_sglang_key_guards_all_but_health_and_metrics() -> None:
+def test_sglang_key_guards_all_but_health_ready_and_metrics() -> None:
     p = persona("sglang", "--model-path", "M", "--api-key", "k")
-    assert p.guards("/v1/models") and p.guards("/get_server_info")
-    assert not any(p.guards(path) for path in ("/health", "/health_generate", "/metrics"))
+    assert p.guards("/v1/models") and p.guards("/get_server_info") and p.guards("/server_info")
+    assert not any(p.guards(path) for path in ("/health", "/health_generate", "/metrics", "/ready"))
     assert "api_key" not in p.server_args
+    old = build_persona("sglang", "0.5.19", ["--model-path", "M", "--api-key", "k"], GPUS)[0]
+    assert old.guards("/ready")  # 0.5.19 has no /ready and no /ready exemption
+
+
+def test_sglang_serves_metrics_only_with_enable_metrics() -> None:
+    assert not persona("sglang", "--model-path", "M").serves_metrics
+    assert persona("sglang", "--model-path", "M", "--enable-metrics").serves_metrics
+    assert persona("vllm", "serve", "M").serves_metrics and persona("atlas", "serve", "M").serves_metrics
 
 
 def test_atlas_tokens_file_one_key_per_line(tmp_path: Path) -> None:
@@ -234,6 +243,7 @@ def test_atlas_tokens_file_one_key_per_line(tmp_path: Path) -> None:
     p = persona("atlas", "serve", "M", "--require-auth", "--auth-tokens-file", str(tokens))
     assert p.api_keys == ["first", "second"]
     assert p.guards("/v1/models") and not p.guards("/health") and not p.guards("/metrics")
+    assert p.guards("/tokenize") and p.guards("/detokenize")  # require_auth_middleware guards these too
     assert persona("atlas", "serve", "M", "--auth-tokens-file", str(tokens)).api_keys == []  # no --require-auth
 
 

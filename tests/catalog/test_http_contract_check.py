@@ -1,0 +1,41 @@
+"""`make contract-check`'s HTTP part, kept true by `make test`: engine.yaml's probes and the personas (each
+serving on loopback, in this process) against the HTTP-surface contracts."""
+
+from __future__ import annotations
+
+import sys
+
+import pytest
+from helpers.support import REPO
+
+sys.path.insert(0, str(REPO / "scripts" / "contracts"))
+import http_check  # noqa: E402
+
+pytestmark = pytest.mark.process
+
+
+@pytest.fixture(scope="module")
+def rows() -> list[http_check.Row]:
+    return http_check.check_engine_files() + http_check.check_personas()
+
+
+def test_no_mismatch(rows: list[http_check.Row]) -> None:
+    assert [r for r in rows if http_check.verdict(r) == "MISMATCH"] == [], http_check.table(rows)
+
+
+def test_every_engine_and_persona_was_checked(rows: list[http_check.Row]) -> None:
+    engines = {r.engine.split()[0] for r in rows if r.subject == "engine.yaml"}
+    personas = {r.engine.split()[0] for r in rows if r.subject.startswith("persona")}
+    assert engines == {"vllm", "vllm-cpu", "sglang", "trtllm", "atlas"}
+    assert personas == {"vllm", "sglang", "trtllm", "atlas"}
+    checks = {r.check for r in rows}
+    assert {"key guards what the engine's does", "metric names are the engine's", "version endpoint"} <= checks
+
+
+def test_a_deprecated_version_probe_is_a_mismatch() -> None:
+    from labctl.catalog.http_contracts import load_engine_http_contract
+
+    c = load_engine_http_contract(REPO / "engines", "sglang", "0.5.23")
+    row = http_check._route_row("sglang", c, "version endpoint", "/get_server_info")
+    assert not row.ok and "deprecated" in row.found and http_check.verdict(row) == "MISMATCH"
+    assert not http_check._route_row("vllm", c, "version endpoint", "/no-such-route").ok
