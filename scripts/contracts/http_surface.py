@@ -97,7 +97,7 @@ VLLM = Surface(
 
 SGLANG_NO_MODEL = (
     r"/|/health|/ready|/ping|/metrics|/server_info|/get_server_info|/model_info|/get_model_info|/v1/loads|/get_load",
-    r"/health_generate",  # a fixed one-token probe, skipped while the server is busy: no caller input
+    r"/health_generate",  # like /health: a fixed one-token probe, skipped while requests run; no caller input
     r"/openapi\.json|/docs|/docs/oauth2-redirect|/redoc",
     r"/tokenize|/detokenize|/v1/tokenize|/v1/detokenize|/v1/messages/count_tokens|/separate_reasoning",
     r"/parse_function_call|/v1/models(/\{model:path\})?|/api/tags|/api/show|/v1/responses/\{response_id\}(/cancel)?",
@@ -137,8 +137,8 @@ SGLANG = Surface(
     readiness=(
         "/health",
         "503 while the server starts (weights loaded, warm-up running), 200 after; the port is closed "
-        "during weight load. /health runs a one-token generation only with "
-        "SGLANG_ENABLE_HEALTH_ENDPOINT_GENERATION",
+        "during weight load. /health runs a fixed one-token generation (skipped while requests run) unless "
+        "SGLANG_ENABLE_HEALTH_ENDPOINT_GENERATION=0; /ready, where the version has it, answers without generating",
     ),
     docs="unless DISABLE_OPENAPI_DOC is set",
 )
