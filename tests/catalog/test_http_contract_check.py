@@ -39,3 +39,15 @@ def test_a_deprecated_version_probe_is_a_mismatch() -> None:
     row = http_check._route_row("sglang", c, "version endpoint", "/get_server_info")
     assert not row.ok and "deprecated" in row.found and http_check.verdict(row) == "MISMATCH"
     assert not http_check._route_row("vllm", c, "version endpoint", "/no-such-route").ok
+
+
+def test_a_persona_that_guards_or_gates_differently_is_a_mismatch(monkeypatch: pytest.MonkeyPatch) -> None:
+    from labctl.harness.personas import Persona
+
+    monkeypatch.setattr(Persona, "guards", lambda self, path: bool(self.api_keys) and path.startswith("/v1/"))
+    monkeypatch.setattr(Persona, "serves_metrics", property(lambda self: True))
+    rows = http_check.check_personas()
+    bad = {(r.engine.split()[0], r.check) for r in rows if http_check.verdict(r) == "MISMATCH"}
+    assert ("vllm", "key guards what the engine's does") in bad  # /inference, /cohere, /v2 left open
+    assert ("sglang", "key guards what the engine's does") in bad
+    assert ("sglang", "/metrics without --enable-metrics") in bad
