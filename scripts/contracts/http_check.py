@@ -2,8 +2,9 @@
 (engines/<engine>/http/<version>.yaml): the part of `make contract-check` that needs no engine wheel.
 
 engine.yaml: the readiness probe, the version endpoint and the metrics endpoint must be GET routes of every
-contract version of that engine, present without a condition; a metrics route that the engine serves only
-with an option (SGLang's --enable-metrics) must be switched on by every profile that pins that version.
+contract version of that engine, present without a condition and not deprecated; a metrics route that the
+engine serves only with an option (SGLang's --enable-metrics) must be switched on by every profile that
+pins that version; every common metric labctl's telemetry maps must have a source the version exports.
 
 Personas: each shipped profile's command line is given to the persona, which then serves on loopback (in
 this process, real HTTP). Every path of the contract, plus every path any persona or contract knows, is
@@ -75,6 +76,27 @@ def _route_row(engine: str, c: HttpContract, what: str, path: str | None) -> Row
     return Row(label, "engine.yaml", what, "a GET route", path, True)
 
 
+def _telemetry_row(name: str, c: HttpContract) -> Row:
+    """labctl's telemetry mapping (labctl/host/engine_metrics.py) reads names this version exports."""
+    from labctl.host.engine_metrics import ENGINE_METRICS
+
+    mapping = ENGINE_METRICS.get("vllm" if name == "vllm-cpu" else name, {})
+    exported = set(c.metric_names)
+    missing = [
+        common
+        for common, sources in mapping.items()
+        if sources and not any(s.metric in exported and (s.per is None or s.per in exported) for s in sources)
+    ]
+    return Row(
+        f"{name} {c.version}",
+        "telemetry mapping",
+        "mapped names are exported",
+        "each mapped metric",
+        ("none for " + ", ".join(missing)) if missing else "all",
+        not missing,
+    )
+
+
 def check_engine_files(lab_root: Path = ROOT) -> list[Row]:
     from labctl.catalog.engines import list_engine_names, load_engine
     from labctl.catalog.lab import Lab
@@ -112,6 +134,8 @@ def check_engine_files(lab_root: Path = ROOT) -> list[Row]:
                     has_key == (c.key is not None),
                 )
             )
+        for c in versions.values():
+            rows.append(_telemetry_row(name, c))
         for pname in list_profile_names(lab, name):
             profile = load_profile(lab, name, pname)
             c = versions.get(str(profile.spec["engine_version"]))
