@@ -95,7 +95,12 @@ def _lm_eval_sets(name: str, answer_map: bool, as_json: bool) -> None:
 
 def evaluate(
     run_id: Annotated[str | None, typer.Argument(help="A running labctl run (or use --base-url and --model).")] = None,
-    suite: Annotated[str | None, typer.Option(help="The suite (suites/NAME/suite.yaml), or lm-eval:TASK[,TASK…] for lm-evaluation-harness task sets (suites/lm-eval/TASK/).")] = None,
+    suite: Annotated[
+        str | None,
+        typer.Option(
+            help="The suite (suites/NAME/suite.yaml), or lm-eval:TASK[,TASK…] for lm-evaluation-harness task sets (suites/lm-eval/TASK/)."
+        ),
+    ] = None,
     base_url: Annotated[str | None, typer.Option(help="Any OpenAI-compatible base URL.")] = None,
     model: Annotated[str | None, typer.Option(help="The served model name (with --base-url).")] = None,
     api_key_env: Annotated[str | None, typer.Option(help="Name of the variable holding the API key.")] = None,
@@ -367,17 +372,23 @@ def diff_evaluations(
 
     Example: labctl eval diff e20261203-020000-aaaaaa e20261203-030000-bbbbbb
     """
-    from labctl.quality.evaluate import diff_evals, find_eval
+    from labctl.quality.evaluate import diff_evals, find_eval, paired_evals
 
     runs = state.runs()
-    flips = diff_evals(find_eval(runs, first), find_eval(runs, second))
+    a, b = find_eval(runs, first), find_eval(runs, second)
+    flips = diff_evals(a, b)
     if as_json:
         print(json.dumps(flips))
-    elif flips:
-        out(
-            table(
-                [[f["id"], f["was"], f["now"], f["reason"][:80]] for f in flips], ["CASE", "WAS", "NOW", "REASON NOW"]
-            )
-        )
-    else:
+        return
+    out(f"A {first}, B {second}: {paired_evals(a, b).line()}")
+    if not flips:
         out("no case flipped")
+    for f in flips:
+        out(f"{f['id']}: {f['was']} -> {f['now']} ({f['reason'][:100]})")
+        out(f"  A said: {_one_line(f['output_was'])}")
+        out(f"  B said: {_one_line(f['output_now'])}")
+
+
+def _one_line(text: str, width: int = 160) -> str:
+    flat = " ".join(str(text).split())
+    return flat if len(flat) <= width else flat[: width - 1] + "…"

@@ -31,9 +31,7 @@ def shown(url: str) -> str:
     return f"{parts.scheme}://{parts.hostname}" + (f":{parts.port}" if parts.port else "")
 
 
-def plan_fetch(
-    repo_id: str, revision: str, hub_dir: Path | None, where: str, repo_type: str = "model"
-) -> FetchPlan:
+def plan_fetch(repo_id: str, revision: str, hub_dir: Path | None, where: str, repo_type: str = "model") -> FetchPlan:
     """Ask the Hub what `repo_id@revision` holds and compare it with the cache (None: a cache on another
     host, compared there). Nothing is downloaded. `where` names the profile field the model came from, for
     the refusal messages."""

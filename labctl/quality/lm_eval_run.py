@@ -17,6 +17,7 @@ from typing import Any
 
 from labctl import __version__
 from labctl.bench.client import Target
+from labctl.bench.intervals import mean_interval
 from labctl.bench.session import BenchRequest, check_engine_wait, check_names, engine_key, preflight, resolve_target
 from labctl.catalog.lab import Lab
 from labctl.catalog.limits import MAX_CONCURRENCY, check_count, check_seconds
@@ -24,6 +25,7 @@ from labctl.compose.options import check_cache_dir
 from labctl.errors import BadInput, LabctlError
 from labctl.host.lock import engine_lock
 from labctl.host.sandbox import check_sandbox
+from labctl.quality.evaluate import SCORE_INTERVAL
 from labctl.quality.tasks import TaskSet, data_files, dataset_sha256, harness_config, load_task, task_names
 from labctl.run.records.record import Record, now
 from labctl.run.records.store import Runs, new_run_id, write_run_file
@@ -31,6 +33,7 @@ from labctl.run.records.store import Runs, new_run_id, write_run_file
 RESULT_SCHEMA = 1
 HARNESS = "lm-evaluation-harness"
 FEWSHOT_SEED = 1234  # the harness's default, given so the answer map samples the same few-shot examples
+FEWSHOT_AS_MULTITURN = True  # each example a user and an assistant turn: how a chat model is asked
 MAX_SAMPLE_CHARS = 64 * 1024  # one sample's input or output as kept; a longer one is cut and says so
 
 
@@ -117,7 +120,12 @@ def answer_map(runs: Runs, lab: Lab, suite: str, cache_dir: str | None = None) -
                 task_obj.set_config(key="num_fewshot", value=0)
             task_obj.set_fewshot_seed(seed=FEWSHOT_SEED)
             task_obj.build_all_requests(
-                limit=None, rank=0, world_size=1, apply_chat_template=True, chat_template=lm.apply_chat_template
+                limit=None,
+                rank=0,
+                world_size=1,
+                apply_chat_template=True,
+                fewshot_as_multiturn=FEWSHOT_AS_MULTITURN,
+                chat_template=lm.apply_chat_template,
             )
             field = str(by_task[name].reference)
             for instance in task_obj.instances:
@@ -168,6 +176,7 @@ def _evaluate(
                 model=_model(target, concurrency, timeout),
                 tasks=configs,
                 fewshot_random_seed=FEWSHOT_SEED,
+                fewshot_as_multiturn=FEWSHOT_AS_MULTITURN,
                 apply_chat_template=True,
                 log_samples=True,
                 bootstrap_iters=1000,
@@ -217,6 +226,8 @@ def _evaluate(
         "score": passed / len(cases) if cases else None,
         "passed": passed,
         "total": len(cases),
+        "score_ci95": mean_interval([1.0 if c["passed"] else 0.0 for c in cases]),
+        "interval_method": SCORE_INTERVAL,
         "cases": cases,
         "samples_file": f"{eval_id}.samples.jsonl",
     }
@@ -231,7 +242,19 @@ def _evaluate(
 
 def _suite_digest(version: str, tasks: list[dict[str, Any]]) -> str:
     """What must match for two evaluations to compare: the harness, each task's version, data and settings."""
-    keep = ("name", "set_version", "task", "version", "dataset", "num_fewshot", "generation", "metric", "filter")
+    keep = (
+        "name",
+        "set_version",
+        "task",
+        "version",
+        "dataset",
+        "num_fewshot",
+        "fewshot_as_multiturn",
+        "fewshot_seed",
+        "generation",
+        "metric",
+        "filter",
+    )
     hashed = {"harness": version, "tasks": [{k: t[k] for k in keep} for t in tasks]}
     return hashlib.sha256(json.dumps(hashed, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
 
@@ -260,6 +283,8 @@ def _task_result(
             "sha256": dataset_sha256(files),
         },
         "num_fewshot": out["n-shot"].get(harness_name),
+        "fewshot_as_multiturn": FEWSHOT_AS_MULTITURN,
+        "fewshot_seed": FEWSHOT_SEED,
         "generation": config.get("generation_kwargs") or {},
         "metric": metric,
         "filter": filter_name,
@@ -268,7 +293,8 @@ def _task_result(
         "samples": out["n-samples"][harness_name]["effective"],
     }
     cases, samples = [], []
-    for sample in sorted(out["samples"][harness_name], key=lambda s: s["doc_id"]):
+    logged = [s for s in out["samples"][harness_name] if s.get("filter", filter_name) == filter_name]
+    for sample in sorted(logged, key=lambda s: s["doc_id"]):
         score = sample.get(metric)
         output = _first(sample.get("resps"))
         case = {

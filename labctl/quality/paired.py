@@ -51,7 +51,7 @@ def mcnemar_p(only_a: int, only_b: int) -> float:
     if n == 0:
         return 1.0
     tail = sum(comb(n, k) for k in range(min(only_a, only_b) + 1)) / 2**n
-    return min(1.0, 2 * tail)
+    return float(min(1.0, 2 * tail))
 
 
 def pair(a_cases: list[dict[str, Any]], b_cases: list[dict[str, Any]]) -> Paired:
@@ -73,3 +73,36 @@ def pair(a_cases: list[dict[str, Any]], b_cases: list[dict[str, Any]]) -> Paired
         verdict=verdict,
         unmatched=len(set(a) ^ set(b)),
     )
+
+
+def version_differences(a: dict[str, Any], b: dict[str, Any]) -> list[str]:
+    """What makes two evaluations' versions differ, said by field: an lm-eval task's version, its dataset's
+    revision or hash, its few-shot count or generation settings; a suite's version."""
+    found = []
+    a_tasks = {t["name"]: t for t in a.get("tasks") or []}
+    b_tasks = {t["name"]: t for t in b.get("tasks") or []}
+    if a_tasks.keys() != b_tasks.keys():
+        found.append(f"task sets {', '.join(sorted(a_tasks)) or '-'} vs {', '.join(sorted(b_tasks)) or '-'}")
+    for name in sorted(a_tasks.keys() & b_tasks.keys()):
+        x, y = a_tasks[name], b_tasks[name]
+        for label, get in (
+            ("task version", lambda t: f"{t['task']} v{t['version']} (set {t['set_version']})"),
+            ("dataset revision", lambda t: f"{t['dataset']['source']}"),
+            ("dataset hash", lambda t: t["dataset"]["sha256"][:12]),
+            ("few-shot count", lambda t: str(t["num_fewshot"])),
+            ("generation settings", lambda t: json_text(t["generation"])),
+            ("metric", lambda t: f"{t['metric']},{t['filter']}"),
+        ):
+            if get(x) != get(y):
+                found.append(f"{name}: {label} {get(x)} vs {get(y)}")
+    if (a.get("harness") or {}).get("version") != (b.get("harness") or {}).get("version"):
+        found.append(f"harness {(a.get('harness') or {}).get('version')} vs {(b.get('harness') or {}).get('version')}")
+    if not found and a["suite"].get("sha256") != b["suite"].get("sha256"):
+        found.append(f"suite version {a['suite'].get('full_version')} vs {b['suite'].get('full_version')}")
+    return found
+
+
+def json_text(value: Any) -> str:
+    import json
+
+    return json.dumps(value, sort_keys=True)

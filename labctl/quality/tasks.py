@@ -47,10 +47,12 @@ DATASET_FIELDS: dict[str, Field] = {
         "map",
         "split -> a relative path in the dataset (or in this folder)",
         required=True,
-        check=lambda v: 0 < len(v) <= 8
-        and all(
-            isinstance(k, str) and SPLIT.fullmatch(k) and isinstance(p, str) and DATA_PATH.fullmatch(p)
-            for k, p in v.items()
+        check=lambda v: (
+            0 < len(v) <= 8
+            and all(
+                isinstance(k, str) and SPLIT.fullmatch(k) and isinstance(p, str) and DATA_PATH.fullmatch(p)
+                for k, p in v.items()
+            )
         ),
     ),
 }

@@ -107,7 +107,11 @@ class LoopbackHub:
 
     def bytes_sent(self, repo_id: str) -> int:
         with self.lock:
-            return sum(s.body_bytes for s in self.served if s.path.startswith((f"/{repo_id}/resolve/", f"/datasets/{repo_id}/resolve/")))
+            return sum(
+                s.body_bytes
+                for s in self.served
+                if s.path.startswith((f"/{repo_id}/resolve/", f"/datasets/{repo_id}/resolve/"))
+            )
 
     def add(self, repo: HubRepo) -> HubRepo:
         self.repos[repo.repo_id if repo.repo_type == "model" else f"datasets/{repo.repo_id}"] = repo

@@ -20,7 +20,9 @@ def snapshot_dir(cache_dir: str, repo_id: str, commit: str) -> Path:
     return repo_folder(Path(cache_dir) / "hub", repo_id, "dataset") / "snapshots" / commit
 
 
-def fetch_dataset(repo_id: str, revision: str, cache_dir: str | None, where: str, say: Say, live: Say | None) -> Fetched:
+def fetch_dataset(
+    repo_id: str, revision: str, cache_dir: str | None, where: str, say: Say, live: Say | None
+) -> Fetched:
     """A dataset revision (a commit: a task pins its data) into this machine's cache; nothing when it is there."""
     if not COMMIT.fullmatch(revision):
         raise BadInput(f"{repo_id}@{revision}: a task's dataset revision must be a 40-hex commit; check {where}.")
