@@ -7,7 +7,6 @@ from __future__ import annotations
 import hashlib
 import json
 import shutil
-from pathlib import Path
 from typing import Any
 
 import pytest
