@@ -114,7 +114,7 @@ def answer_map(runs: Runs, lab: Lab, suite: str, cache_dir: str | None = None) -
         from lm_eval.tasks import TaskManager
 
         lm = LocalChatCompletion(model="answer-map", base_url="http://127.0.0.1:9/v1/chat/completions")
-        loaded = TaskManager().load(_configs(runs, tasks, files))
+        loaded = TaskManager(include_defaults=False).load(_configs(runs, tasks, files))
         for name, task_obj in loaded["tasks"].items():
             if task_obj.get_config("num_fewshot") is None:
                 task_obj.set_config(key="num_fewshot", value=0)
@@ -170,10 +170,13 @@ def _evaluate(
     configs = _configs(runs, tasks, files)
     with _offline():
         import lm_eval
+        from lm_eval.tasks import TaskManager
 
         try:
             out = lm_eval.simple_evaluate(
                 model=_model(target, concurrency, timeout),
+                # labctl's task sets are given whole: indexing the harness's thousands of own tasks takes seconds
+                task_manager=TaskManager(include_defaults=False),
                 tasks=configs,
                 fewshot_random_seed=FEWSHOT_SEED,
                 fewshot_as_multiturn=FEWSHOT_AS_MULTITURN,

@@ -97,6 +97,8 @@ def task_names(suite: str) -> list[str]:
 
 
 def load_task(lab: Lab, name: str) -> TaskSet:
+    if not NAME.fullmatch(name):
+        raise BadInput(f"{name[:80]!r} is not a task set name (lowercase letters, digits, . _ -).")
     folder = lab.inside(lab.root / "suites" / "lm-eval" / name)
     path = folder / "source.yaml"
     if not path.is_file() or not (folder / "task.yaml").is_file():
