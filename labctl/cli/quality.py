@@ -185,7 +185,8 @@ def evaluate(
 def _lm_eval(runs: Any, suite: str, request: Any, concurrency: int, timeout: float, as_json: bool) -> None:
     from labctl.quality.lm_eval_run import run_lm_eval
 
-    result, path = run_lm_eval(runs, state.lab(), suite, request, concurrency, timeout)
+    progress = sys.stderr.isatty() and not as_json
+    result, path = run_lm_eval(runs, state.lab(), suite, request, concurrency, timeout, progress=progress)
     if as_json:
         print(json.dumps(result))
         return

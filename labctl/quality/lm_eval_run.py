@@ -7,8 +7,10 @@ labctl's own suites)."""
 
 from __future__ import annotations
 
+import gc
 import hashlib
 import json
+import logging
 import os
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -55,7 +57,9 @@ def run_lm_eval(
     concurrency: int,
     timeout: float,
     cache_dir: str | None = None,
+    progress: bool = False,
 ) -> tuple[dict[str, Any], Path]:
+    """`progress`: the harness's own progress bars on stderr (a terminal watches)."""
     tasks = load_tasks(lab, suite)
     cache = check_cache_dir(cache_dir)
     files = {task.name: data_files(task, cache) for task in tasks}  # refused before the endpoint is asked
@@ -69,15 +73,33 @@ def run_lm_eval(
         check_sandbox()
     key = engine_key(record, target)
     with engine_lock(key, f"eval of {suite}", request.wait_for_engine, request.allow_shared_engine) as hold:
-        return _evaluate(runs, suite, tasks, files, target, record, concurrency, timeout, hold.holder)
+        return _evaluate(runs, suite, tasks, files, target, record, concurrency, timeout, hold.holder, progress)
 
 
 @contextmanager
-def _offline() -> Iterator[None]:
-    """The harness and `datasets` read files only: no Hub, no download (set before they are imported)."""
-    names = ("HF_DATASETS_OFFLINE", "HF_HUB_OFFLINE", "TOKENIZERS_PARALLELISM")
+def _quiet() -> Iterator[None]:
+    """The harness logs a failed request's repr, headers and all (the key among them): its loggers, and asyncio's
+    (a never-retrieved task's exception), say nothing while it runs; labctl reports a failure itself."""
+    loggers = [logging.getLogger(name) for name in ("lm_eval", "asyncio")]
+    levels = [logger.level for logger in loggers]
+    for logger in loggers:
+        logger.setLevel(logging.CRITICAL + 1)
+    yield
+    gc.collect()  # tasks whose exception nobody retrieved are reported when collected: collect them now
+    for logger, level in zip(loggers, levels, strict=True):
+        logger.setLevel(level)
+    # after a failure the harness's tasks may outlive this call (reported at exit): asyncio stays silent then
+
+
+@contextmanager
+def _offline(progress: bool = True) -> Iterator[None]:
+    """The harness and `datasets` read files only: no Hub, no download (set before they are imported); their
+    progress bars only when someone watches."""
+    names = ("HF_DATASETS_OFFLINE", "HF_HUB_OFFLINE", "TOKENIZERS_PARALLELISM", "TQDM_DISABLE")
     before = {name: os.environ.get(name) for name in names}
     os.environ.update({"HF_DATASETS_OFFLINE": "1", "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"})
+    if not progress:
+        os.environ["TQDM_DISABLE"] = "1"
     try:
         yield
     finally:
@@ -109,7 +131,7 @@ def answer_map(runs: Runs, lab: Lab, suite: str, cache_dir: str | None = None) -
         raise BadInput(f"task set {without[0]} names no reference field in its source.yaml: no answer map.")
     by_task = {config["task"]: task for config, task in zip(_configs(runs, tasks, files), tasks, strict=True)}
     answers: dict[str, str] = {}
-    with _offline():
+    with _offline(progress=False):
         from lm_eval.models.openai_completions import LocalChatCompletion
         from lm_eval.tasks import TaskManager
 
@@ -166,9 +188,10 @@ def _evaluate(
     concurrency: int,
     timeout: float,
     shared_with: str | None,
+    progress: bool,
 ) -> tuple[dict[str, Any], Path]:
-    configs = _configs(runs, tasks, files)
-    with _offline():
+    with _offline(progress), _quiet():
+        configs = _configs(runs, tasks, files)
         import lm_eval
         from lm_eval.tasks import TaskManager
 
@@ -184,8 +207,12 @@ def _evaluate(
                 log_samples=True,
                 bootstrap_iters=1000,
             )
-        except (OSError, ValueError, KeyError, RuntimeError) as exc:
-            raise LabctlError(f"lm-evaluation-harness stopped: {type(exc).__name__}: {str(exc)[:300]}") from None
+        except Exception as exc:  # a third-party program's failure, of any type, is one line here
+            said = str(exc)[:300].replace(target.api_key, "<key>") if target.api_key else str(exc)[:300]
+            raise LabctlError(
+                f"lm-evaluation-harness stopped ({type(exc).__name__}: {said}): the endpoint at {target.base_url} "
+                "failed to answer, or a task's data or config is wrong. Nothing was recorded."
+            ) from None
     if out is None:
         raise LabctlError("lm-evaluation-harness returned no results.")
     task_facts, cases, samples = [], [], []

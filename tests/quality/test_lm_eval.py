@@ -175,3 +175,25 @@ def test_refused_when_the_task_version_or_its_data_differ(world: dict[str, Any],
     diff = labctl(world, "eval", "diff", world["eval_a"]["eval_id"], other["eval_id"])
     said = "gsm-mini: task version gsm_mini v3.0" if change == "task version" else "gsm-mini: dataset hash"
     assert diff.code == 2 and said in diff.stderr
+
+
+def test_an_endpoint_that_fails_is_one_line_without_the_key_and_nothing_recorded(world: dict[str, Any]) -> None:
+    faults = ("--error-rate", "1.0", "--api-key-file", str(world["root"] / "keys"))
+    with harness("--ttft-ms", "1", "--tpot-ms", "0", *faults, model="harness-smoke") as (base, _):
+        run = fresh_run(world, base)
+        failed = run_labctl(
+            "eval",
+            "run",
+            run,
+            "--suite",
+            SUITE,
+            "--api-key-env",
+            "LABCTL_TEST_KEY",
+            lab=world["lab"],
+            env={"LABCTL_HOME": str(world["home"]), "LABCTL_TEST_KEY": KEY},
+            timeout=180,
+        )
+    assert failed.code == 1 and failed.stderr.startswith("Error: lm-evaluation-harness stopped (")
+    assert KEY not in failed.stdout + failed.stderr and "Traceback" not in failed.stderr
+    assert len(failed.stderr.strip().splitlines()) == 1
+    assert not (world["home"] / "runs" / run / "eval").exists()

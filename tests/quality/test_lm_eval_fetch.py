@@ -35,7 +35,11 @@ def test_fetch_a_task_dataset_then_evaluate_offline(tmp_path: Any) -> None:
         "files": {"test": "test.jsonl", "train": "train.jsonl"},
     }
     (folder / "source.yaml").write_text(yaml.safe_dump(source))
-    offline = {"LABCTL_HOME": str(home), "LABCTL_CACHE_DIR": str(cache), "HF_ENDPOINT": f"http://127.0.0.1:{free_port()}"}
+    offline = {
+        "LABCTL_HOME": str(home),
+        "LABCTL_CACHE_DIR": str(cache),
+        "HF_ENDPOINT": f"http://127.0.0.1:{free_port()}",
+    }
 
     def labctl(*args: str, env: dict[str, str] | None = None) -> Any:
         return run_labctl(*args, lab=lab, env={**offline, **(env or {})}, timeout=180)

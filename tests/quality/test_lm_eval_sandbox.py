@@ -40,7 +40,9 @@ def test_coding_answers_run_in_the_sandbox_hostile_ones_fail(tmp_path: Path, doc
     path.write_text(json.dumps(answers))
     with harness("--ttft-ms", "1", "--tpot-ms", "0", "--answers", str(path), model="harness-smoke") as (base, _):
         run = harness_run_record(lab, home, base)
-        done = run_labctl("eval", "run", run, "--suite", "lm-eval:coding-basic", "--json", lab=lab, env=env, timeout=300)
+        done = run_labctl(
+            "eval", "run", run, "--suite", "lm-eval:coding-basic", "--json", lab=lab, env=env, timeout=300
+        )
     assert done.code == 0, done.stderr[-2000:]
     result = json.loads(done.stdout)
     failed = {c["id"] for c in result["cases"] if not c["passed"]}

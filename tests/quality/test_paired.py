@@ -54,7 +54,10 @@ def test_version_differences_name_the_field() -> None:
     a = {"suite": {"sha256": "x"}, "tasks": [task], "harness": {"version": "0.4.13"}}
     b = {"suite": {"sha256": "y"}, "tasks": [task | {"version": "4.0"}], "harness": {"version": "0.4.13"}}
     assert version_differences(a, b) == ["gsm8k: task version gsm8k v3.0 (set 1) vs gsm8k v4.0 (set 1)"]
-    moved = {"suite": {"sha256": "z"}, "tasks": [task | {"dataset": {"source": "openai/gsm8k@bbb", "sha256": "2" * 64}}]}
+    moved = {
+        "suite": {"sha256": "z"},
+        "tasks": [task | {"dataset": {"source": "openai/gsm8k@bbb", "sha256": "2" * 64}}],
+    }
     assert any("dataset revision openai/gsm8k@aaa vs openai/gsm8k@bbb" in d for d in version_differences(a, moved))
 
 
