@@ -33,8 +33,8 @@ def paired_quality(entries: list[Entry]) -> list[dict[str, Any]]:
                     "version": a["suite"].get("full_version"),
                     "a": {"id": first.given, "eval_id": a["eval_id"], "setup": setup_text(first)},
                     "b": {"id": other.given, "eval_id": b["eval_id"], "setup": setup_text(other)},
-                    "a_score": score_text(name, a),
-                    "b_score": score_text(name, b),
+                    "a_score": score_text(name, a).removeprefix(f"{name} "),
+                    "b_score": score_text(name, b).removeprefix(f"{name} "),
                     **pair(a["cases"], b["cases"]).to_json(),
                 }
             )
@@ -46,8 +46,8 @@ def quality_lines(entries: list[Entry]) -> list[str]:
     for p in paired_quality(entries):
         lines += [
             f"quality {p['suite']} ({p['version']}), case by case:",
-            f"  A {p['a']['id']}: {p['a_score']} — {p['a']['setup']}",
-            f"  B {p['b']['id']}: {p['b_score']} — {p['b']['setup']}",
+            f"  A {p['a']['setup']}: {p['a_score']}",
+            f"  B {p['b']['setup']}: {p['b_score']}",
             f"  both right {p['both_right']}, both wrong {p['both_wrong']}, only A {p['only_a']}, only B "
             f"{p['only_b']}; exact McNemar p={p['p_value']:.3g} → {p['verdict']} (95 %)",
         ]

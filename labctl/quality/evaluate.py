@@ -198,6 +198,8 @@ def _evaluate(
                 "check": case.check["kind"],
                 "passed": verdict["passed"],
                 "reason": verdict["reason"],
+                "input": case.prompt,
+                "target": case.reference,
                 "settings": case.settings_for(target.thinking),
                 **answers[case.id],
             }
