@@ -46,7 +46,17 @@ def harness_version() -> str:
 
 
 def load_tasks(lab: Lab, suite: str) -> list[TaskSet]:
-    return [load_task(lab, name) for name in task_names(suite)]
+    """The task sets `--suite lm-eval:NAME[@VERSION],…` names; a version asked for must be the lab's."""
+    tasks = []
+    for name, version in task_names(suite):
+        task = load_task(lab, name)
+        if version is not None and version != task.version:
+            raise BadInput(
+                f"--suite asks for task set {name} version {version}, but the lab's is {task.version} "
+                f"(suites/lm-eval/{name}/source.yaml)."
+            )
+        tasks.append(task)
+    return tasks
 
 
 def run_lm_eval(

@@ -34,6 +34,7 @@ from labctl.run.models.datasets import snapshot_dir
 
 PREFIX = "lm-eval:"
 NAME = re.compile(r"[a-z0-9][a-z0-9._-]{0,63}")
+VERSION = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+-]{0,31}")
 MAX_TASKS = 16  # one evaluation's tasks; more is a study, not an eval
 FORMATS = ("json", "parquet")
 SPLIT = re.compile(r"[a-z][a-z0-9_]{0,31}")
@@ -83,17 +84,23 @@ class TaskSet:
         return f"{self.repo}@{self.revision}" if self.repo else "files in the lab"
 
 
-def task_names(suite: str) -> list[str]:
-    """`lm-eval:gsm8k,coding-basic` -> its task set names, each checked."""
-    names = suite[len(PREFIX) :].split(",")
-    if not 0 < len(names) <= MAX_TASKS:
+def task_names(suite: str) -> list[tuple[str, str | None]]:
+    """`lm-eval:gsm8k@1,coding-basic` -> each task set's name and the version asked for (None: any), checked."""
+    given = suite[len(PREFIX) :].split(",")
+    if not 0 < len(given) <= MAX_TASKS:
         raise BadInput(f"--suite {suite[:80]!r}: name 1 to {MAX_TASKS} tasks, like lm-eval:gsm8k.")
-    for name in names:
-        if not NAME.fullmatch(name):
-            raise BadInput(f"--suite: {name[:80]!r} is not a task set name (lowercase letters, digits, . _ -).")
-    if len(set(names)) != len(names):
+    found: list[tuple[str, str | None]] = []
+    for item in given:
+        name, at, version = item.partition("@")
+        if not NAME.fullmatch(name) or (at and not VERSION.fullmatch(version)):
+            raise BadInput(
+                f"--suite: {item[:80]!r} is not a task set name (lowercase letters, digits, . _ -), "
+                "optionally with @VERSION."
+            )
+        found.append((name, version if at else None))
+    if len({name for name, _ in found}) != len(found):
         raise BadInput(f"--suite {suite[:80]!r}: a task is named twice.")
-    return names
+    return found
 
 
 def load_task(lab: Lab, name: str) -> TaskSet:

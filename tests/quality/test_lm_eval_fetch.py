@@ -87,3 +87,24 @@ def test_fetch_task_refusals(tmp_path: Any) -> None:
     unknown = run_labctl("fetch", "--task", "../x", lab=lab, env=env)
     assert unknown.code == 2 and "Traceback" not in unknown.stderr
     assert not (tmp_path / "cache").exists()
+
+
+@pytest.mark.parametrize(
+    "suite, said",
+    [
+        ("lm-eval:", "is not a task set name"),
+        ("lm-eval:../etc", "is not a task set name"),
+        ("lm-eval:gsm8k,gsm8k", "named twice"),
+        ("lm-eval:gsm8k@2", "version 2, but the lab's is 1"),
+        ("lm-eval:gsm8k@$(x)", "is not a task set name"),
+        ("lm-eval:" + ",".join(f"t{i}" for i in range(17)), "name 1 to 16 tasks"),
+        ("lm-eval:nope", "unknown lm-eval task set 'nope'"),
+        ("lm-eval:gsm8k", "labctl fetch --task gsm8k"),
+    ],
+)
+def test_a_bad_task_suite_is_refused_before_anything_is_asked(tmp_path: Any, suite: str, said: str) -> None:
+    env = {"LABCTL_HOME": str(tmp_path / "home"), "LABCTL_CACHE_DIR": str(tmp_path / "cache")}
+    base = f"http://127.0.0.1:{free_port()}/v1"  # nothing listens: a refusal comes before any request
+    done = run_labctl("eval", "run", "--base-url", base, "--model", "q", "--suite", suite, env=env)
+    assert done.code == 2 and said in done.stderr and len(done.stderr.strip().splitlines()) == 1, done.stderr
+    assert not (tmp_path / "home" / "runs").exists()
