@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 import yaml
 from helpers.harness_proc import free_port, harness
-from helpers.loopback_hub import blob_id, loopback_hub, repo_from_folder
+from helpers.loopback_hub import HubRepo, blob_id, loopback_hub, repo_from_folder
 from helpers.records import copy_lab, harness_run_record
 from helpers.support import REPO, run_labctl
 
@@ -108,3 +108,41 @@ def test_a_bad_task_suite_is_refused_before_anything_is_asked(tmp_path: Any, sui
     done = run_labctl("eval", "run", "--base-url", base, "--model", "q", "--suite", suite, env=env)
     assert done.code == 2 and said in done.stderr and len(done.stderr.strip().splitlines()) == 1, done.stderr
     assert not (tmp_path / "home" / "runs").exists()
+
+
+def test_the_shipped_gsm8k_set_fetched_at_its_pinned_commit_and_answered(tmp_path: Any) -> None:
+    """The shipped gsm8k set as it ships (parquet files at the pinned commit, 5-shot), its data a small sample
+    in GSM8K's own layout served by the loopback Hub under that commit: nothing is downloaded from the Hub."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    lab, home, cache = copy_lab(tmp_path), tmp_path / "home", tmp_path / "cache"
+    source = yaml.safe_load((lab / "suites" / "lm-eval" / "gsm8k" / "source.yaml").read_text())
+    pinned = source["dataset"]["revision"]
+    rows = [json.loads(line) for line in (FIXTURE / "data" / "test.jsonl").read_text().splitlines()]
+    files = {}
+    for split, part in (("train", rows[:6]), ("test", rows[6:])):
+        out = tmp_path / f"{split}.parquet"
+        pq.write_table(pa.Table.from_pylist(part), out)
+        files[source["dataset"]["files"][split]] = out.read_bytes()
+    dataset = HubRepo("openai/gsm8k", files, repo_type="dataset")
+    dataset.branches[pinned] = dataset.commit  # the sample answers for the pinned commit
+    env = {"LABCTL_HOME": str(home), "LABCTL_CACHE_DIR": str(cache), "HF_ENDPOINT": f"http://127.0.0.1:{free_port()}"}
+    with loopback_hub({}) as hub:
+        hub.add(dataset)
+        fetched = run_labctl("fetch", "--task", "gsm8k", lab=lab, env={**env, "HF_ENDPOINT": hub.endpoint})
+    assert fetched.code == 0, fetched.stderr
+    assert (cache / "hub" / "datasets--openai--gsm8k" / "snapshots" / pinned / "main").is_dir()
+    mapped = run_labctl("suites", "lm-eval:gsm8k", "--answer-map", lab=lab, env=env)
+    assert mapped.code == 0, mapped.stderr
+    answers = tmp_path / "answers.json"
+    answers.write_text(mapped.stdout)
+    assert len(json.loads(mapped.stdout)) == 6
+    with harness("--ttft-ms", "1", "--tpot-ms", "0", "--answers", str(answers), model="harness-smoke") as (base, _):
+        run = harness_run_record(lab, home, base)
+        done = run_labctl("eval", "run", run, "--suite", "lm-eval:gsm8k", "--json", lab=lab, env=env, timeout=180)
+    assert done.code == 0, done.stderr[-2000:]
+    result = json.loads(done.stdout)
+    (task,) = result["tasks"]
+    assert (task["task"], task["version"], task["num_fewshot"], task["filter"]) == ("gsm8k", "3.0", 5, "strict-match")
+    assert task["dataset"]["source"] == f"openai/gsm8k@{pinned}" and result["score"] == 1.0
