@@ -80,8 +80,8 @@ def suites(
 
 
 def _lm_eval_sets(name: str, answer_map: bool, as_json: bool) -> None:
-    from labctl.quality.lm_eval_run import answer_map as harness_answers
-    from labctl.quality.lm_eval_run import load_tasks
+    from labctl.quality.lm_eval_answers import answer_map as harness_answers
+    from labctl.quality.lm_eval_env import load_tasks
 
     if answer_map:
         print(json.dumps(harness_answers(state.runs(), state.lab(), name), indent=1))

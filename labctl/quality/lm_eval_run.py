@@ -7,13 +7,8 @@ labctl's own suites)."""
 
 from __future__ import annotations
 
-import gc
 import hashlib
 import json
-import logging
-import os
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -28,14 +23,13 @@ from labctl.errors import BadInput, LabctlError
 from labctl.host.lock import engine_lock
 from labctl.host.sandbox import check_sandbox
 from labctl.quality.evaluate import SCORE_INTERVAL
-from labctl.quality.tasks import TaskSet, data_files, dataset_sha256, harness_config, load_task, task_names
+from labctl.quality.lm_eval_env import FEWSHOT_AS_MULTITURN, FEWSHOT_SEED, configs, load_tasks, offline, quiet
+from labctl.quality.tasks import TaskSet, data_files, dataset_sha256
 from labctl.run.records.record import Record, now
 from labctl.run.records.store import Runs, new_run_id, write_run_file
 
 RESULT_SCHEMA = 1
 HARNESS = "lm-evaluation-harness"
-FEWSHOT_SEED = 1234  # the harness's default, given so the answer map samples the same few-shot examples
-FEWSHOT_AS_MULTITURN = True  # each example a user and an assistant turn: how a chat model is asked
 MAX_SAMPLE_CHARS = 64 * 1024  # one sample's input or output as kept; a longer one is cut and says so
 
 
@@ -43,20 +37,6 @@ def harness_version() -> str:
     from importlib.metadata import version
 
     return version("lm_eval")
-
-
-def load_tasks(lab: Lab, suite: str) -> list[TaskSet]:
-    """The task sets `--suite lm-eval:NAME[@VERSION],…` names; a version asked for must be the lab's."""
-    tasks = []
-    for name, version in task_names(suite):
-        task = load_task(lab, name)
-        if version is not None and version != task.version:
-            raise BadInput(
-                f"--suite asks for task set {name} version {version}, but the lab's is {task.version} "
-                f"(suites/lm-eval/{name}/source.yaml)."
-            )
-        tasks.append(task)
-    return tasks
 
 
 def run_lm_eval(
@@ -84,88 +64,6 @@ def run_lm_eval(
     key = engine_key(record, target)
     with engine_lock(key, f"eval of {suite}", request.wait_for_engine, request.allow_shared_engine) as hold:
         return _evaluate(runs, suite, tasks, files, target, record, concurrency, timeout, hold.holder, progress)
-
-
-@contextmanager
-def _quiet() -> Iterator[None]:
-    """The harness logs a failed request's repr, headers and all (the key among them): its loggers, and asyncio's
-    (a never-retrieved task's exception), say nothing while it runs; labctl reports a failure itself."""
-    loggers = [logging.getLogger(name) for name in ("lm_eval", "asyncio")]
-    levels = [logger.level for logger in loggers]
-    for logger in loggers:
-        logger.setLevel(logging.CRITICAL + 1)
-    yield
-    gc.collect()  # tasks whose exception nobody retrieved are reported when collected: collect them now
-    for logger, level in zip(loggers, levels, strict=True):
-        logger.setLevel(level)
-    # after a failure the harness's tasks may outlive this call (reported at exit): asyncio stays silent then
-
-
-@contextmanager
-def _offline(progress: bool = True) -> Iterator[None]:
-    """The harness and `datasets` read files only: no Hub, no download (set before they are imported); their
-    progress bars only when someone watches."""
-    names = ("HF_DATASETS_OFFLINE", "HF_HUB_OFFLINE", "TOKENIZERS_PARALLELISM", "TQDM_DISABLE")
-    before = {name: os.environ.get(name) for name in names}
-    os.environ.update({"HF_DATASETS_OFFLINE": "1", "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"})
-    if not progress:
-        os.environ["TQDM_DISABLE"] = "1"
-    try:
-        yield
-    finally:
-        for name, value in before.items():
-            if value is None:
-                os.environ.pop(name, None)
-            else:
-                os.environ[name] = value
-
-
-def _configs(runs: Runs, tasks: list[TaskSet], files: dict[str, dict[str, Path]]) -> list[dict[str, Any]]:
-    configs = []
-    for task in tasks:
-        config = harness_config(task, files[task.name])
-        # the harness's own prepared copy of the data, kept in labctl's home
-        config["dataset_kwargs"]["cache_dir"] = str(runs.home / "cache" / "datasets")
-        configs.append(config)
-    return configs
-
-
-def answer_map(runs: Runs, lab: Lab, suite: str, cache_dir: str | None = None) -> dict[str, str]:
-    """The harness engine's --answers map for these task sets: each prompt exactly as the harness will send it
-    (few-shot examples, chat messages), mapped to the document's reference field (source.yaml `reference`)."""
-    tasks = load_tasks(lab, suite)
-    cache = check_cache_dir(cache_dir)
-    files = {task.name: data_files(task, cache) for task in tasks}
-    without = [t.name for t in tasks if not t.reference]
-    if without:
-        raise BadInput(f"task set {without[0]} names no reference field in its source.yaml: no answer map.")
-    by_task = {config["task"]: task for config, task in zip(_configs(runs, tasks, files), tasks, strict=True)}
-    answers: dict[str, str] = {}
-    with _offline(progress=False):
-        from lm_eval.models.openai_completions import LocalChatCompletion
-        from lm_eval.tasks import TaskManager
-
-        lm = LocalChatCompletion(model="answer-map", base_url="http://127.0.0.1:9/v1/chat/completions")
-        loaded = TaskManager(include_defaults=False).load(_configs(runs, tasks, files))
-        for name, task_obj in loaded["tasks"].items():
-            if task_obj.get_config("num_fewshot") is None:
-                task_obj.set_config(key="num_fewshot", value=0)
-            task_obj.set_fewshot_seed(seed=FEWSHOT_SEED)
-            task_obj.build_all_requests(
-                limit=None,
-                rank=0,
-                world_size=1,
-                apply_chat_template=True,
-                fewshot_as_multiturn=FEWSHOT_AS_MULTITURN,
-                chat_template=lm.apply_chat_template,
-            )
-            field = str(by_task[name].reference)
-            for instance in task_obj.instances:
-                context = getattr(instance.args[0], "prompt", instance.args[0])  # JsonChatStr: the messages' JSON
-                messages = json.loads(context) if isinstance(context, str) else context
-                prompt = next(m["content"] for m in reversed(messages) if m["role"] == "user")
-                answers[str(prompt).strip()] = str(instance.doc[field])
-    return answers
 
 
 def _model(target: Target, concurrency: int, timeout: float) -> Any:
@@ -200,8 +98,8 @@ def _evaluate(
     shared_with: str | None,
     progress: bool,
 ) -> tuple[dict[str, Any], Path]:
-    with _offline(progress), _quiet():
-        configs = _configs(runs, tasks, files)
+    with offline(progress), quiet():
+        task_configs = configs(runs, tasks, files)
         import lm_eval
         from lm_eval.tasks import TaskManager
 
@@ -210,7 +108,7 @@ def _evaluate(
                 model=_model(target, concurrency, timeout),
                 # labctl's task sets are given whole: indexing the harness's thousands of own tasks takes seconds
                 task_manager=TaskManager(include_defaults=False),
-                tasks=configs,
+                tasks=task_configs,
                 fewshot_random_seed=FEWSHOT_SEED,
                 fewshot_as_multiturn=FEWSHOT_AS_MULTITURN,
                 apply_chat_template=True,
@@ -226,7 +124,7 @@ def _evaluate(
     if out is None:
         raise LabctlError("lm-evaluation-harness returned no results.")
     task_facts, cases, samples = [], [], []
-    for task, config in zip(tasks, configs, strict=True):
+    for task, config in zip(tasks, task_configs, strict=True):
         facts, task_cases, task_samples = _task_result(task, config["task"], files[task.name], out)
         task_facts.append(facts)
         cases += task_cases
