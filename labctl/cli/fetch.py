@@ -77,13 +77,19 @@ def _fetch_task(name: str, cache_dir: str | None, as_json: bool) -> None:
     from labctl.cli.runs import _progress
     from labctl.errors import BadInput
     from labctl.quality.tasks import load_task
-    from labctl.run.models.datasets import fetch_dataset
+    from labctl.run.models.datasets import dataset_acquisition, fetch_dataset
+    from labctl.run.records.acquired import Ledger
 
     task = load_task(state.lab(), name.removeprefix("lm-eval:"))
     if task.repo is None or task.revision is None:
         raise BadInput(f"task set {task.name} reads files in the lab ({task.folder}): there is nothing to fetch.")
     where = f"dataset.repo and dataset.revision in suites/lm-eval/{task.name}/source.yaml"
     fetched = fetch_dataset(task.repo, task.revision, cache_dir, where, say=warn, live=None if as_json else _progress())
+    ledger = Ledger(state.runs().home)
+    try:
+        ledger.append(dataset_acquisition(fetched))
+    except OSError as exc:
+        warn(f"warning: could not note the fetch in {ledger.path} (labctl gc will not offer it): {exc}")
     if as_json:
         print(json.dumps(dataclasses.asdict(fetched)))
         return

@@ -357,7 +357,7 @@ def gc(
         bool, typer.Option("--json", help="Print the items (and what happened to each) as JSON.")
     ] = False,
 ) -> None:
-    """List images, model snapshots and TensorRT-LLM engine folders this home pulled, built or fetched that nothing needs now; --yes removes them.
+    """List images, model and dataset snapshots and TensorRT-LLM engine folders this home pulled, built or fetched that nothing needs now; --yes removes them.
 
     Only what this home's own ledger (.state/acquired.jsonl) says labctl put there is listed, never what a
     container, a run that has not ended, another home's record or a profile of this lab uses.

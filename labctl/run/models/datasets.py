@@ -11,13 +11,26 @@ from pathlib import Path
 from labctl.compose.options import check_cache_dir
 from labctl.errors import BadInput
 from labctl.host import hub
+from labctl.host.hosts import LOCAL
 from labctl.host.hub_cache import COMMIT, repo_folder
 from labctl.run.models.fetch import Fetched, Meter, Say, check_disk_space, starting_line
+from labctl.run.records.acquired import Acquisition, Action, Kind
 from labctl.run.records.prep_view import size as human
 
 
 def snapshot_dir(cache_dir: str, repo_id: str, commit: str) -> Path:
     return repo_folder(Path(cache_dir) / "hub", repo_id, "dataset") / "snapshots" / commit
+
+
+def dataset_acquisition(fetched: Fetched) -> Acquisition:
+    """The ledger line of a dataset fetch (datasets are fetched to this machine only)."""
+    return Acquisition(
+        Kind.DATASET,
+        Action.FOUND if fetched.cached else Action.FETCHED,
+        host=LOCAL,
+        folder=str(snapshot_dir(fetched.cache_dir, fetched.repo_id, fetched.commit)),
+        name=f"{fetched.repo_id}@{fetched.commit}",
+    )
 
 
 def fetch_dataset(
