@@ -43,12 +43,19 @@ def _load(given: str) -> Study:
     return load_study(path)
 
 
-def _plan(study: Study) -> StudyPlan:
+PORT_HELP = "Every cell's port (host i of the study's list uses PORT + i); default: each profile entry's port."
+
+
+def _plan(study: Study, port: int | None = None) -> StudyPlan:
     from labctl.study.plan import plan_study
     from labctl.study.state import check_untouched
 
     check_untouched(state.runs().home, study)
-    return plan_study(state.lab(), study, state.runs(), state.host_option)
+    if port is not None and not 0 < port < 65000:
+        from labctl.errors import BadInput
+
+        raise BadInput(f"--port {port}: give a TCP port from 1 to 64999.")
+    return plan_study(state.lab(), study, state.runs(), state.host_option, port)
 
 
 def _clock(seconds: float | None) -> str:
@@ -95,7 +102,8 @@ def _print_plan(chosen: StudyPlan) -> None:
                 cp.accelerator,
                 fit,
                 levels,
-                ("cached " if cp.image_cached else "to pull ") + (cp.image[:19] if cp.image.startswith("sha256:") else "(unpinned)"),
+                ("cached " if cp.image_cached else "to pull ")
+                + (cp.image[:19] if cp.image.startswith("sha256:") else "(unpinned)"),
                 "-" if cp.model_gib is None else f"{cp.model_gib:g} GiB" + (" cached" if cp.model_cached else ""),
                 _clock(cp.estimate_s),
                 "; ".join(resume),
@@ -128,6 +136,7 @@ def _print_plan(chosen: StudyPlan) -> None:
 def plan(
     file: Annotated[str, typer.Argument(help=FILE_HELP)],
     as_json: Annotated[bool, typer.Option("--json", help="Print the plan as one JSON object.")] = False,
+    port: Annotated[int | None, typer.Option(help=PORT_HELP)] = None,
 ) -> None:
     """Check a study and expand it into cells before any GPU time: same rules, fit, levels, disk, estimate.
 
@@ -139,7 +148,7 @@ def plan(
     """
     from labctl.study.plan import describe
 
-    chosen = _plan(_load(file))
+    chosen = _plan(_load(file), port)
     if as_json:
         print(json.dumps(describe(chosen)))
         return
@@ -151,6 +160,7 @@ def run(
     redo_failed: Annotated[
         bool, typer.Option(help="Measure failed cells again (done cells are still reused).")
     ] = False,
+    port: Annotated[int | None, typer.Option(help=PORT_HELP)] = None,
 ) -> None:
     """Run every cell: up, a canary at the lowest level, the ladder, the suites, down; resumable.
 
@@ -167,7 +177,7 @@ def run(
     from labctl.study.state import open_state
 
     study = _load(file)
-    chosen = _plan(study)
+    chosen = _plan(study, port)
     _print_plan(chosen)
     if chosen.refusals:
         from labctl.errors import BadInput
@@ -176,7 +186,7 @@ def run(
     runs = state.runs()
     home_state = open_state(runs.home, study)
     out(f"report: {home_state.report_dir / 'index.html'} (rewritten after every finished cell)")
-    outcome = run_study(state.lab(), runs, chosen, home_state, warn, report_writer(runs, home_state, warn))
+    outcome = run_study(state.lab(), runs, chosen, home_state, warn, report_writer(runs, home_state, warn), redo_failed)
     failed = [c for c in home_state.all_cells() if c.get("state") == "failed"]
     out(f"study {study.name}: {outcome.measured} measured, {outcome.reused} reused, {len(failed)} failed")
     out(f"report: {home_state.report_dir / 'index.html'}")

@@ -23,6 +23,7 @@ from labctl.run.lifecycle.up_plan import UpRequest
 from labctl.run.records.record import Record, now
 from labctl.run.records.store import Runs
 from labctl.study.failures import classify_start, engine_state, meets_slo
+from labctl.study.fingerprint import Fingerprint
 from labctl.study.plan import CellPlan, StudyPlan
 from labctl.study.state import FINISHED, StudyState
 
@@ -189,10 +190,19 @@ class CellRun:
                 self.fail(kind, str(exc))  # `up` took down whatever it started, its logs saved
                 return None
             self.run_id, self.engine_up = record.run_id, True
+            self.note_image(record)
             self.data["times"]["cold_start_s"] = round(time.monotonic() - t0, 3)
             ctx.runs.event(record.run_id, "study", **self.tag)
             self.save(run_id=record.run_id, level="canary")
             return record
+
+    def note_image(self, record: Record) -> None:
+        """An unpinned image is known only once it is on the host: the fingerprint keeps the image that ran."""
+        profile = self.cell.cell.profile
+        ran = profile.image_digest or record.image.image_id
+        if ran and ran != self.fingerprint.fields["image"]:
+            self.fingerprint = Fingerprint({**self.fingerprint.fields, "image": ran})
+            self.data.update(fingerprint=self.fingerprint.fields, fingerprint_digest=self.fingerprint.digest)
 
     def measure(self, record: Record) -> bool:
         ctx = self.ctx

@@ -82,16 +82,16 @@ def grid(entry: Entry) -> list[dict[str, Any]]:
     return [dict(zip(keys, values, strict=True)) for values in itertools.product(*(entry.overrides[k] for k in keys))]
 
 
-def expand_cells(lab: Lab, study: Study, hosts: list[str]) -> list[Cell]:
-    """Every cell in the study's order: entries as listed, their grids, then the hosts."""
+def expand_cells(lab: Lab, study: Study, hosts: list[str], port: int | None = None) -> list[Cell]:
+    """Every cell in the study's order: entries as listed, their grids, then the hosts. `port` (run --port)
+    replaces every entry's port; cells on one host run one at a time, so they may share it."""
     cells: list[Cell] = []
     for entry in study.entries:
         base = load_profile(lab, entry.engine, entry.profile)
         for overrides in grid(entry):
             profile = apply_overrides(base, overrides)
             for index, host in enumerate(hosts):
-                port = (entry.port or profile.port) + index
-                placed = with_overrides(profile, port=port)
+                placed = with_overrides(profile, port=(port or entry.port or profile.port) + index)
                 key = f"{entry.engine}.{entry.profile}{_override_words(overrides)}@{host}"
                 cells.append(Cell(key, entry, overrides, Placement("host", host, index), placed))
     seen: set[str] = set()

@@ -14,6 +14,7 @@ from labctl.catalog.fit import Target, architecture_for, default_target, fit
 from labctl.catalog.lab import Lab
 from labctl.catalog.limits import MAX_CONCURRENCY
 from labctl.catalog.memory import Estimate
+from labctl.catalog.profiles import with_overrides as with_port
 from labctl.compose.render import serve_command
 from labctl.errors import BadInput
 from labctl.host.hosts import load_hosts
@@ -162,7 +163,7 @@ def plan_cell(
     activate(facts.entry)
     profile = cell.profile
     image, cached = image_identity(profile)
-    command = serve_command(profile, None)
+    command = serve_command(with_port(profile, port=1), None)  # where it listens is placement, not setup
     target = fit_target(cell, facts)
     estimate = fit(profile, target)
     levels: dict[str, list[int]] = {}
@@ -206,14 +207,16 @@ def plan_cell(
     return plan
 
 
-def plan_study(lab: Lab, study: Study, runs: Runs, default_host: str | None = None) -> StudyPlan:
+def plan_study(
+    lab: Lab, study: Study, runs: Runs, default_host: str | None = None, port: int | None = None
+) -> StudyPlan:
     """Everything `run` would do, checked; refusals of the file itself raise BadInput before a host is asked."""
     workloads = study_workloads(lab, study)
     suites = study_suites(lab, study)
     configured = load_hosts(lab.root)
     names = study.hosts or [configured.get(default_host).name]
     entries = {name: configured.get(name) for name in names}
-    cells = expand_cells(lab, study, names)
+    cells = expand_cells(lab, study, names, port)
     check_same_rules(study, cells)
     facts = {name: host_facts(entry) for name, entry in entries.items()}
     plans = [plan_cell(study, c, facts[c.host], workloads, suites, runs) for c in cells]

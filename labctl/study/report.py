@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from labctl import __version__
+from labctl.bench.intervals import mean_interval
 from labctl.bench.session import find_result
 from labctl.compare.pivot import interval_of, value_of
 from labctl.compare.report import markdown, page
@@ -125,28 +126,90 @@ def summary_rows(runs: Runs, cells: list[dict[str, Any]]) -> list[dict[str, str]
     return table
 
 
-def verdicts(entries: dict[str, list[Entry]]) -> list[str]:
-    """Output throughput per level across cells: where the 95 % intervals overlap, not distinguishable."""
+def _per_cell(runs: Runs, cells: list[dict[str, Any]]) -> dict[str, dict[str, dict[int, list[dict[str, Any]]]]]:
+    """workload -> cell -> level -> that level of each repeat's ladder (censored levels left out)."""
+    out: dict[str, dict[str, dict[int, list[dict[str, Any]]]]] = {}
+    for data in cells:
+        for bench in data.get("benches") or []:
+            if bench.get("canary"):
+                continue
+            try:
+                result, _ = find_result(runs, str(bench["bench_id"]))
+            except LabctlError:
+                continue
+            censored = set((data.get("censored") or {}).get(bench.get("workload")) or [])
+            for level in result.get("levels") or []:
+                c = int(level.get("concurrency") or 0)
+                if c not in censored and level.get("completed"):
+                    out.setdefault(str(bench["workload"]), {}).setdefault(str(data["cell"]), {}).setdefault(
+                        c, []
+                    ).append(level)
+    return out
+
+
+def _interval(levels: list[dict[str, Any]], key: str) -> tuple[float, float] | None:
+    """Across repeats, the bootstrap interval of the mean of the per-run values; one run, its own interval."""
+    if len(levels) > 1:
+        found = mean_interval([v for v in (value_of(lv, key) for lv in levels) if v is not None])
+        return (found[0], found[1]) if found else None
+    return interval_of(levels[0], key) if levels else None
+
+
+VERDICT_KEYS = (("output_throughput", "output tokens/s"), ("median_ttft_ms", "TTFT p50"))
+
+
+def verdicts(per_cell: dict[str, dict[str, dict[int, list[dict[str, Any]]]]]) -> list[str]:
+    """Per workload and level, each pair of cells: where the 95 % intervals overlap, not distinguishable."""
     lines = []
-    for workload, chosen in entries.items():
-        by_level: dict[int, list[tuple[str, tuple[float, float]]]] = {}
-        for entry in chosen:
-            for level in entry.result["levels"]:
-                ci = interval_of(level, "output_throughput")
-                if ci:
-                    by_level.setdefault(int(level.get("concurrency") or 0), []).append((entry.given, ci))
-        for level, found in sorted(by_level.items()):
-            for i, (a, ca) in enumerate(found):
-                for b, cb in found[i + 1 :]:
-                    if ca[0] <= cb[1] and cb[0] <= ca[1]:
-                        lines.append(f"{workload} c={level}: {a} and {b}: not distinguishable (output tokens/s)")
+    for workload, by_cell in per_cell.items():
+        names = sorted(by_cell)
+        levels = sorted({c for cell in by_cell.values() for c in cell})
+        for level in levels:
+            for key, title in VERDICT_KEYS:
+                for i, a in enumerate(names):
+                    for b in names[i + 1 :]:
+                        ca = _interval(by_cell[a].get(level, []), key)
+                        cb = _interval(by_cell[b].get(level, []), key)
+                        if not ca or not cb:
+                            continue
+                        if ca[0] <= cb[1] and cb[0] <= ca[1]:
+                            verdict = "not distinguishable"
+                        else:
+                            verdict = f"{a if ca[0] > cb[1] else b} higher"
+                        lines.append(
+                            f"{workload} c={level} {title}: {a} [{ca[0]:.4g}, {ca[1]:.4g}] vs {b} "
+                            f"[{cb[0]:.4g}, {cb[1]:.4g}]: {verdict}"
+                        )
     return lines
 
 
-def _markdown(name: str, table: list[dict[str, str]], caveats: list[str], found: list[str], sections: list[str]) -> str:
+def slo_lines(per_cell: dict[str, dict[str, dict[int, list[dict[str, Any]]]]]) -> list[str]:
+    """Per workload and cell: the highest level every repeat measured within the SLO, its rate and interval."""
+    lines = []
+    for workload, by_cell in per_cell.items():
+        for cell, levels in sorted(by_cell.items()):
+            meeting = [c for c, found in levels.items() if found and all(meets_slo(lv) for lv in found)]
+            if not meeting:
+                lines.append(f"{workload} {cell}: no level met the SLO in every repeat")
+                continue
+            top = max(meeting)
+            found = levels[top]
+            rates = [v for v in (value_of(lv, "request_throughput") for lv in found) if v is not None]
+            ci = _interval(found, "request_throughput")
+            span = f", 95% [{ci[0]:.3g}, {ci[1]:.3g}]" if ci else ""
+            mean = sum(rates) / len(rates) if rates else 0.0
+            lines.append(f"{workload} {cell}: c={top}, {mean:.3g} req/s over {len(found)} repeat(s){span}")
+    return lines
+
+
+def _markdown(
+    name: str, table: list[dict[str, str]], caveats: list[str], found: list[str], slo: list[str], sections: list[str]
+) -> str:
     head = "| " + " | ".join(SUMMARY_COLUMNS) + " |\n|" + "---|" * len(SUMMARY_COLUMNS) + "\n"
     body = "".join("| " + " | ".join(r[c].replace("|", "/") for c in SUMMARY_COLUMNS) + " |\n" for r in table)
     text = f"# Study {name}\n\n{head}{body}\n"
+    if slo:
+        text += "## Highest level meeting the SLO\n\n" + "".join(f"- {line}\n" for line in slo) + "\n"
     if found:
         text += "## Verdicts\n\n" + "".join(f"- {line}\n" for line in found) + "\n"
     if caveats:
@@ -155,17 +218,20 @@ def _markdown(name: str, table: list[dict[str, str]], caveats: list[str], found:
     return text
 
 
-def _html(name: str, table: list[dict[str, str]], caveats: list[str], found: list[str], sections: list[str]) -> str:
+def _html(
+    name: str, table: list[dict[str, str]], caveats: list[str], found: list[str], slo: list[str], sections: list[str]
+) -> str:
     esc = html.escape
     head = "".join(f"<th>{esc(c)}</th>" for c in SUMMARY_COLUMNS)
     body = "".join("<tr>" + "".join(f"<td>{esc(r[c])}</td>" for c in SUMMARY_COLUMNS) + "</tr>" for r in table)
     items = "".join(f"<li>{esc(line)}</li>" for line in found)
+    best = "".join(f"<li>{esc(line)}</li>" for line in slo)
     notes = "".join(f"<li>{esc(line)}</li>" for line in caveats)
     links = "".join(f'<li><a href="{esc(w)}/index.html">{esc(w)}</a></li>' for w in sections)
     return (
         f"<!doctype html><html><head><meta charset=utf-8><title>Study {esc(name)}</title></head><body>"
         f"<h1>Study {esc(name)}</h1><table border=1><tr>{head}</tr>{body}</table>"
-        f"<h2>Verdicts</h2><ul>{items}</ul><h2>Caveats</h2><ul>{notes}</ul><h2>Comparisons</h2><ul>{links}</ul>"
+        f"<h2>Highest level meeting the SLO</h2><ul>{best}</ul><h2>Verdicts</h2><ul>{items}</ul><h2>Caveats</h2><ul>{notes}</ul><h2>Comparisons</h2><ul>{links}</ul>"
         "</body></html>\n"
     )
 
@@ -177,7 +243,8 @@ def write_study_report(runs: Runs, state: StudyState, target: Path | None = None
     entries = ladder_entries(runs, cells)
     caveats = [f"{c['cell']} r{c['repeat']}: {note}" for c in cells for note in c.get("caveats") or []]
     caveats += [f"{c['cell']} r{c['repeat']}: {note}" for c in cells for note in c.get("findings") or []]
-    found = verdicts(entries)
+    per_cell = _per_cell(runs, cells)
+    found, slo = verdicts(per_cell), slo_lines(per_cell)
 
     def build(work: Path) -> None:
         for workload, chosen in entries.items():
@@ -189,8 +256,8 @@ def write_study_report(runs: Runs, state: StudyState, target: Path | None = None
             write_atomically(section / "report.md", markdown(checks, table_rows, chosen, plots))
             write_atomically(section / "index.html", page(checks, table_rows, chosen, plots))
         sections = sorted(entries)
-        write_atomically(work / "report.md", _markdown(state.name, table, caveats, found, sections))
-        write_atomically(work / "index.html", _html(state.name, table, caveats, found, sections))
+        write_atomically(work / "report.md", _markdown(state.name, table, caveats, found, slo, sections))
+        write_atomically(work / "index.html", _html(state.name, table, caveats, found, slo, sections))
         write_atomically(work / "cells.json", json.dumps(cells, indent=1) + "\n")
 
     marker = {"kind": "study report", "study": state.name, "labctl_version": __version__, "written_at": now()}

@@ -58,11 +58,21 @@ def run_host(
 def _child(
     lab: Lab, runs: Runs, plan: StudyPlan, state: StudyState, host: str, say: Say, report: WriteReport, redo: bool
 ) -> None:
+    # Ctrl-C reaches the whole process group: the parent alone takes it and tells each host's process once,
+    # by SIGTERM, so that no second signal lands in the middle of a take-down.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, _interrupt)
     try:
         run_host(lab, runs, plan, state, host, say, report, redo)
     except KeyboardInterrupt:
         os._exit(130)
+    except BaseException:  # noqa: BLE001 - the cells' states say what happened; the parent sees the exit code
+        os._exit(1)
     os._exit(0)
+
+
+def _interrupt(signum: int, _frame: object) -> None:
+    raise KeyboardInterrupt(signal.Signals(signum).name)
 
 
 def run_study(
