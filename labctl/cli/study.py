@@ -130,7 +130,7 @@ def _print_plan(chosen: StudyPlan) -> None:
     else:
         out("estimate: unknown for cells with no past record of the same setup on their host (ESTIMATE column)")
     for finding in chosen.findings:
-        warn(f"finding: {finding}")
+        warn(f"finding{' (run refuses)' if finding in chosen.refusals else ''}: {finding}")
 
 
 def plan(
