@@ -27,6 +27,7 @@ from labctl.run.records.prep_view import seconds
 from labctl.run.records.record import now
 from labctl.run.records.store import Runs
 from labctl.study.failures import meets_slo
+from labctl.study.prefetch import overlaps
 from labctl.study.state import StudyState
 
 SUMMARY_COLUMNS = (
@@ -124,6 +125,24 @@ def summary_rows(runs: Runs, cells: list[dict[str, Any]]) -> list[dict[str, str]
             }
         )
     return table
+
+
+def gpu_hours(cells: list[dict[str, Any]]) -> list[str]:
+    """The study's GPU-hours: measuring, cold start and waiting (for claims), and the waiting's share."""
+    totals = {"measuring_s": 0.0, "cold_start_s": 0.0, "waiting_s": 0.0}
+    for data in cells:
+        gpus = int(data.get("gpus") or 0)
+        for key in totals:
+            totals[key] += float((data.get("times") or {}).get(key) or 0) * max(gpus, 1)
+    if not any(totals.values()):
+        return []
+    hours = {k: v / 3600 for k, v in totals.items()}
+    beyond = hours["measuring_s"] + hours["waiting_s"]
+    share = hours["waiting_s"] / beyond if beyond else 0.0
+    return [
+        f"study total: {sum(hours.values()):.4f} GPU-hours: measuring {hours['measuring_s']:.4f}, cold start "
+        f"{hours['cold_start_s']:.4f}, waiting {hours['waiting_s']:.4f} ({share:.1%} of the hours beyond cold starts)"
+    ]
 
 
 def _per_cell(runs: Runs, cells: list[dict[str, Any]]) -> dict[str, dict[str, dict[int, list[dict[str, Any]]]]]:
@@ -243,6 +262,8 @@ def write_study_report(runs: Runs, state: StudyState, target: Path | None = None
     entries = ladder_entries(runs, cells)
     caveats = [f"{c['cell']} r{c['repeat']}: {note}" for c in cells for note in c.get("caveats") or []]
     caveats += [f"{c['cell']} r{c['repeat']}: {note}" for c in cells for note in c.get("findings") or []]
+    caveats += overlaps(state, cells)
+    caveats += gpu_hours(cells)
     per_cell = _per_cell(runs, cells)
     found, slo = verdicts(per_cell), slo_lines(per_cell)
 

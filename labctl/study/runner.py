@@ -15,8 +15,9 @@ from labctl.catalog.lab import Lab
 from labctl.errors import BadInput
 from labctl.host.hosts import activate
 from labctl.run.records.store import Runs
-from labctl.study.cell_run import CellContext, run_cell
+from labctl.study.cell_run import CellContext, run_cell, should_skip
 from labctl.study.plan import CellPlan, StudyPlan
+from labctl.study.prefetch import prefetch_host
 from labctl.study.state import StudyState
 
 Say = Callable[[str], None]
@@ -43,8 +44,12 @@ def run_host(
     entry = plan.hosts[host].entry
     activate(entry)
     ctx = CellContext(lab, runs, plan, state, entry, say, redo_failed=redo)
+    queue = host_queues(plan)[host]
+    waiting = [cell for cell, repeat in queue if not _reusable(ctx, cell, repeat)]
+    if waiting:  # before this host measures anything: never a pull beside its own measurement
+        prefetch_host(state, entry, list({id(c): c for c in waiting}.values()), bool(plan.study.spec["fetch"]), say)
     measured = reused = 0
-    for cell, repeat in host_queues(plan)[host]:
+    for cell, repeat in queue:
         done = run_cell(ctx, cell, repeat)
         if done is None:
             reused += 1
@@ -53,6 +58,11 @@ def run_host(
         say(f"{cell.cell.key} r{repeat}: {done['state']}")
         report()
     return measured, reused
+
+
+def _reusable(ctx: CellContext, cell: CellPlan, repeat: int) -> bool:
+    stored = ctx.state.load_cell(cell.cell.key, repeat)
+    return should_skip(stored, cell.fingerprints[repeat - 1].digest, ctx.redo_failed)
 
 
 def _child(
