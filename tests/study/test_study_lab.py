@@ -11,7 +11,6 @@ import os
 import shutil
 import signal
 import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -103,18 +102,38 @@ def when(text: str) -> float:
     return dt.datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
 
 
-def test_two_hosts_in_parallel_and_a_crash_that_stops_only_its_cell(sim: Path) -> None:
+@pytest.fixture
+def fresh_tag(sim: Path) -> Iterator[str]:
+    """A tag of the harness image in the lab registry that neither simulated host holds: the study pulls it."""
+    tag = f"{IMAGE.rsplit(':', 1)[0]}:study27-prefetch"
+    for command in (["tag", IMAGE, tag], ["push", "-q", tag]):
+        done = subprocess.run(["docker", *command], capture_output=True, text=True, timeout=300)
+        assert done.returncode == 0, done.stderr
+    for host in SOCKETS:
+        sim_docker(host, "rmi", "-f", tag)
+    yield tag
+    for host in SOCKETS:
+        sim_docker(host, "rmi", "-f", tag)
+
+
+def test_two_hosts_in_parallel_and_a_crash_that_stops_only_its_cell(sim: Path, fresh_tag: str) -> None:
     home = sim.parent / "home-crash"
     port = free_port()
+    profile = yaml.safe_load((sim / "engines/harness/profiles/smoke.yaml").read_text())
+    profile["image"] = fresh_tag
+    (sim / "engines/harness/profiles/study-prefetch.yaml").write_text(yaml.safe_dump(profile))
     crash = ["--crash-after", "16"]  # readiness 1 + canary 6 + c=1 6: the engine dies in the c=4 level
     path = study_file(
         sim.parent,
         "two-hosts",
-        [{"engine": "harness", "profile": "smoke", "overrides": {"extra_args": [[], crash]}}],
+        [{"engine": "harness", "profile": "study-prefetch", "overrides": {"extra_args": [[], crash]}}],
         ["sim-h100", "sim-gb10"],
     )
     ran = labctl(sim, home, "study", "run", str(path), "--port", str(port))
     assert ran.returncode == 0, ran.stderr
+    for host in SOCKETS:  # each host pulled its image before it measured, once; every up found it there
+        pulled = json.loads((home / "studies" / "two-hosts" / "prefetch" / f"{host}.json").read_text())
+        assert [(p["what"], p.get("error")) for p in pulled] == [(f"pull {fresh_tag}", None)]
     found = cells(home, "two-hosts")
     assert len(found) == 4
     crashed = {k: v for k, v in found.items() if "crash-after" in k[0]}
@@ -134,8 +153,10 @@ def test_two_hosts_in_parallel_and_a_crash_that_stops_only_its_cell(sim: Path) -
         for b in gb10
     ]
     assert any(s1 < e2 and s2 < e1 for s1, e1, s2, e2 in spans)
-    # every record belongs to the study and names its cell
+    # every record belongs to the study and names its cell; no up pulled (the prefetch had)
     for data in found.values():
+        record = json.loads((home / "runs" / data["run_id"] / "record.json").read_text())
+        assert record["prep"]["image_pull"]["cached"] is True
         result = json.loads(next((home / "runs" / data["run_id"] / "bench").glob("b*[0-9a-f].json")).read_text())
         assert result["study"]["study"] == "two-hosts" and result["study"]["cell"] == data["cell"]
     report = (home / "studies" / "two-hosts" / "report" / "report.md").read_text()
