@@ -12,8 +12,6 @@ if [ -n "${DEMO_STUDY_PORT:-}" ]; then PORT=(--port "$DEMO_STUDY_PORT"); fi
 step() { printf '\n\033[1m== %s\033[0m\n' "$*"; }
 
 echo "SIMULATED: the GPUs are the test lab's nvidia-smi stand-in and the engine is labctl's harness."
-step "labctl study plan studies/harness-demo.yaml"
-"${LABCTL[@]}" study plan studies/harness-demo.yaml "${PORT[@]}"
 step "labctl study run studies/harness-demo.yaml   (two hosts in parallel, repeats interleaved)"
 "${LABCTL[@]}" study run studies/harness-demo.yaml "${PORT[@]}"
 step "labctl study status harness-demo"

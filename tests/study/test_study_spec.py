@@ -120,3 +120,17 @@ def test_the_same_name_from_another_file_is_refused(tmp_path: Path) -> None:
     assert open_state(home, first).folder == state.folder  # the same file again: its own state
     with pytest.raises(BadInput, match="belongs to .*first.yaml"):
         open_state(home, load_study(write(tmp_path, STUDY, "second.yaml")))
+
+
+def test_every_shipped_study_reads_and_passes_the_same_rules_gate() -> None:
+    from helpers.support import REPO
+
+    lab = Lab(REPO)
+    shipped = sorted((REPO / "studies").glob("*.yaml"))
+    assert {p.stem for p in shipped} >= {"harness-demo", "h100-qwen3-32b", "spark-four-engines", "cpu-real"}
+    for path in shipped:
+        study = load_study(path)
+        assert study.name == path.stem
+        if any(not (REPO / "engines" / e.engine / "profiles" / f"{e.profile}.yaml").is_file() for e in study.entries):
+            continue  # cpu-real: its tiny-model profiles come with the real-engine step, which owns its test
+        check_same_rules(study, expand_cells(lab, study, study.hosts or ["local"]))
