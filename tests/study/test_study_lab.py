@@ -240,3 +240,16 @@ def test_interrupt_then_resume_redoes_nothing_finished_and_sees_a_new_image(sim:
         assert all(v["redone_because"] == ["image"] for v in redone.values())
     finally:
         sim_docker("sim-h100", "rmi", "-f", tag)
+
+
+def test_a_gpu_study_on_simulated_hosts_is_a_finding_of_plan_and_a_refusal_of_run(sim: Path) -> None:
+    home = sim.parent / "home-gpu"
+    study = REPO / "studies" / "h100-qwen3-32b.yaml"
+    planned = run_labctl("--host", "sim-h100", "study", "plan", str(study), lab=sim, env={"LABCTL_HOME": str(home)})
+    assert planned.code == 0, planned.stderr
+    assert "finding (run refuses): environment: the study expects gpu" in planned.stderr
+    assert "long-context skips c=32,60,120 (KV cache does not fit)" in planned.stderr
+    assert "sharegpt-sample 60,120,180,240,300,360,420,480,540,600,1200" in planned.stdout
+    ran = run_labctl("--host", "sim-h100", "study", "run", str(study), lab=sim, env={"LABCTL_HOME": str(home)})
+    assert ran.code == 2 and "the study cannot run here: environment" in ran.stderr.splitlines()[-1]
+    assert not (home / "runs").exists() and not (home / "studies").exists()
