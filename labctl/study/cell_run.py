@@ -220,7 +220,8 @@ class CellRun:
                 if not self.bench_ok(ladder, name, levels):
                     return False
                 if study.slo and ladder and not any(meets_slo(lv) for lv in ladder.get("levels") or []):
-                    self.data["findings"].append(f"SLO out of reach on {name}: no level met {study.slo}")
+                    # its numbers stand (the cell is done); the class says no level met the SLO
+                    self.fail("SLO out of reach", f"no level of {name} met {study.slo}")
             for name, suite in ctx.plan.suites.items():
                 self.save(level=f"eval {name}")
                 request = BenchRequest(workload=None, run_id=record.run_id, host=ctx.host)

@@ -80,7 +80,9 @@ def ladder_entries(runs: Runs, cells: list[dict[str, Any]]) -> dict[str, list[En
                     evals[str(ev["suite"])] = find_eval(runs, str(ev["eval_id"]))
             given = f"{data['cell']} r{data['repeat']}"
             out.setdefault(str(bench["workload"]), []).append(
-                Entry(given, {**result, "levels": levels}, record, evals, name=given)
+                Entry(
+                    given, {**result, "levels": levels, "censored_levels": sorted(censored)}, record, evals, name=given
+                )
             )
     return out
 
