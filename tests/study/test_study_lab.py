@@ -253,3 +253,41 @@ def test_a_gpu_study_on_simulated_hosts_is_a_finding_of_plan_and_a_refusal_of_ru
     ran = run_labctl("--host", "sim-h100", "study", "run", str(study), lab=sim, env={"LABCTL_HOME": str(home)})
     assert ran.code == 2 and "the study cannot run here: environment" in ran.stderr.splitlines()[-1]
     assert not (home / "runs").exists() and not (home / "studies").exists()
+
+
+def test_a_host_over_ssh_and_a_simulated_one_in_parallel(sim: Path) -> None:
+    registered = REPO / "build" / "remote-lab" / "hosts.yaml"
+    if not Path("/var/run/labctl-labb/docker.sock").is_socket() or not registered.is_file():
+        reason = "the remote lab is not up (make remote-lab)"
+        if IN_CI:
+            pytest.fail(f"CI=true and {reason}", pytrace=False)
+        pytest.skip(f"SKIPPED LOUDLY: {reason}")
+    (sim / "build" / "remote-lab").mkdir(parents=True, exist_ok=True)
+    shutil.copy(registered, sim / "build" / "remote-lab" / "hosts.yaml")
+    home = sim.parent / "home-labb"
+    path = study_file(sim.parent, "over-ssh", [{"engine": "harness", "profile": "smoke"}], ["labb", "sim-h100"])
+    ran = labctl(sim, home, "study", "run", str(path), "--port", str(free_port()))
+    assert ran.returncode == 0, ran.stderr
+    found = cells(home, "over-ssh")
+    assert {k[0]: v["state"] for k, v in found.items()} == {
+        "harness.smoke@labb": "done",
+        "harness.smoke@sim-h100": "done",
+    }
+    labb = found[("harness.smoke@labb", 1)]
+    record = json.loads((home / "runs" / labb["run_id"] / "record.json").read_text())
+    assert record["host_entry"] == "labb" and record["status"] == "stopped"
+    left = subprocess.run(
+        [
+            "docker",
+            "-H",
+            "ssh://labctl-remote@10.201.0.2",
+            "ps",
+            "-q",
+            "--filter",
+            f"label=labctl.run_id={labb['run_id']}",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert left.returncode == 0 and left.stdout.strip() == ""
