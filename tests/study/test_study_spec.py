@@ -134,3 +134,40 @@ def test_every_shipped_study_reads_and_passes_the_same_rules_gate() -> None:
         if any(not (REPO / "engines" / e.engine / "profiles" / f"{e.profile}.yaml").is_file() for e in study.entries):
             continue  # cpu-real: its tiny-model profiles come with the real-engine step, which owns its test
         check_same_rules(study, expand_cells(lab, study, study.hosts or ["local"]))
+
+
+def test_failures_are_classified_and_flakes_marked_for_one_more_try() -> None:
+    from labctl.study.failures import classify_start, meets_slo
+
+    assert classify_start("vllm/x does not fit the free memory of GPU(s) 0") == ("start: memory", False)
+    assert classify_start("pulling repo@sha256:aa failed: manifest unknown") == ("start: pull", True)
+    assert classify_start("ssh: connect to host 10.0.0.5 port 22: Connection refused") == ("start: ssh", True)
+    assert classify_start("the engine was not ready after 900 s") == ("start: readiness timeout", False)
+    assert classify_start("something else") == ("start: other", False)
+    assert meets_slo({"goodput": 9.5, "request_throughput": 10.0})
+    assert not meets_slo({"goodput": 8.0, "request_throughput": 10.0})
+    assert not meets_slo({"goodput": 10.0, "request_throughput": 10.0, "partial": True})
+
+
+def test_verdicts_say_not_distinguishable_only_where_intervals_overlap() -> None:
+    from labctl.study.report import slo_lines, verdicts
+
+    def level(tput: float, ttft: float) -> dict:
+        return {
+            "concurrency": 4,
+            "output_throughput": tput,
+            "median_ttft_ms": ttft,
+            "goodput": 1.0,
+            "request_throughput": 1.0,
+        }
+
+    per_cell = {
+        "chat": {
+            "a@h": {4: [level(100, 20), level(102, 21), level(101, 20)]},
+            "b@h": {4: [level(101, 40), level(99, 41), level(100, 42)]},
+        }
+    }
+    lines = verdicts(per_cell)
+    assert any("output tokens/s" in line and line.endswith("not distinguishable") for line in lines)
+    assert any("TTFT p50" in line and line.endswith("b@h higher") for line in lines)
+    assert slo_lines(per_cell)[0].startswith("chat a@h: c=4, 1 req/s over 3 repeat(s), 95% [1, 1]")
