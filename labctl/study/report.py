@@ -8,6 +8,7 @@ from __future__ import annotations
 import contextlib
 import html
 import json
+import warnings
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -294,7 +295,9 @@ def _plots(folder: Path, entries: list[Entry], checks: list[Any], caveats: list[
     from labctl.compare.plots import draw_plots
 
     try:
-        return draw_plots(folder, entries, checks)
+        with warnings.catch_warnings():  # many series make matplotlib's legend placement slow, and say so
+            warnings.simplefilter("ignore", UserWarning)
+            return draw_plots(folder, entries, checks)
     except (ImportError, LabctlError) as exc:  # labctl[report] not installed: the tables are the report
         caveats.append(f"no plots in {folder.name}: {exc}")
         return []
