@@ -97,6 +97,11 @@ sim-lab: $(STAMP) docker-lab harness-image
 demo-sim: sim-lab
 	bash scripts/demo-sim.sh
 
+# A whole study on the simulated lab's two hosts (studies/harness-demo.yaml); prints where the report is.
+.PHONY: demo-study
+demo-study: sim-lab
+	bash scripts/demo-study.sh
+
 .PHONY: remote-lab remote-lab-down
 # A second, simulated Docker host (netns labb, reached over SSH): scripts/remote-lab.sh; see its header.
 remote-lab: docker-lab

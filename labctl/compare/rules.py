@@ -38,10 +38,11 @@ class Entry:
     result: dict[str, Any]
     record: Record
     evals: dict[str, dict[str, Any]]
+    name: str | None = None  # what to call it where engine/profile says too little (a study's cell and repeat)
 
     @property
     def label(self) -> str:
-        return f"{self.record.engine}/{self.record.profile}"
+        return self.name or f"{self.record.engine}/{self.record.profile}"
 
     @property
     def thinking(self) -> str:
