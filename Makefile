@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test check docs format test-deps vllm-cpu-image tiny-models test-fast venv docker-lab harness-image bench-cli bench-harness bench-up bench-client typecheck lint clean
+.PHONY: demo test check docs format test-deps vllm-cpu-image auth-proxy-image tiny-models test-fast venv docker-lab harness-image bench-cli bench-harness bench-up bench-client typecheck lint clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -26,6 +26,10 @@ test-deps:
 # downloads about 0.9 GB, later runs are offline and leave an up-to-date image alone. Not in `make test` yet.
 vllm-cpu-image: docker-lab
 	bash scripts/vllm-cpu-image.sh
+
+# labctl's authenticating proxy (Debian's nginx) for resident engines that leave model routes open without a key.
+auth-proxy-image: docker-lab
+	bash scripts/auth-proxy-image.sh
 
 # The tiny Qwen3 and Qwen3-MoE test models (build/tiny-models), made deterministically inside that image.
 tiny-models: vllm-cpu-image

@@ -15,6 +15,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
+from labctl.catalog.http_contracts import HttpContract, load_http_contract
 from labctl.catalog.image import digests_of
 from labctl.catalog.lab import Lab
 from labctl.catalog.profiles import Profile, with_overrides
@@ -22,7 +23,7 @@ from labctl.compose.canonical import canonical_compose, sha256_text
 from labctl.compose.contract_check import Verdict
 from labctl.compose.labels import RunLabels
 from labctl.compose.options import render_options
-from labctl.compose.render import build_key, render_compose
+from labctl.compose.render import ProxySetup, build_key, render_compose
 from labctl.errors import Conflict, LabctlError, describe_error
 from labctl.host import docker as dk
 from labctl.host.bound import bound_problem, listeners
@@ -75,6 +76,7 @@ from labctl.run.remote import check_port_free, close_run_forward, open_run_forwa
 from labctl.run.resident import remote_watch, watch
 from labctl.run.resident.host_keys import put_keys, remove_keys
 from labctl.run.resident.keys import KeyAccess, KeyStore, fingerprint
+from labctl.run.resident.lock import PROXY_SERVICE, check_locked, check_proxy_keys, needs_proxy, plan_proxy
 from labctl.run.resident.plan import RESTART_POLICY, ResidentPlan, image_user_ids
 
 Say = Callable[[str], None]
@@ -99,6 +101,8 @@ class Starter:
         self.t0 = time.monotonic()
         self.fetched: Fetched | None = None
         self.prep: dict[str, PrepPart] = {}
+        self.http_contract: HttpContract | None = None
+        self.proxy: ProxySetup | None = None
 
     # --- the pipeline ------------------------------------------------------------------------------
     def run(self) -> Record:
@@ -146,9 +150,10 @@ class Starter:
                     )
                 start = time.monotonic()
                 self.started_anything = True
+                services = ["serve", PROXY_SERVICE] if self.proxy else ["serve"]
                 with dk.docker_errors("docker compose up"):
                     dk.compose_client(compose_file, self.project).compose.up(
-                        services=["serve"], detach=True, quiet=True, dependencies=False
+                        services=services, detach=True, quiet=True, dependencies=False
                     )
                 started = time.monotonic()
             if self.plan:
@@ -357,6 +362,16 @@ class Starter:
             host=profile.bind_address,
             resident=self.plan is not None,
         )
+        self.http_contract = load_http_contract(self.lab, profile.engine.name, profile.engine_version)
+        if self.plan and self.plan.keys and needs_proxy(self.http_contract):
+            check_proxy_keys(self.plan.keys, "--key-file")
+            if request.host.is_remote:
+                raise LabctlError(
+                    f"{profile.engine.name} leaves routes that run the model open without its key, and labctl's "
+                    "authenticating proxy is not yet set up on remote hosts: run this resident deployment on a "
+                    "local host, or bind it to 127.0.0.1 there without --resident."
+                )
+            self.proxy = plan_proxy(profile.engine.readiness.probe)
         access = self.store_keys(image) if self.plan and self.plan.keys else None
         options = render_options(
             profile,
@@ -369,6 +384,7 @@ class Starter:
             key_group=access.group if access and not self.key_volume else None,
             environment_label="harness-check" if self.simulated else None,
             image=image.image_id if image.copied else None,
+            proxy=self.proxy,
         )
         if not request.host.is_remote:  # Docker refuses a bind mount whose source folder does not exist
             for folder in (options.cache_dir, options.engine_store):
@@ -477,6 +493,8 @@ class Starter:
             auth_volume=self.key_volume,
             watch_interval_s=profile.engine.readiness.watch_interval_s,
             hung_after_failures=profile.engine.readiness.hung_after_failures,
+            proxy=self.proxy.image if self.proxy else "",
+            proxy_engine_port=self.proxy.engine_port if self.proxy else None,
         )
 
     def start_watcher(self, profile: Profile) -> None:
@@ -580,7 +598,16 @@ class Starter:
                     f"the engine answered GET /v1/models without a key (HTTP {refused}): its keys did not take, so "
                     "it would serve everyone. It was taken down; see its logs (labctl logs RUN_ID)."
                 )
-        check_bound_address(serve, profile)
+            lock = check_locked(base, self.http_contract, f"run {self.run_id}")
+            assert self.current.resident is not None
+            self.update(
+                resident=dataclasses.replace(
+                    self.current.resident,
+                    open_paths=lock.open_paths if lock else None,
+                    open_model_paths=lock.open_model_paths if lock else (),
+                )
+            )
+        check_bound_address(serve, profile, self.proxy)
         assert readiness.ready is not None
         container_start = started
         timings = dataclasses.replace(
@@ -663,14 +690,19 @@ class Starter:
             self.runs.event(self.run_id, status, reason=reason.splitlines()[0])
 
 
-def check_bound_address(serve: Any, profile: Profile) -> None:
+def check_bound_address(serve: Any, profile: Profile, proxy: ProxySetup | None = None) -> None:
     """The record's endpoint must be what the engine binds: an engine listening on more than the recorded
-    address (0.0.0.0 where the record says 127.0.0.1) serves people the record says it does not."""
+    address (0.0.0.0 where the record says 127.0.0.1) serves people the record says it does not. Behind
+    labctl's proxy (which shares the host's network) the engine must bind loopback alone."""
     expected = profile.bind_address if profile.network == "host" else "0.0.0.0"  # ports: Docker publishes it
-    problem = bound_problem(listeners(serve), expected, profile.port)
+    if proxy is not None:
+        expected, port = "127.0.0.1", proxy.engine_port
+    else:
+        port = profile.port
+    problem = bound_problem(listeners(serve), expected, port)
     if problem:
         raise LabctlError(
-            f"{problem}, but this run's record says {expected}:{profile.port}: the engine does not bind what "
+            f"{problem}, but this run's record says {expected}:{port}: the engine does not bind what "
             f"labctl rendered (engine {profile.engine.name}, its engine.yaml or its image). It was taken down."
         )
 
