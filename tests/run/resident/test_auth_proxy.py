@@ -74,6 +74,9 @@ def test_an_open_model_route_gets_the_proxy(lab: Path, home: Path, need_proxy_im
     assert httpx.get(url + "/health", timeout=10).status_code == 200  # readiness: the one open path
     assert httpx.get(url + "/metrics", headers={"Authorization": f"Bearer {key}"}).status_code == 200
     assert chat(info, key)
+    status = json.loads(labctl(lab, home, "status", "--json").stdout)
+    mine = next(s for s in status if s["run_id"] == info["run_id"])
+    assert mine["health"] == "healthy" and mine["requests_served"] >= 1  # read from the engine, behind the proxy
     resident = record(home, info["run_id"])["resident"]
     assert resident["proxy"] == AUTH_PROXY_IMAGE and resident["open_paths"] == ["/health"]
     assert resident["open_model_paths"] == []
@@ -86,6 +89,10 @@ def test_an_open_model_route_gets_the_proxy(lab: Path, home: Path, need_proxy_im
     assert argv[argv.index("--port") + 1] == str(resident["proxy_engine_port"]) != url.rsplit(":", 1)[1]
     text = labctl(lab, home, "share", info["run_id"]).stdout
     assert "open without a key: /health (readiness)" in text and "proxy" in text
+
+    bench = labctl(lab, home, "bench", info["run_id"], "--workload", "latency-probe", "--requests", "8", "--json")
+    assert bench.code == 0, bench.stderr
+    assert json.loads(bench.stdout)["telemetry"]["engine"]["samples"] >= 1  # /metrics scraped with the key
 
     old = key
     assert labctl(lab, home, "rotate-key", info["run_id"]).code == 0
