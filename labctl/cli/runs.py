@@ -98,6 +98,7 @@ def up(
     from labctl.run.lifecycle.up import up as start
     from labctl.run.lifecycle.up_plan import UpRequest
     from labctl.run.records.prep_view import prep_rows
+    from labctl.run.resident.lock import describe_open
 
     state.choose_host(host)
     request = UpRequest(
@@ -144,6 +145,9 @@ def up(
             f"  resident         restart {record.resident.restart_policy}, {record.resident.keys} API key(s); "
             f"share access with: labctl share {record.run_id}"
         )
+        if record.resident.keys:
+            r = record.resident
+            out(f"  {'':<16} {describe_open(r.open_paths, r.open_model_paths, record.probe)}")
     out(f"  stop it with     labctl down {record.run_id}")
 
 

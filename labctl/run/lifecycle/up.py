@@ -551,8 +551,16 @@ class Starter:
         if serve is None:
             raise LabctlError("docker compose up returned but no serve container exists")
         base = self.current.base_url.removesuffix("/v1")
+        proxy = next((c for c in containers if dk.service_of(c) == PROXY_SERVICE), None) if self.proxy else None
 
         def watch() -> None:
+            if proxy is not None:
+                fronting = dk.container_state(proxy)
+                if not fronting["running"] or fronting["restarts"]:
+                    raise LabctlError(
+                        f"labctl's authenticating proxy {fronting['status']} (exit code {fronting['exit_code']}) "
+                        f"before the engine was ready. Its last log lines:\n{dk.logs_tail(proxy, 5).rstrip()}"
+                    )
             state = dk.container_state(serve)
             if not state["running"] or state["restarts"]:
                 ended = self.runs.try_load(self.run_id)

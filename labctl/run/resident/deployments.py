@@ -152,4 +152,12 @@ def describe_resident(runs: Runs, record: Record) -> list[tuple[str, str]]:
     local = record.docker_endpoint == "local" and record.status not in ENDED
     if record.resident.watcher and local and not dk.watchers(record.run_id):  # named, gone: never shown as running
         watcher += " (not running: `labctl status` starts it again)"
-    return [("watcher", watcher), ("restarts", watch.recorded_restarts(runs, record.run_id).describe())]
+    rows = [("watcher", watcher), ("restarts", watch.recorded_restarts(runs, record.run_id).describe())]
+    resident = record.resident
+    if resident.proxy:
+        rows.append(
+            ("proxy", f"{resident.proxy} in front; the engine listens on 127.0.0.1:{resident.proxy_engine_port}")
+        )
+    if resident.keys:
+        rows.append(("open", describe_open(resident.open_paths, resident.open_model_paths, record.probe)))
+    return rows

@@ -21,6 +21,7 @@ AUTH_PROXY_IMAGE = "labctl/auth-proxy:1"
 PROXY_SERVICE = "auth-proxy"
 # What the proxy writes into its nginx map unquoted (templates/auth-proxy/labctl-auth-proxy checks it again).
 PROXY_KEY = re.compile(r"[A-Za-z0-9._~+/=-]+")
+OPEN_PATH = re.compile(r"/[A-Za-z0-9._/-]{0,200}")
 
 
 @dataclass(frozen=True)
@@ -40,6 +41,11 @@ def plan_proxy(readiness_probe: str) -> ProxySetup:
             f"this engine leaves routes that run the model open without its key, so labctl fronts it with its "
             f"authenticating proxy, but the image {AUTH_PROXY_IMAGE} is not on this host: build it with "
             "`make auth-proxy-image` (offline after the first run)."
+        )
+    if not OPEN_PATH.fullmatch(readiness_probe):
+        raise LabctlError(
+            f"the engine's readiness probe {readiness_probe!r} is not a plain path the proxy can leave open "
+            "(letters, digits and ._/- only): change readiness.probe in its engine.yaml."
         )
     return ProxySetup(image=AUTH_PROXY_IMAGE, engine_port=free_loopback_port(), open_paths=(readiness_probe,))
 

@@ -89,6 +89,8 @@ def test_an_open_model_route_gets_the_proxy(lab: Path, home: Path, need_proxy_im
     assert argv[argv.index("--port") + 1] == str(resident["proxy_engine_port"]) != url.rsplit(":", 1)[1]
     text = labctl(lab, home, "share", info["run_id"]).stdout
     assert "open without a key: /health (readiness)" in text and "proxy" in text
+    shown = labctl(lab, home, "show", info["run_id"]).stdout
+    assert "open without a key: /health (readiness)" in shown and AUTH_PROXY_IMAGE in shown
 
     bench = labctl(lab, home, "bench", info["run_id"], "--workload", "latency-probe", "--requests", "8", "--json")
     assert bench.code == 0, bench.stderr
