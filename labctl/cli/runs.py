@@ -464,7 +464,7 @@ def rotate_key(
     force: Annotated[bool, typer.Option(help="Rotate another owner's deployment (needs --reason).")] = False,
     reason: Annotated[str | None, typer.Option(help="Why (recorded).")] = None,
 ) -> None:
-    """Replace a resident deployment's API keys and restart its engine with them; old keys stop working.
+    """Replace a resident deployment's API keys and restart its engine with them (behind labctl's proxy only the proxy reloads); old keys stop working.
 
     Example: labctl rotate-key 20261203-015815-a1b2c3
     """

@@ -29,6 +29,7 @@ from labctl.host.files import write_atomically
 TEMPLATE = "compose.yaml.j2"
 ENGINE_STORE_TARGET = "/engines"
 SECRETS_TARGET = "/run/labctl"
+ENGINE_KEY_FILE = "engine_key"  # = labctl.run.resident.keys.ENGINE_KEY (the render knows only the name)
 HUB_OFFLINE = "HF_HUB_OFFLINE=1"
 
 
@@ -51,8 +52,9 @@ class RenderOptions:
 
 @dataclass(frozen=True)
 class ProxySetup:
-    """The proxy publishes the run's address; the engine listens on 127.0.0.1:engine_port behind it. Only the
-    exact paths in `open_paths` (the engine's readiness probe) answer without a key."""
+    """The proxy publishes the run's address; the engine listens on 127.0.0.1:engine_port behind it, with a key
+    of its own (engine_key) that the proxy sends upstream. Only the exact paths in `open_paths` (the engine's
+    readiness probe) answer without a key."""
 
     image: str
     engine_port: int
@@ -214,6 +216,8 @@ def compose_context(profile: Profile, options: RenderOptions) -> dict[str, Any]:
     key_file = f"{SECRETS_TARGET}/api_key" if options.secrets_dir or options.secrets_volume else None
     engine_dir = f"{ENGINE_STORE_TARGET}/{build_key(profile)}" if build else None
     proxy = options.proxy if key_file else None
+    if proxy is not None:
+        key_file = f"{SECRETS_TARGET}/{ENGINE_KEY_FILE}"  # the engine's own key; the proxy reads api_key
     serve = serve_command(profile, key_file, proxy.engine_port if proxy else None)
     command = serve.words
     entrypoint = serve.entrypoint or None

@@ -2,7 +2,8 @@
 authenticating proxy (Debian's nginx, `make auth-proxy-image`) and binds the engine to loopback behind it.
 Measured from outside: no key or a wrong key is refused on /v1 and on the routes vLLM leaves open
 (/invocations, /tokenize, /generative_scoring); the right key works; a rotation takes effect at the proxy;
-`share` says what answers without a key. One deployment for the module: it pays the cold start once."""
+`share` says what answers without a key. One deployment for the module: it pays the cold start once, and a
+rotation restarts nothing (the engine keeps a key of its own behind the proxy)."""
 
 from __future__ import annotations
 
@@ -134,6 +135,8 @@ def test_the_record_and_share_say_what_is_open(deployment: tuple[Path, Path, dic
     serve = [c for c in containers_of(info["run_id"]) if "serve" in _service(c)]
     assert serve and rec["proxy_engine_port"] != record(home, info["run_id"])["endpoint"]["port"]
     key = shared["api_key"]
+    engine = f"http://127.0.0.1:{rec['proxy_engine_port']}"  # the engine's own key guards its /v1 on loopback
+    assert httpx.get(engine + "/v1/models", headers={"Authorization": f"Bearer {key}"}, timeout=10).status_code == 401
     for container in containers_of(info["run_id"]):
         inspect = subprocess.run(["docker", "inspect", container], capture_output=True, text=True).stdout
         logs = subprocess.run(["docker", "logs", container], capture_output=True, text=True)
@@ -145,8 +148,12 @@ def test_rotation_takes_effect_at_the_proxy(deployment: tuple[Path, Path, dict])
     lab, home, info = deployment
     base = info["base_url"].removesuffix("/v1")
     old = shared_key(lab, home, info["run_id"])["api_key"]
+    serve = next(c for c in containers_of(info["run_id"]) if _service(c) == "serve")
+    started = subprocess.run(["docker", "inspect", "-f", "{{.State.StartedAt}}", serve], capture_output=True, text=True)
     rotated = labctl(lab, home, "rotate-key", info["run_id"])
     assert rotated.code == 0, rotated.stderr
+    again = subprocess.run(["docker", "inspect", "-f", "{{.State.StartedAt}}", serve], capture_output=True, text=True)
+    assert again.stdout == started.stdout  # no cold start: only the proxy reloaded its keys
     new = shared_key(lab, home, info["run_id"])["api_key"]
     assert new != old
     assert set(statuses(base, old).values()) == {401}

@@ -75,7 +75,7 @@ from labctl.run.records.store import ENDING, RUN_FILE_MODE, RunEnded, Runs, new_
 from labctl.run.remote import check_port_free, close_run_forward, open_run_forward, release_claims, take_claims
 from labctl.run.resident import remote_watch, watch
 from labctl.run.resident.host_keys import put_keys, remove_keys
-from labctl.run.resident.keys import KeyAccess, KeyStore, fingerprint
+from labctl.run.resident.keys import ENGINE_KEY, KeyAccess, KeyStore, fingerprint, generate_keys
 from labctl.run.resident.lock import PROXY_SERVICE, check_locked, check_proxy_keys, needs_proxy, plan_proxy
 from labctl.run.resident.plan import RESTART_POLICY, ResidentPlan, image_user_ids
 
@@ -373,6 +373,9 @@ class Starter:
                 )
             self.proxy = plan_proxy(profile.engine.readiness.probe)
         access = self.store_keys(image) if self.plan and self.plan.keys else None
+        if self.proxy is not None:
+            store = KeyStore(request.home or self.runs.home)
+            store.write(self.run_id, generate_keys(1), image_user_ids(image.user), name=ENGINE_KEY)
         options = render_options(
             profile,
             request.cache_dir,

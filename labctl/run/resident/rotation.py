@@ -6,6 +6,7 @@ engine answers to the new keys) or undone (it still answers to the old ones) by 
 from __future__ import annotations
 
 import dataclasses
+from typing import Any
 
 from labctl.catalog.http_contracts import load_http_contract
 from labctl.catalog.lab import Lab
@@ -77,16 +78,8 @@ def rotate_key(
     runs.update(run_id, resident=intent)
     base = _base(runs, record, host)
     _hand_to_engine(runs, record, new_keys, base, old_keys[0] if old_keys else None)
-    serve = containers[0]
-    with dk.docker_errors("restarting the engine with its new key"):
-        dk.restart(serve)
-
-    def watch() -> None:
-        state = dk.container_state(serve)
-        if not state["running"]:
-            raise LabctlError(f"the engine {state['status']} after the key rotation (exit code {state['exit_code']})")
-
-    wait_until_ready(base, record.probe, 900, watch, probe_timeout=record.probe_timeout_s)
+    if not resident.proxy:  # behind the proxy the engine keeps its own key: it serves on, with no restart
+        _restart_engine(base, record, containers[0])
     check_openai_api(base, record.served_model_name, new_keys[0], None)
     if status_without_key(base) != 401:
         raise LabctlError(f"run {run_id} answers without a key after the rotation: stop it (labctl down {run_id}).")
@@ -99,6 +92,18 @@ def rotate_key(
     measured = dataclasses.replace(settled, open_paths=lock.open_paths, open_model_paths=lock.open_model_paths)
     runs.update(run_id, resident=measured)
     return measured
+
+
+def _restart_engine(base: str, record: Record, serve: Any) -> None:
+    with dk.docker_errors("restarting the engine with its new key"):
+        dk.restart(serve)
+
+    def watch() -> None:
+        state = dk.container_state(serve)
+        if not state["running"]:
+            raise LabctlError(f"the engine {state['status']} after the key rotation (exit code {state['exit_code']})")
+
+    wait_until_ready(base, record.probe, 900, watch, probe_timeout=record.probe_timeout_s)
 
 
 def finish_rotation(runs: Runs, record: Record, host: HostEntry) -> list[str]:

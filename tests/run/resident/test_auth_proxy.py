@@ -96,8 +96,17 @@ def test_an_open_model_route_gets_the_proxy(lab: Path, home: Path, need_proxy_im
     assert bench.code == 0, bench.stderr
     assert json.loads(bench.stdout)["telemetry"]["engine"]["samples"] >= 1  # /metrics scraped with the key
 
+    # Behind the proxy the engine answers to its own key, which nobody is given: not to the shared one.
+    engine = f"http://127.0.0.1:{resident['proxy_engine_port']}"
+    assert httpx.get(engine + "/v1/models", headers={"Authorization": f"Bearer {key}"}).status_code == 401
+    engine_key = (home / ".state" / "keys" / info["run_id"] / "engine_key").read_text().strip()
+    assert engine_key and engine_key != key and engine_key not in text + compose
+    assert httpx.get(engine + "/v1/models", headers={"Authorization": f"Bearer {engine_key}"}).status_code == 200
+
+    started = _started_at(info["run_id"])
     old = key
     assert labctl(lab, home, "rotate-key", info["run_id"]).code == 0
+    assert _started_at(info["run_id"]) == started  # the proxy reloads its keys; the engine serves on
     new = json.loads(labctl(lab, home, "share", info["run_id"], "--json").stdout)["api_key"]
     assert new != old
     assert httpx.get(url + "/metrics", headers={"Authorization": f"Bearer {old}"}).status_code == 401
@@ -107,7 +116,7 @@ def test_an_open_model_route_gets_the_proxy(lab: Path, home: Path, need_proxy_im
     for container in containers_of(info["run_id"]):
         seen = subprocess.run(["docker", "inspect", container], capture_output=True, text=True).stdout
         logs = subprocess.run(["docker", "logs", container], capture_output=True, text=True)
-        assert not {old, new} & {w for w in (seen + logs.stdout + logs.stderr).replace('"', " ").split()}
+        assert not {old, new, engine_key} & {w for w in (seen + logs.stdout + logs.stderr).replace('"', " ").split()}
     assert labctl(lab, home, "down", info["run_id"]).code == 0
     assert not containers_of(info["run_id"])
 
@@ -136,3 +145,10 @@ def test_a_key_the_proxy_cannot_take_is_refused_before_anything_starts(
 def _service(container: str) -> str:
     fmt = '{{index .Config.Labels "com.docker.compose.service"}}'
     return subprocess.run(["docker", "inspect", "-f", fmt, container], capture_output=True, text=True).stdout.strip()
+
+
+def _started_at(run_id: str) -> str:
+    serve = next(c for c in containers_of(run_id) if _service(c) == "serve")
+    return subprocess.run(
+        ["docker", "inspect", "-f", "{{.State.StartedAt}}", serve], capture_output=True, text=True
+    ).stdout.strip()
