@@ -43,7 +43,7 @@ check: $(STAMP)
 
 # The tiers side by side (scripts/test_tiers.py; tests/conftest.py says which test is in which), then the
 # exclusive tests alone; it ends with each tier's time, the 15 slowest tests and the totals.
-test: $(STAMP) check docs docker-lab harness-image sim-lab remote-lab test-deps
+test: $(STAMP) check docs docker-lab harness-image auth-proxy-image sim-lab remote-lab test-deps
 	$(PY) scripts/test_tiers.py
 
 # The documentation site (mkdocs.yml, docs/) into build/site, offline and strict: a broken link, a broken
