@@ -298,11 +298,8 @@ def proxy_listen(profile: Profile) -> str:
 
 
 def proxy_service(profile: Profile, proxy: ProxySetup) -> dict[str, Any]:
-    if profile.network != "host":
-        raise LabctlError(
-            f"{profile.engine.name}/{profile.name}: labctl's authenticating proxy runs only with `network: host` "
-            "(the engine shares the host's network, bound to 127.0.0.1 behind the proxy); drop `network: ports`."
-        )
+    if profile.network != "host":  # up refuses it first (run/resident/lock.py): the engine would not be behind it
+        raise LabctlError(f"{profile.engine.name}/{profile.name}: labctl's proxy runs only with `network: host`.")
     return {
         "image": proxy.image,
         "command": ["serve", proxy_listen(profile), str(proxy.engine_port), *proxy.open_paths],

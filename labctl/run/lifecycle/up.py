@@ -15,7 +15,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from labctl.catalog.http_contracts import HttpContract, load_http_contract
+from labctl.catalog.http_contracts import HttpContract
 from labctl.catalog.image import digests_of
 from labctl.catalog.lab import Lab
 from labctl.catalog.profiles import Profile, with_overrides
@@ -76,7 +76,7 @@ from labctl.run.remote import check_port_free, close_run_forward, open_run_forwa
 from labctl.run.resident import remote_watch, watch
 from labctl.run.resident.host_keys import put_keys, remove_keys
 from labctl.run.resident.keys import ENGINE_KEY, KeyAccess, KeyStore, fingerprint, generate_keys
-from labctl.run.resident.lock import PROXY_SERVICE, check_locked, check_proxy_keys, needs_proxy, plan_proxy
+from labctl.run.resident.lock import PROXY_SERVICE, check_locked, plan_proxy
 from labctl.run.resident.plan import RESTART_POLICY, ResidentPlan, image_user_ids
 
 Say = Callable[[str], None]
@@ -102,6 +102,7 @@ class Starter:
         self.fetched: Fetched | None = None
         self.prep: dict[str, PrepPart] = {}
         self.http_contract: HttpContract | None = None
+        self.proxied = False
         self.proxy: ProxySetup | None = None
 
     # --- the pipeline ------------------------------------------------------------------------------
@@ -114,6 +115,7 @@ class Starter:
             checked.resident,
             checked.owner,
         )
+        self.http_contract, self.proxied = checked.http_contract, checked.proxied
         for warning in self.contract.warnings:
             self.say(f"warning: {warning}")
         # The checks are independent Docker CLI calls: asking them at once saves their start-up costs.
@@ -362,15 +364,7 @@ class Starter:
             host=profile.bind_address,
             resident=self.plan is not None,
         )
-        self.http_contract = load_http_contract(self.lab, profile.engine.name, profile.engine_version)
-        if self.plan and self.plan.keys and needs_proxy(self.http_contract):
-            check_proxy_keys(self.plan.keys, "--key-file")
-            if request.host.is_remote:
-                raise LabctlError(
-                    f"{profile.engine.name} leaves routes that run the model open without its key, and labctl's "
-                    "authenticating proxy is not yet set up on remote hosts: run this resident deployment on a "
-                    "local host, or bind it to 127.0.0.1 there without --resident."
-                )
+        if self.proxied:
             self.proxy = plan_proxy(profile.engine.readiness.probe)
         access = self.store_keys(image) if self.plan and self.plan.keys else None
         if self.proxy is not None:

@@ -9,6 +9,7 @@ import time
 from dataclasses import dataclass
 
 from labctl.catalog.http_contracts import HttpContract
+from labctl.catalog.profiles import Profile
 from labctl.compose.render import ProxySetup
 from labctl.errors import BadInput, LabctlError
 from labctl.host import docker as dk
@@ -34,6 +35,22 @@ def needs_proxy(contract: HttpContract | None) -> bool:
     return contract is not None and bool(contract.open_model_routes)
 
 
+def check_proxied(profile: Profile, keys: list[str], remote: bool) -> None:
+    """What a deployment fronted by the proxy needs, refused before anything is asked or written."""
+    what = f"{profile.engine.name}/{profile.name}"
+    why = f"{what} leaves routes that run the model open without its key, so labctl fronts it with its proxy"
+    check_proxy_keys(keys, "--key-file")
+    if remote:
+        raise BadInput(f"{why}, which is not yet set up on remote hosts: run this resident deployment on a local host.")
+    if profile.network != "host":
+        raise BadInput(f"{why}, which runs only with `network: host` (the engine on 127.0.0.1 behind it).")
+    if not OPEN_PATH.fullmatch(profile.engine.readiness.probe):
+        raise BadInput(
+            f"{why}, which leaves only plain paths open (letters, digits and ._/-), not the readiness probe "
+            f"{profile.engine.readiness.probe!r}: change readiness.probe in its engine.yaml."
+        )
+
+
 def plan_proxy(readiness_probe: str) -> ProxySetup:
     """The proxy's setup: its image must be on this host; the engine gets a free loopback port."""
     if dk.image_facts(AUTH_PROXY_IMAGE) is None:
@@ -41,11 +58,6 @@ def plan_proxy(readiness_probe: str) -> ProxySetup:
             f"this engine leaves routes that run the model open without its key, so labctl fronts it with its "
             f"authenticating proxy, but the image {AUTH_PROXY_IMAGE} is not on this host: build it with "
             "`make auth-proxy-image` (offline after the first run)."
-        )
-    if not OPEN_PATH.fullmatch(readiness_probe):
-        raise LabctlError(
-            f"the engine's readiness probe {readiness_probe!r} is not a plain path the proxy can leave open "
-            "(letters, digits and ._/- only): change readiness.probe in its engine.yaml."
         )
     return ProxySetup(image=AUTH_PROXY_IMAGE, engine_port=free_loopback_port(), open_paths=(readiness_probe,))
 

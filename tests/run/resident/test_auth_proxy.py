@@ -39,12 +39,16 @@ def need_proxy_image() -> None:
     pytest.skip(f"SKIPPED LOUDLY: {AUTH_PROXY_IMAGE} is missing; run `make auth-proxy-image`")
 
 
-def start(lab: Path, home: Path, open_chat: bool, *args: str) -> tuple[dict, str, str]:
-    """A resident harness whose HTTP contract says /v1/chat/completions is (or is not) left open by its key."""
+def write_contract(lab: Path, open_chat: bool) -> None:
     routes = [dict(r, key_guarded=False) if r["path"] == "/v1/chat/completions" and open_chat else r for r in ROUTES]
     folder = lab / "engines" / "harness" / "http"
     folder.mkdir(exist_ok=True)
     (folder / "1.0.yaml").write_text(yaml.safe_dump({"routes": routes}))
+
+
+def start(lab: Path, home: Path, open_chat: bool, *args: str) -> tuple[dict, str, str]:
+    """A resident harness whose HTTP contract says /v1/chat/completions is (or is not) left open by its key."""
+    write_contract(lab, open_chat)
     port = free_port()
     write_profile(lab, "res", port)
     profile = lab / "engines" / "harness" / "profiles" / "res.yaml"
@@ -131,15 +135,21 @@ def test_guarded_engine_gets_no_proxy_and_share_lists_what_is_open(lab: Path, ho
     assert "open without a key: /health (readiness), /metrics, /version" in text
 
 
-def test_a_key_the_proxy_cannot_take_is_refused_before_anything_starts(
-    lab: Path, home: Path, tmp_path: Path, need_proxy_image: None
-) -> None:
+def test_what_the_proxy_cannot_front_is_refused_before_anything_starts(lab: Path, home: Path, tmp_path: Path) -> None:
     key_file = tmp_path / "keys.txt"
     key_file.write_text('sk-quote"in-the-middle-0123456789\n')
     key_file.chmod(0o600)
-    with pytest.raises(AssertionError, match="letters, digits and"):
-        start(lab, home, True, "--key-file", str(key_file))
-    assert not (home / "runs").is_dir() or not any(containers_of(p.name) for p in (home / "runs").iterdir())
+    write_contract(lab, open_chat=True)
+    write_profile(lab, "res", free_port())
+    profile = lab / "engines" / "harness" / "profiles" / "res.yaml"
+    profile.write_text(profile.read_text() + 'engine_version: "1.0"\n')
+    refused = up(lab, home, "res", "--resident", "--key-file", str(key_file))
+    assert refused.code == 2 and "letters, digits and ._~+/=- only" in refused.stderr
+    assert "quote" not in refused.stderr and len(refused.stderr.strip().splitlines()) == 1
+    profile.write_text(profile.read_text() + "network: ports\n")
+    refused = up(lab, home, "res", "--resident")
+    assert refused.code == 2 and "runs only with `network: host`" in refused.stderr
+    assert not (home / "runs").exists() and not (home / ".state" / "keys").exists()
 
 
 def _service(container: str) -> str:
