@@ -13,8 +13,9 @@ from helpers.support import REPO
 from labctl.catalog.http_contracts import load_http_contract
 from labctl.catalog.lab import Lab
 from labctl.catalog.profiles import load_profile
-from labctl.compose.render import ProxySetup, RenderOptions, render_compose
+from labctl.compose.render import ENGINE_KEY_FILE, ProxySetup, RenderOptions, render_compose
 from labctl.errors import BadInput, LabctlError
+from labctl.run.resident.keys import ENGINE_KEY
 from labctl.run.resident.lock import check_proxy_keys, describe_open, needs_proxy
 
 LAB = Lab(REPO)
@@ -63,6 +64,8 @@ def test_the_proxy_service_fronts_an_engine_on_loopback() -> None:
     assert front["command"] == ["serve", f"{profile.bind_address}:{profile.port}", "41234", "/health"]
     assert front["network_mode"] == "host" and front["restart"] == "unless-stopped"
     assert front["volumes"] == [{"type": "bind", "source": "/keys/run", "target": "/run/labctl", "read_only": True}]
+    assert ENGINE_KEY == ENGINE_KEY_FILE  # the file up writes is the one the engine reads behind the proxy
+    assert f"/run/labctl/{ENGINE_KEY}" in services["serve"]["entrypoint"][2]
     plain = yaml.safe_load(render_compose(LAB, profile, RenderOptions(cache_dir="/c", proxy=proxy)))["services"]
     assert "auth-proxy" not in plain  # no key, no proxy
 
