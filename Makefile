@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test check docs format test-deps vllm-cpu-image tiny-models test-fast venv docker-lab harness-image bench-cli bench-harness bench-up bench-client typecheck lint clean
+.PHONY: demo test check docs format test-deps vllm-cpu-image auth-proxy-image tiny-models test-fast venv docker-lab harness-image bench-cli bench-harness bench-up bench-client typecheck lint clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -27,6 +27,10 @@ test-deps:
 vllm-cpu-image: docker-lab
 	bash scripts/vllm-cpu-image.sh
 
+# labctl's authenticating proxy (Debian's nginx) for resident engines that leave model routes open without a key.
+auth-proxy-image: docker-lab
+	bash scripts/auth-proxy-image.sh
+
 # The tiny Qwen3 and Qwen3-MoE test models (build/tiny-models), made deterministically inside that image.
 tiny-models: vllm-cpu-image
 	bash scripts/tiny-models.sh
@@ -39,7 +43,7 @@ check: $(STAMP)
 
 # The tiers side by side (scripts/test_tiers.py; tests/conftest.py says which test is in which), then the
 # exclusive tests alone; it ends with each tier's time, the 15 slowest tests and the totals.
-test: $(STAMP) check docs docker-lab harness-image sim-lab remote-lab test-deps
+test: $(STAMP) check docs docker-lab harness-image auth-proxy-image sim-lab remote-lab test-deps
 	$(PY) scripts/test_tiers.py
 
 # The documentation site (mkdocs.yml, docs/) into build/site, offline and strict: a broken link, a broken

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from labctl.catalog.lab import Lab
 from labctl.catalog.sourcefile import load_yaml_data
 from labctl.errors import BadInput
 
@@ -271,3 +272,12 @@ def load_http_contract(path: Path) -> HttpContract:
 
 def load_engine_http_contract(engines_dir: Path, engine: str, version: str) -> HttpContract:
     return load_http_contract(http_contract_path(engines_dir, engine, version))
+
+
+def contract_for(lab: Lab, engine: str, version: str | None) -> HttpContract | None:
+    """The contract of `engine` at `version` in this lab; None when the lab has none for that version (or the
+    profile names none): then nothing is known about which routes the key leaves open."""
+    if version is None or not _SAFE.fullmatch(engine) or not _SAFE.fullmatch(version):
+        return None
+    path = http_contract_path(lab.engines_dir, engine, version)
+    return load_http_contract(path) if path.is_file() else None

@@ -98,6 +98,7 @@ def up(
     from labctl.run.lifecycle.up import up as start
     from labctl.run.lifecycle.up_plan import UpRequest
     from labctl.run.records.prep_view import prep_rows
+    from labctl.run.resident.lock import describe_open
 
     state.choose_host(host)
     request = UpRequest(
@@ -144,6 +145,9 @@ def up(
             f"  resident         restart {record.resident.restart_policy}, {record.resident.keys} API key(s); "
             f"share access with: labctl share {record.run_id}"
         )
+        if record.resident.keys:
+            r = record.resident
+            out(f"  {'':<16} {describe_open(r.open_paths, r.open_model_paths, record.probe)}")
     out(f"  stop it with     labctl down {record.run_id}")
 
 
@@ -408,7 +412,11 @@ def share(
     run_id: Annotated[str, typer.Argument(help="The resident run.")],
     as_json: Annotated[
         bool,
-        typer.Option("--json", help="Print base_url, model, api_key, key_visibility, host and ssh_forward as JSON."),
+        typer.Option(
+            "--json",
+            help="Print base_url, model, api_key, key_visibility, host, ssh_forward, open_without_key (paths that "
+            "answered without a key, measured after up; null when not measured) and proxy as JSON.",
+        ),
     ] = False,
 ) -> None:
     """Show how to reach a resident deployment: base URL (and the SSH forward a remote loopback needs), model, key, snippets (the only place a key is shown).
@@ -420,7 +428,7 @@ def share(
 
     info = access(state.runs(), run_id)
     if as_json:
-        keys = ("base_url", "model", "api_key", "key_visibility", "host", "ssh_forward")
+        keys = ("base_url", "model", "api_key", "key_visibility", "host", "ssh_forward", "open_without_key", "proxy")
         print(json.dumps({k: info[k] for k in keys}))
         return
     if info["key_visibility"]:
@@ -436,6 +444,10 @@ def share(
     )
     if len(info["api_keys"]) > 1:
         out("other keys: " + ", ".join(info["api_keys"][1:]))
+    if info["open"]:
+        out(info["open"])
+    if info["proxy"]:
+        out(f"proxy     labctl's authenticating proxy ({info['proxy']}) fronts the engine, which listens on loopback")
     out(
         "owner     ownership is advisory: labctl records who started a deployment and refuses to stop another "
         "owner's without --force --reason, but anyone who can drive the host's Docker (its docker group, or the "
@@ -452,7 +464,7 @@ def rotate_key(
     force: Annotated[bool, typer.Option(help="Rotate another owner's deployment (needs --reason).")] = False,
     reason: Annotated[str | None, typer.Option(help="Why (recorded).")] = None,
 ) -> None:
-    """Replace a resident deployment's API keys and restart its engine with them; old keys stop working.
+    """Replace a resident deployment's API keys and restart its engine with them (behind labctl's proxy only the proxy reloads); old keys stop working.
 
     Example: labctl rotate-key 20261203-015815-a1b2c3
     """
@@ -460,7 +472,9 @@ def rotate_key(
     from labctl.run.resident.rotation import rotate_key as rotate
 
     state.follow_run(run_id)
-    resident = rotate(state.runs(), run_id, current_user(), key_file, keys, force, reason, host=state.host())
+    resident = rotate(
+        state.runs(), run_id, current_user(), key_file, keys, force, reason, host=state.host(), lab=state.lab()
+    )
     out(
         f"rotated {resident.keys} key(s) of run {run_id} ({', '.join(resident.key_fingerprints)}); "
         f"hand them out with: labctl share {run_id}"
