@@ -368,10 +368,11 @@ def gc(
 
     Example: labctl gc --yes
     """
+    from labctl.quality.tasks import pinned_datasets
     from labctl.run.models.gc import as_json as gc_json
     from labctl.run.models.gc import collect, find_garbage
 
-    garbage = find_garbage(state.lab(), state.runs(), state.host(), skip)
+    garbage = find_garbage(state.lab(), state.runs(), state.host(), skip, pinned_datasets(state.lab()))
     items = garbage.items
     refused = yes and bool(garbage.unreadable)
     outcomes = collect(items) if yes and not refused else []

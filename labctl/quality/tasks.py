@@ -28,7 +28,7 @@ from labctl.catalog.fields import Field, check_mapping
 from labctl.catalog.hub_names import is_repo_id
 from labctl.catalog.lab import Lab
 from labctl.catalog.sourcefile import load_yaml_mapping
-from labctl.errors import BadInput
+from labctl.errors import BadInput, LabctlError
 from labctl.host.hub_cache import COMMIT
 from labctl.run.models.datasets import snapshot_dir
 
@@ -167,3 +167,17 @@ def harness_config(task: TaskSet, files: dict[Path, Any] | dict[str, Path]) -> d
     config.pop("dataset_name", None)
     config["dataset_kwargs"] = {"data_files": {split: str(path) for split, path in files.items()}}
     return config
+
+
+def pinned_datasets(lab: Lab) -> set[tuple[str, str]] | None:
+    """The (repository, commit) pairs the lab's task sets pin, whose snapshots gc keeps; None when a task set
+    cannot be read, since then nobody can tell what it would need."""
+    pinned: set[tuple[str, str]] = set()
+    for name in list_tasks(lab):
+        try:
+            task = load_task(lab, name)
+        except LabctlError:
+            return None
+        if task.repo and task.revision:
+            pinned.add((task.repo, task.revision))
+    return pinned

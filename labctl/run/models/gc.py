@@ -192,10 +192,15 @@ def needed_now(runs: Runs, records: list[Record], local_files: bool) -> Needed:
 
 
 def find_garbage(
-    lab: Lab, runs: Runs, host: HostEntry = LOCAL_HOST, skipped: Callable[[str], None] | None = None
+    lab: Lab,
+    runs: Runs,
+    host: HostEntry = LOCAL_HOST,
+    skipped: Callable[[str], None] | None = None,
+    datasets: set[tuple[str, str]] | None = None,
 ) -> Garbage:
     """What this home acquired on `host` that nothing needs now. A record or ledger line that cannot be read
-    is reported to `skipped`; an unreadable record also goes into `unreadable` (see Garbage)."""
+    is reported to `skipped`; an unreadable record also goes into `unreadable` (see Garbage). `datasets`: the
+    (repository, commit) pairs the lab's task sets pin (None: unknown, so no dataset is offered)."""
     records, unreadable = [], []
     for run_id in runs.all_ids():
         record, problem = runs.read(run_id)
@@ -218,7 +223,7 @@ def find_garbage(
     if local_files:
         items += _snapshots([e for e in ours if e.kind is Kind.MODEL], needed, profiles, last_run)
         items += _engines([e for e in ours if e.kind is Kind.ENGINE], needed, profiles, last_run)
-        items += _datasets([e for e in ours if e.kind is Kind.DATASET], lab_datasets(lab))
+        items += _datasets([e for e in ours if e.kind is Kind.DATASET], datasets)
     return Garbage(items, unreadable)
 
 
@@ -303,24 +308,8 @@ def _engines(entries: list[Acquisition], needed: Needed, profiles: list[Profile]
     return list(items.values())
 
 
-def lab_datasets(lab: Lab) -> set[tuple[str, str]]:
-    """The (repository, commit) pairs the lab's task sets pin: their snapshots stay. A task set that cannot
-    be read keeps every dataset snapshot, since gc cannot tell what it would need."""
-    from labctl.quality.tasks import list_tasks, load_task
-
-    pinned: set[tuple[str, str]] = set()
-    for name in list_tasks(lab):
-        try:
-            task = load_task(lab, name)
-        except LabctlError:
-            return {("*", "*")}
-        if task.repo and task.revision:
-            pinned.add((task.repo, task.revision))
-    return pinned
-
-
-def _datasets(entries: list[Acquisition], pinned: set[tuple[str, str]]) -> list[Item]:
-    if ("*", "*") in pinned:
+def _datasets(entries: list[Acquisition], pinned: set[tuple[str, str]] | None) -> list[Item]:
+    if pinned is None:
         return []
     kept = {"datasets--" + repo.replace("/", "--") + "/" + commit for repo, commit in pinned}
     items: dict[Path, Item] = {}

@@ -11,6 +11,7 @@ import pytest
 from helpers.records import copy_lab
 
 from labctl.catalog.lab import Lab
+from labctl.quality.tasks import pinned_datasets
 from labctl.run.models import gc
 from labctl.run.models.datasets import dataset_acquisition
 from labctl.run.models.fetch import Fetched
@@ -35,9 +36,9 @@ def test_a_fetched_dataset_stays_while_a_task_set_pins_it_and_goes_after(tmp_pat
     lab = copy_lab(tmp_path)
     line = dataset_acquisition(_snapshot(tmp_path / "cache", *PINNED))
     assert line.kind is Kind.DATASET and line.action is Action.FETCHED
-    assert gc._datasets([line], gc.lab_datasets(Lab(lab))) == []
+    assert gc._datasets([line], pinned_datasets(Lab(lab))) == []
     shutil.rmtree(lab / "suites" / "lm-eval" / "gsm8k")
-    (item,) = gc._datasets([line], gc.lab_datasets(Lab(lab)))
+    (item,) = gc._datasets([line], pinned_datasets(Lab(lab)))
     assert item.kind == "dataset" and item.bytes == 1000 and item.where == line.folder
     assert gc._remove(item) is None and not Path(line.folder).parent.parent.exists()
 
@@ -50,3 +51,5 @@ def test_a_found_dataset_or_a_forged_folder_is_never_offered(tmp_path: Path) -> 
         Kind.DATASET, Action.FETCHED, host="local", folder=str(tmp_path / "cache" / "hub" / "models--a--b"), name="y"
     )
     assert gc._datasets([found, forged, model_shaped], set()) == []
+    assert gc._datasets([dataset_acquisition(fetched)], None) == []  # a task set gc cannot read keeps all
+    assert gc._datasets([dataset_acquisition(fetched)], set()) != []
