@@ -18,6 +18,7 @@ from labctl.compose.contract_check import check_profile
 from labctl.compose.docker_run import docker_run_commands
 from labctl.compose.render import RenderOptions, render_compose, serve_command
 from labctl.errors import BadInput
+from labctl.run.records.diff import options_files
 
 ENGINE = Path("engines/trtllm/engine.yaml")
 SHIPPED = """options_file:
@@ -141,3 +142,13 @@ def test_the_docker_run_equivalent_writes_the_file_and_mounts_it(tmp_path: Path)
     assert text == profile.engine.options_file.text  # type: ignore[union-attr]
     mount = "type=bind,source=./labctl-r1-extra_llm_api_options.yaml,target=/labctl/extra_llm_api_options.yaml"
     assert f"--mount {mount},readonly" in serve and f"{mount}" not in build
+
+
+def test_labctl_diff_shows_the_options_file() -> None:
+    lab = Lab(REPO)
+    for profile, shown in [
+        ("trtllm", "/labctl/extra_llm_api_options.yaml: return_perf_metrics: true"),
+        ("vllm", "-"),
+    ]:
+        compose = yaml.safe_load(render_compose(lab, load_profile(lab, profile, "qwen3-32b"), OPTIONS))
+        assert options_files(compose) == shown
