@@ -291,10 +291,13 @@ def _persona_argv(lab_root: Path, profile: object, engine: str, version: str) ->
 
 
 def _written(text: str) -> str:
+    import atexit
+    import os
     import tempfile
 
     with tempfile.NamedTemporaryFile("w", suffix=".yaml", prefix="contract-check-", delete=False) as f:
         f.write(text)
+    atexit.register(os.unlink, f.name)  # the personas read it while they serve, in this process
     return f.name
 
 
