@@ -20,6 +20,7 @@ import jinja2
 import yaml
 
 from labctl import __version__
+from labctl.catalog.engines import Engine
 from labctl.catalog.lab import Lab
 from labctl.catalog.profiles import Profile
 from labctl.compose.labels import GpuClaim, RunLabels
@@ -171,6 +172,9 @@ def serve_command(profile: Profile, key_file: str | None, behind: int | None = N
         argv = traced_args(engine_build.serve_args, values, "build.serve_args")
     else:
         argv = traced_args(server.args, values, "server.args")
+    options_file = profile.engine.options_file
+    if options_file is not None:
+        argv += [Word(options_file.flag, "options_file.flag"), Word(options_file.target, "options_file.target")]
     if profile.model.thinking == "off":
         argv += traced_args(server.thinking_off_args, values, "server.thinking_off_args")
     argv += [Word(word, f"extra_args[{i}]") for i, word in enumerate(profile.extra_args)]
@@ -289,6 +293,7 @@ def compose_context(profile: Profile, options: RenderOptions) -> dict[str, Any]:
         "build": build_service(profile, engine_dir) if build else None,
         "proxy": proxy_service(profile, proxy) if proxy else None,
         "secrets_target": SECRETS_TARGET,
+        "options_file": _options_file(engine),
     }
 
 
@@ -304,6 +309,16 @@ def proxy_service(profile: Profile, proxy: ProxySetup) -> dict[str, Any]:
         "image": proxy.image,
         "command": ["serve", proxy_listen(profile), str(proxy.engine_port), *proxy.open_paths],
     }
+
+
+OPTIONS_CONFIG = "engine_options"  # the compose config that carries the engine's options file
+
+
+def _options_file(engine: Engine) -> dict[str, str] | None:
+    options_file = engine.options_file
+    if options_file is None:
+        return None
+    return {"name": OPTIONS_CONFIG, "target": options_file.target, "text": options_file.text}
 
 
 def build_service(profile: Profile, engine_dir: str | None) -> dict[str, Any]:

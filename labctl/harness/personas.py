@@ -73,8 +73,13 @@ class Persona:
 
     @property
     def serves_metrics(self) -> bool:
-        """SGLang mounts /metrics only with --enable-metrics; the other engines always serve theirs."""
-        return self.engine != "sglang" or self.server_args.get("enable_metrics") is True
+        """SGLang mounts /metrics only with --enable-metrics; TensorRT-LLM mounts /prometheus/metrics only when
+        its LLM API options set return_perf_metrics; vLLM and Atlas always serve theirs."""
+        if self.engine == "sglang":
+            return self.server_args.get("enable_metrics") is True
+        if self.engine == "trtllm":
+            return self.server_args.get("return_perf_metrics") is True
+        return True
 
     def version_tuple(self) -> tuple[int, ...]:
         parts = []
@@ -240,7 +245,49 @@ def _trtllm(p: ParsedArgv, env: Mapping[str, str]) -> Persona:
     model = p.positionals[0]
     # /v1/models lists MODEL as given, or a local folder's (a built engine's) basename.
     served = Path(model).name if Path(model).is_dir() else model
-    return Persona("trtllm", "", model, [served], reasoning=p.has("--reasoning_parser"))
+    options = _llm_api_options(p.get("--extra_llm_api_options"))
+    return Persona(
+        "trtllm",
+        "",
+        model,
+        [served],
+        reasoning=p.has("--reasoning_parser"),
+        server_args={"return_perf_metrics": _pydantic_bool(options.get("return_perf_metrics", False))},
+    )
+
+
+OPTIONS_FILE_MAX = 1 << 20
+_TRUE_WORDS = ("1", "true", "t", "yes", "y", "on")
+
+
+def _llm_api_options(path: str | None) -> dict[str, Any]:
+    """trtllm-serve's --extra_llm_api_options (alias --config): a YAML mapping merged over its own arguments.
+    The engine fails at start on a file it cannot read or that is not a mapping; so does the persona."""
+    if path is None:
+        return {}
+    import yaml
+
+    try:
+        with open(path, encoding="utf-8") as f:
+            text = f.read(OPTIONS_FILE_MAX + 1)
+    except OSError as exc:
+        raise EngineExit(f"{type(exc).__name__}: [Errno {exc.errno}] {exc.strerror}: '{path}'\n", 1) from None
+    if len(text) > OPTIONS_FILE_MAX:
+        raise EngineExit(f"labctl persona: {path} is larger than {OPTIONS_FILE_MAX} bytes\n", 1)
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise EngineExit(f"yaml.YAMLError: {exc}\n", 1) from None
+    if not isinstance(data, dict):
+        raise EngineExit(f"TypeError: the LLM API options in {path} are not a mapping\n", 1)
+    return data
+
+
+def _pydantic_bool(value: Any) -> bool:
+    """return_perf_metrics is a pydantic bool: true, 1 and words such as "yes" count as true."""
+    if isinstance(value, str):
+        return value.strip().lower() in _TRUE_WORDS
+    return value is True or (isinstance(value, int) and value == 1)
 
 
 def _atlas(p: ParsedArgv, env: Mapping[str, str]) -> Persona:

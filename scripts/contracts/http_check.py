@@ -35,13 +35,7 @@ _HISTOGRAM_PARTS = re.compile(r"_(bucket|sum|count|created)$")
 # An enabling option that takes a file: what the file must say for the engine to serve its metrics.
 OPTION_FILES = {"--extra_llm_api_options": "return_perf_metrics: true\n"}
 # Reviewed differences, each with its reason: shown as KNOWN, not counted as mismatches.
-KNOWN = {
-    ("trtllm", "metrics switched on"): "labctl renders no LLM API options file for trtllm-serve yet (its "
-    "Prometheus metrics need return_perf_metrics: true there); until it does, a TensorRT-LLM run has no "
-    "engine telemetry",
-    ("trtllm", "/prometheus/metrics without --extra_llm_api_options"): "the persona does not read the options "
-    "file; it serves /prometheus/metrics always",
-}
+KNOWN: dict[tuple[str, str], str] = {}
 
 
 @dataclass(frozen=True)
@@ -147,18 +141,34 @@ def check_engine_files(lab_root: Path = ROOT) -> list[Row]:
             if not c.metrics_enabled_by:
                 continue
             serve = serve_command(profile, None)
-            words = [w.text for w in serve.argv]
+            found = _switched_on(engine, c, [w.text for w in serve.argv])
+            expected = " ".join(
+                f"{f} ({OPTION_FILES[f].strip()})" if f in OPTION_FILES else f for f in c.metrics_enabled_by
+            )
             rows.append(
-                Row(
-                    f"{name} {c.version}",
-                    f"profile {pname}",
-                    "metrics switched on",
-                    " ".join(c.metrics_enabled_by),
-                    "yes" if c.serves_metrics(words) else "not rendered",
-                    c.serves_metrics(words),
-                )
+                Row(f"{name} {c.version}", f"profile {pname}", "metrics switched on", expected, found, found == "yes")
             )
     return rows
+
+
+def _switched_on(engine: object, c: HttpContract, words: list[str]) -> str:
+    """ "yes" when the rendered command line gives every enabling option, and an options file among them
+    says what the engine needs; else what is missing."""
+    import yaml
+
+    if not c.serves_metrics(words):
+        return "not rendered"
+    options_file = engine.options_file  # type: ignore[attr-defined]
+    for flag in c.metrics_enabled_by:
+        if flag not in OPTION_FILES:
+            continue
+        if options_file is None or options_file.flag != flag:
+            return f"{flag}: not labctl's options file"
+        needed = yaml.safe_load(OPTION_FILES[flag])
+        missing = {k: v for k, v in needed.items() if options_file.content.get(k) != v}
+        if missing:
+            return f"{flag}: the options file lacks {yaml.safe_dump(missing, default_flow_style=True).strip()}"
+    return "yes"
 
 
 # ------------------------------------------------------------------ personas
@@ -227,7 +237,7 @@ def _persona_words(
     env = {"NVIDIA_VISIBLE_DEVICES": "all", "LABCTL_PERSONA_LOAD_S": "0", "LABCTL_PERSONA_WARMUP_S": "0"}
     words = list(argv)
     if not metrics_on:
-        words = [w for w in words if w.split("=", 1)[0] not in c.metrics_enabled_by]
+        words = _without_options(words, c.metrics_enabled_by)
     elif not c.serves_metrics(words):
         for flag in c.metrics_enabled_by:
             words.append(flag)
@@ -243,12 +253,23 @@ def _persona_words(
     return words, env
 
 
-def _option_file(flag: str) -> str:
-    import tempfile
+def _without_options(words: list[str], flags: tuple[str, ...]) -> list[str]:
+    """The command line minus these options, and the file named after those that take one."""
+    out: list[str] = []
+    skip = False
+    for word in words:
+        name, eq, _ = word.partition("=")
+        if skip:
+            skip = False
+        elif name in flags:
+            skip = name in OPTION_FILES and not eq
+        else:
+            out.append(word)
+    return out
 
-    with tempfile.NamedTemporaryFile("w", suffix=".yaml", prefix="contract-check-", delete=False) as f:
-        f.write(OPTION_FILES[flag])
-    return f.name
+
+def _option_file(flag: str) -> str:
+    return _written(OPTION_FILES[flag])
 
 
 def _persona_argv(lab_root: Path, profile: object, engine: str, version: str) -> list[str]:
@@ -261,7 +282,23 @@ def _persona_argv(lab_root: Path, profile: object, engine: str, version: str) ->
     contract = load_contract(contract_path(lab_root / "engines", engine, version))
     command = contract.commands[profile.engine.spec["contract"]["serve"]]  # type: ignore[attr-defined]
     cut = len(command.argv0) - (1 if engine in SUBCOMMAND else 0)
-    return (list(serve.entrypoint) + [w.text for w in serve.argv])[cut:]
+    words = (list(serve.entrypoint) + [w.text for w in serve.argv])[cut:]
+    options_file = profile.engine.options_file  # type: ignore[attr-defined]
+    if options_file is not None:  # in the container Compose mounts it at its target; here, a file of the same text
+        local = _written(options_file.text)
+        words = [local if w == options_file.target else w for w in words]
+    return words
+
+
+def _written(text: str) -> str:
+    import atexit
+    import os
+    import tempfile
+
+    with tempfile.NamedTemporaryFile("w", suffix=".yaml", prefix="contract-check-", delete=False) as f:
+        f.write(text)
+    atexit.register(os.unlink, f.name)  # the personas read it while they serve, in this process
+    return f.name
 
 
 def _check_persona(engine: str, c: HttpContract, argv: list[str], known: list[str], subject: str) -> list[Row]:

@@ -51,3 +51,31 @@ def test_a_persona_that_guards_or_gates_differently_is_a_mismatch(monkeypatch: p
     assert ("vllm", "key guards what the engine's does") in bad  # /inference, /cohere, /v2 left open
     assert ("sglang", "key guards what the engine's does") in bad
     assert ("sglang", "/metrics without --enable-metrics") in bad
+    assert ("trtllm", "/prometheus/metrics without --extra_llm_api_options") in bad
+
+
+def test_trtllm_metrics_are_switched_on_by_labctls_options_file(rows: list[http_check.Row]) -> None:
+    trtllm = [r for r in rows if r.engine.startswith("trtllm ")]
+    assert {r.subject for r in trtllm if r.check == "metrics switched on"} == {
+        "profile qwen3-32b",
+        "profile qwen3-32b-engine",
+    }
+    assert [r for r in trtllm if http_check.verdict(r) != "MATCH"] == [], http_check.table(trtllm)
+
+
+def test_an_options_file_without_return_perf_metrics_is_a_mismatch() -> None:
+    from dataclasses import replace
+
+    from labctl.catalog.engines import load_engine
+    from labctl.catalog.http_contracts import load_engine_http_contract
+    from labctl.catalog.lab import Lab
+
+    engine = load_engine(Lab(REPO), "trtllm")
+    c = load_engine_http_contract(REPO / "engines", "trtllm", "1.2.1")
+    words = ["M", "--extra_llm_api_options", "/labctl/extra_llm_api_options.yaml"]
+    assert http_check._switched_on(engine, c, words) == "yes"
+    assert http_check._switched_on(engine, c, ["M"]) == "not rendered"
+    off = {**engine.spec["options_file"], "content": {"return_perf_metrics": False}}
+    assert "lacks" in http_check._switched_on(replace(engine, spec={**engine.spec, "options_file": off}), c, words)
+    none = replace(engine, spec={**engine.spec, "options_file": None})
+    assert http_check._switched_on(none, c, words) == "--extra_llm_api_options: not labctl's options file"

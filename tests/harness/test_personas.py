@@ -42,11 +42,17 @@ def refused(engine: str, *argv: str, env: dict[str, str] | None = None, contract
     return info.value
 
 
-def rendered_argv(engine: str, profile_name: str) -> tuple[list[str], dict[str, object]]:
-    """The words after the engine's executable, exactly as labctl renders them for the serve service."""
+def rendered_argv(engine: str, profile_name: str, files: Path) -> tuple[list[str], dict[str, object]]:
+    """The words after the engine's executable, exactly as labctl renders them for the serve service; an
+    options file is written under `files` with the rendered content, where Compose would mount it."""
     profile = load_profile(LAB, engine, profile_name)
     context = compose_context(profile, RenderOptions(cache_dir="/srv/hf", engine_store="/srv/trt"))
     words = list(context["entrypoint"] or []) + list(context["command"])
+    options = context["options_file"]
+    if options:
+        local = files / Path(options["target"]).name
+        local.write_text(options["text"])
+        words = [str(local) if w == options["target"] else w for w in words]
     return words[EXECUTABLE_WORDS[engine] :], profile.spec
 
 
@@ -140,7 +146,7 @@ def test_command_line_split_at_the_double_dash() -> None:
 def test_rendered_argv_is_accepted_and_served_name_follows_the_engine(
     engine: str, profile_name: str, tmp_path: Path
 ) -> None:
-    argv, spec = rendered_argv(engine, profile_name)
+    argv, spec = rendered_argv(engine, profile_name, tmp_path)
     model = spec["model"]["id"]  # type: ignore[index]
     if spec.get("build"):  # a built engine: the folder the build step wrote, where the serve argv points
         engine_dir = tmp_path / Path(argv[0]).relative_to("/engines")
@@ -152,6 +158,7 @@ def test_rendered_argv_is_accepted_and_served_name_follows_the_engine(
     p, settings = build_persona(engine, VERSIONS[engine], argv, GPUS)
     if engine == "trtllm":  # no served-name option: MODEL as given, or a built engine's folder name
         expected = spec["served_model_name"] if spec.get("build") else model
+        assert p.serves_metrics  # labctl's options file switches /prometheus/metrics on
     else:
         expected = spec["served_model_name"]
     assert p.served_names == [expected]
@@ -235,6 +242,36 @@ def test_sglang_serves_metrics_only_with_enable_metrics() -> None:
     assert not persona("sglang", "--model-path", "M").serves_metrics
     assert persona("sglang", "--model-path", "M", "--enable-metrics").serves_metrics
     assert persona("vllm", "serve", "M").serves_metrics and persona("atlas", "serve", "M").serves_metrics
+
+
+@pytest.mark.parametrize(
+    ("content", "serves"),
+    [
+        ("return_perf_metrics: true\n", True),
+        ("return_perf_metrics: 'yes'\n", True),  # a pydantic bool
+        ("return_perf_metrics: false\n", False),
+        ("perf_metrics_max_requests: 10\n", False),
+        ("{}\n", False),
+    ],
+)
+def test_trtllm_serves_prometheus_metrics_only_as_its_options_file_says(
+    tmp_path: Path, content: str, serves: bool
+) -> None:
+    options = tmp_path / "options.yaml"
+    options.write_text(content)
+    assert persona("trtllm", "M", "--extra_llm_api_options", str(options)).serves_metrics is serves
+    assert persona("trtllm", "M", "--config", str(options)).serves_metrics is serves  # the option's other name
+    assert not persona("trtllm", "M").serves_metrics
+
+
+def test_trtllm_refuses_an_options_file_it_cannot_use(tmp_path: Path) -> None:
+    missing = refused("trtllm", "M", "--extra_llm_api_options", str(tmp_path / "none.yaml"))
+    assert missing.code == 1 and "No such file or directory" in missing.stderr
+    (tmp_path / "list.yaml").write_text("- return_perf_metrics\n")
+    not_a_mapping = refused("trtllm", "M", "--extra_llm_api_options", str(tmp_path / "list.yaml"))
+    assert not_a_mapping.code == 1 and "not a mapping" in not_a_mapping.stderr
+    (tmp_path / "bad.yaml").write_text("a: [\n")
+    assert refused("trtllm", "M", "--extra_llm_api_options", str(tmp_path / "bad.yaml")).code == 1
 
 
 def test_atlas_tokens_file_one_key_per_line(tmp_path: Path) -> None:
