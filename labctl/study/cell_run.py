@@ -17,6 +17,7 @@ from labctl.catalog.lab import Lab
 from labctl.errors import Conflict, LabctlError, describe_error
 from labctl.host.hosts import HostEntry
 from labctl.quality.evaluate import run_eval
+from labctl.quality.lm_eval_run import run_lm_eval
 from labctl.run.lifecycle.down import stop_run
 from labctl.run.lifecycle.up import up
 from labctl.run.lifecycle.up_plan import UpRequest
@@ -24,7 +25,7 @@ from labctl.run.records.record import Record, now
 from labctl.run.records.store import Runs
 from labctl.study.failures import classify_start, engine_state, meets_slo
 from labctl.study.fingerprint import Fingerprint
-from labctl.study.plan import CellPlan, StudyPlan
+from labctl.study.plan import CellPlan, StudyPlan, TaskSuite
 from labctl.study.state import FINISHED, StudyState
 
 Say = Callable[[str], None]
@@ -225,7 +226,11 @@ class CellRun:
             for name, suite in ctx.plan.suites.items():
                 self.save(level=f"eval {name}")
                 request = BenchRequest(workload=None, run_id=record.run_id, host=ctx.host)
-                result, path = run_eval(ctx.runs, suite, request, 8, 300.0, lambda _d, _t: None)
+                if isinstance(suite, TaskSuite):
+                    named = f"{suite.name}@{suite.version}"
+                    result, path = run_lm_eval(ctx.runs, ctx.lab, named, request, 8, 300.0)
+                else:
+                    result, path = run_eval(ctx.runs, suite, request, 8, 300.0, lambda _d, _t: None)
                 result["study"] = self.tag
                 save_result(path, result)
                 self.data["evals"].append(

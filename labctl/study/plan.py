@@ -4,6 +4,7 @@ images need (and what is cached), what the hosts can give, and a duration estima
 
 from __future__ import annotations
 
+import hashlib
 import statistics
 from dataclasses import dataclass, field
 from typing import Any
@@ -19,12 +20,13 @@ from labctl.compose.render import serve_command
 from labctl.errors import BadInput
 from labctl.host.hosts import load_hosts
 from labctl.quality.suites import Suite, load_suite
+from labctl.quality.tasks import load_task
 from labctl.run.records.store import Runs
 from labctl.study.cells import Cell, expand_cells
 from labctl.study.facts import HostFacts, host_facts, image_identity, model_cached, revision_commit
 from labctl.study.fingerprint import Fingerprint, argv_hash, make_fingerprint
 from labctl.study.gate import check_same_rules
-from labctl.study.spec import TARGET_GPUS, Study
+from labctl.study.spec import LM_EVAL, TARGET_GPUS, Study
 
 
 @dataclass
@@ -53,7 +55,7 @@ class StudyPlan:
     study: Study
     hosts: dict[str, HostFacts]
     workloads: dict[str, Workload]
-    suites: dict[str, Suite]
+    suites: dict[str, Suite | TaskSuite]
     cells: list[CellPlan]
     findings: list[str]  # said by plan; those in `refusals` also stop run
     refusals: list[str]
@@ -75,10 +77,27 @@ def study_workloads(lab: Lab, study: Study) -> dict[str, Workload]:
     return chosen
 
 
-def study_suites(lab: Lab, study: Study) -> dict[str, Suite]:
-    chosen = {}
+@dataclass(frozen=True)
+class TaskSuite:
+    """An lm-evaluation-harness task set as a study's suite: its version and the hash of its files."""
+
+    name: str  # lm-eval:TASK
+    version: str
+    full_version: str
+
+
+def task_suite(lab: Lab, name: str) -> TaskSuite:
+    task = load_task(lab, name.removeprefix(LM_EVAL))
+    digest = hashlib.sha256()
+    for path in sorted(p for p in task.folder.rglob("*") if p.is_file()):
+        digest.update(str(path.relative_to(task.folder)).encode() + b"\0" + path.read_bytes())
+    return TaskSuite(name, task.version, f"{task.version} +{digest.hexdigest()[:12]} ({task.source})")
+
+
+def study_suites(lab: Lab, study: Study) -> dict[str, Suite | TaskSuite]:
+    chosen: dict[str, Suite | TaskSuite] = {}
     for name, version in study.suites:
-        suite = load_suite(lab, name)
+        suite = task_suite(lab, name) if name.startswith(LM_EVAL) else load_suite(lab, name)
         if version is not None and suite.version != version:
             raise BadInput(
                 f"{study.path}: suite {name} is version {suite.version} in this lab and the study fixes {version}: "
@@ -156,7 +175,12 @@ def estimate_seconds(
 
 
 def plan_cell(
-    study: Study, cell: Cell, facts: HostFacts, workloads: dict[str, Workload], suites: dict[str, Suite], runs: Runs
+    study: Study,
+    cell: Cell,
+    facts: HostFacts,
+    workloads: dict[str, Workload],
+    suites: dict[str, Suite | TaskSuite],
+    runs: Runs,
 ) -> CellPlan:
     from labctl.host.hosts import activate
 

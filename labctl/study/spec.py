@@ -29,12 +29,19 @@ OVERRIDE_KEYS = ("max_num_seqs", "max_model_len", "gpu_memory_utilization", "max
 TARGET_GPUS = {"H100": (79.6, False), "H200": (139.8, False), "B200": (178.4, False), "GB10": (119.6, True)}
 
 
+LM_EVAL = "lm-eval:"  # a suite named so is a task set of suites/lm-eval/, run by lm-evaluation-harness
+
+
 def _name(value: str) -> bool:
     return NAME.fullmatch(value) is not None
 
 
 def _word(value: str) -> bool:
     return WORD.fullmatch(value) is not None
+
+
+def _suite_name(value: str) -> bool:
+    return _word(value.removeprefix(LM_EVAL))
 
 
 def _levels(value: list[Any]) -> bool:
@@ -86,8 +93,13 @@ FIELDS: dict[str, Field] = {
             "map",
             "a suite entry",
             fields={
-                "name": Field("str", "a suite of the lab (labctl suites)", required=True, check=_word),
-                "version": Field("str", "the suite version it must have, e.g. '1.1'", check=_word),
+                "name": Field(
+                    "str",
+                    "a suite of the lab (labctl suites), or lm-eval:TASK for an lm-evaluation-harness task set",
+                    required=True,
+                    check=_suite_name,
+                ),
+                "version": Field("str", "the suite (or task set) version it must have, e.g. '1.1'", check=_word),
             },
         ),
     ),

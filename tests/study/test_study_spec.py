@@ -171,3 +171,21 @@ def test_verdicts_say_not_distinguishable_only_where_intervals_overlap() -> None
     assert any("output tokens/s" in line and line.endswith("not distinguishable") for line in lines)
     assert any("TTFT p50" in line and line.endswith("b@h higher") for line in lines)
     assert slo_lines(per_cell)[0].startswith("chat a@h: c=4, 1 req/s over 3 repeat(s), 95% [1, 1]")
+
+
+def test_a_study_names_lm_eval_task_sets_with_their_versions(tmp_path: Path, lab: Path) -> None:
+    from labctl.study.plan import TaskSuite, study_suites
+
+    suites = [{"name": "lm-eval:gsm8k", "version": "1"}, {"name": "short-answer"}]
+    study = load_study(write(tmp_path, {**STUDY, "suites": suites}))
+    chosen = study_suites(Lab(lab), study)
+    task = chosen["lm-eval:gsm8k"]
+    assert isinstance(task, TaskSuite) and task.version == "1" and "openai/gsm8k@" in task.full_version
+    (lab / "suites" / "lm-eval" / "gsm8k" / "task.yaml").write_text("changed: true\n")
+    changed = study_suites(Lab(lab), study)["lm-eval:gsm8k"]
+    assert changed.full_version != task.full_version  # an edited task set changes every cell's fingerprint
+    wrong = load_study(write(tmp_path, {**STUDY, "suites": [{"name": "lm-eval:gsm8k", "version": "9"}]}, "w.yaml"))
+    with pytest.raises(BadInput, match="version"):
+        study_suites(Lab(lab), wrong)
+    with pytest.raises(BadInput, match="suites"):
+        load_study(write(tmp_path, {**STUDY, "suites": [{"name": "lm-eval:Bad Name"}]}, "b.yaml"))
