@@ -468,3 +468,14 @@ def remove_volume(name: str, what: str) -> bool:
             return False
         raise LabctlError(f"removing the {what} {name} failed: {text.strip().splitlines()[-1:]}") from None
     return True
+
+
+def labelled_containers(endpoint: str, label: str) -> list[Container]:
+    """Every container (any state) carrying `label` (NAME or NAME=VALUE) on the daemon at `endpoint`."""
+    with on_endpoint(endpoint), docker_errors(f"listing containers on {endpoint}"):
+        return list(client().container.list(all=True, filters={"label": label}))
+
+
+def remove_container_on(endpoint: str, container_id: str) -> None:
+    with on_endpoint(endpoint), docker_errors(f"removing container {container_id[:12]} on {endpoint}"):
+        client().container.remove(container_id, force=True)

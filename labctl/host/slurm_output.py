@@ -20,11 +20,11 @@ class Node:
     state: str
     partitions: tuple[str, ...]
     gpus: int
-    gpus_used: tuple[int, ...]
+    gpus_used: int
 
     @property
     def gpus_free(self) -> int:
-        return 0 if self.unavailable else self.gpus - len(self.gpus_used)
+        return 0 if self.unavailable else max(self.gpus - self.gpus_used, 0)
 
     @property
     def unavailable(self) -> bool:
@@ -86,21 +86,22 @@ def _pairs(line: str) -> dict[str, str]:
 
 
 def parse_nodes(text: str) -> list[Node]:
-    """`scontrol show node --oneliner --details`: one line per node."""
+    """`scontrol show node --oneliner --details`: one line per node (`Gres=gpu:4`, `GresUsed=gpu:2` or
+    `GresUsed=gpu:h100:2(IDX:0-1)`)."""
     nodes = []
     for line in text.splitlines():
         pairs = _pairs(line)
         if "NodeName" not in pairs:
             continue
         total = _GRES_GPU.search(pairs.get("Gres", ""))
-        used = _USED_IDX.search(pairs.get("GresUsed", ""))
+        used = _GRES_GPU.search(pairs.get("GresUsed", ""))
         nodes.append(
             Node(
                 pairs["NodeName"],
                 pairs.get("State", "UNKNOWN"),
                 tuple(p for p in pairs.get("Partitions", "").split(",") if p),
                 int(total.group(1)) if total else 0,
-                expand_indexes(used.group(1)) if used else (),
+                int(used.group(1)) if used else 0,
             )
         )
     return nodes

@@ -15,7 +15,7 @@ from labctl.host.clusters import ClusterEntry, load_clusters
 def describe_cluster(entry: ClusterEntry) -> dict[str, Any]:
     row: dict[str, Any] = {
         "name": entry.name,
-        "slurm": entry.login or f"SLURM_CONF={entry.slurm_conf}" if entry.slurm_conf or entry.login else "local",
+        "slurm": entry.login or (f"SLURM_CONF={entry.slurm_conf}" if entry.slurm_conf else "local"),
         "partition": entry.partition or "(default)",
         "account": entry.account,
         "qos": entry.qos,
@@ -30,7 +30,7 @@ def describe_cluster(entry: ClusterEntry) -> dict[str, Any]:
     except LabctlError as exc:
         return {**row, "reachable": "no", "error": str(exc), "gpus": 0, "gpus_free": 0, "nodes_text": "-"}
     row["nodes"] = [
-        {"name": n.name, "state": n.state.lower(), "gpus": n.gpus, "gpus_free": n.gpus_free, "gpus_used": list(n.gpus_used)}
+        {"name": n.name, "state": n.state.lower(), "gpus": n.gpus, "gpus_free": n.gpus_free}
         for n in nodes
     ]
     row["gpus"] = sum(n.gpus for n in nodes)
