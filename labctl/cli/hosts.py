@@ -50,7 +50,15 @@ def hosts(
         out("")
         listing(
             [
-                [c["name"], c["slurm"], c["partition"], c["reachable"], str(c["gpus"]), str(c["gpus_free"]), c["nodes_text"]]
+                [
+                    c["name"],
+                    c["slurm"],
+                    c["partition"],
+                    c["reachable"],
+                    str(c["gpus"]),
+                    str(c["gpus_free"]),
+                    c["nodes_text"],
+                ]
                 for c in clusters
             ],
             ["CLUSTER", "SLURM", "PARTITION", "REACHABLE", "GPUS", "FREE GPUS", "NODES"],

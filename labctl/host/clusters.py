@@ -101,10 +101,14 @@ def _read_clusters(path: Path) -> dict[str, ClusterEntry]:
     clusters = {}
     for name, raw in spec["clusters"].items():
         if not isinstance(name, str) or not _NAME.match(name):
-            raise src.problem(("clusters",), f"cluster name {name!r} is not allowed: lower-case letters, digits, '.', '_', '-'.")
+            raise src.problem(
+                ("clusters",), f"cluster name {name!r} is not allowed: lower-case letters, digits, '.', '_', '-'."
+            )
         entry = check_mapping(src, ("clusters", name), raw, CLUSTER_FIELDS)
         if entry["slurm_conf"] and entry["login"]:
-            raise src.problem(("clusters", name), "give slurm_conf or login, not both: how Slurm's commands are reached.")
+            raise src.problem(
+                ("clusters", name), "give slurm_conf or login, not both: how Slurm's commands are reached."
+            )
         nodes = {}
         for node, node_raw in (entry["nodes"] or {}).items():
             if not isinstance(node, str) or not _SLURM_WORD.match(node):

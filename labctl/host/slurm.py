@@ -35,7 +35,9 @@ def run(cluster: ClusterEntry, argv: list[str], stdin: str | None = None) -> str
     try:
         done = subprocess.run(command, input=stdin, capture_output=True, text=True, timeout=TIMEOUT_S, check=False)
     except FileNotFoundError as exc:
-        raise SlurmError(f"cluster {cluster.name}: {exc.filename} not found (install Slurm's client commands).") from None
+        raise SlurmError(
+            f"cluster {cluster.name}: {exc.filename} not found (install Slurm's client commands)."
+        ) from None
     except subprocess.TimeoutExpired:
         raise SlurmError(f"cluster {cluster.name}: {shlex.join(argv)} did not answer in {TIMEOUT_S:.0f} s.") from None
     if done.returncode != 0:

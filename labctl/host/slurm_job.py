@@ -76,7 +76,9 @@ def sbatch_options(
 def job_script(run_id: str, project: str, compose_text: str, nodes: dict[str, HostEntry], docker_bin: str) -> str:
     if EOF_MARK in compose_text:
         raise ValueError(f"a rendered compose file may not contain {EOF_MARK}")
-    cases = "\n".join(f"  {name}) DOCKER_HOST={shlex.quote(node_docker(node))} ;;" for name, node in sorted(nodes.items()))
+    cases = "\n".join(
+        f"  {name}) DOCKER_HOST={shlex.quote(node_docker(node))} ;;" for name, node in sorted(nodes.items())
+    )
     docker = shlex.quote(docker_bin)
     return f"""#!/bin/sh
 # labctl run {run_id}: the engine labctl rendered, on the GPUs Slurm granted, through this node's Docker.

@@ -61,6 +61,8 @@ class ClusterRecord:
     exit_code: str = ""
     state_source: str = ""  # squeue, sacct, scontrol, or unknown
     simulated: bool = False
+    base_url: str = ""
+    forward: str = ""  # the managed SSH forward's process (pid:start time) when the node is reached over SSH
     events: list[str] = field(default_factory=list)
 
 
@@ -140,8 +142,15 @@ def submit_run(
         output=str(folder / "job.log"),
     )
     record = ClusterRecord(
-        run_id, cluster.name, engine, profile_name, port=profile.port, gpus_requested=count, time_limit_min=limit,
-        submitted_at=now(), simulated=cluster.simulated,
+        run_id,
+        cluster.name,
+        engine,
+        profile_name,
+        port=profile.port,
+        gpus_requested=count,
+        time_limit_min=limit,
+        submitted_at=now(),
+        simulated=cluster.simulated,
     )
     save(home, record)
     record.job_id = slurm.submit(cluster, options, script)
@@ -229,7 +238,9 @@ def take_down(home: Path, cluster: ClusterEntry, record: ClusterRecord, timeout:
         if state.ended and not left:
             break
         if time.monotonic() > deadline:
-            raise LabctlError(f"job {record.job_id}: still {state.state} with {len(left)} container(s) after {timeout:.0f} s.")
+            raise LabctlError(
+                f"job {record.job_id}: still {state.state} with {len(left)} container(s) after {timeout:.0f} s."
+            )
         time.sleep(POLL_S)
     return finish(home, cluster, record)
 
@@ -265,3 +276,46 @@ def remove_leftovers(cluster: ClusterEntry) -> list[tuple[str, str, str]]:
 def forget(home: Path, run_id: str) -> None:
     shutil.rmtree(home / "runs" / run_id, ignore_errors=True)
 
+
+def up_on_cluster(
+    lab: Lab,
+    home: Path,
+    cluster: ClusterEntry,
+    engine: str,
+    profile_name: str,
+    say: Say,
+    *,
+    gpus: int | None = None,
+    port: int | None = None,
+    minutes: int | None = None,
+    allow_unpinned: bool = False,
+    timeout: float = 900.0,
+) -> ClusterRecord:
+    """Submit, wait while Slurm queues the job, then wait until the engine answers on the node Slurm chose.
+    A failure or Ctrl-C cancels the job: nothing is left queued or running unaccounted."""
+    profile = load_profile(lab, engine, profile_name)
+    record = submit_run(
+        lab, home, cluster, engine, profile_name, gpus=gpus, port=port, minutes=minutes, allow_unpinned=allow_unpinned
+    )
+    say(f"submitted job {record.job_id} to cluster {cluster.name} (run {record.run_id})")
+    try:
+        wait_running(home, cluster, record, say, timeout)
+        if record.state != "RUNNING":
+            finish(home, cluster, record)
+            raise LabctlError(
+                f"job {record.job_id} ended {record.state} before it ran (see {home}/runs/{record.run_id}/job.log)."
+            )
+        forward = wait_ready(home, cluster, record, profile.engine.readiness.probe, timeout)
+    except BaseException:
+        take_down(home, cluster, record)
+        raise
+    record.base_url = (forward.base if forward else f"http://127.0.0.1:{record.port}") + "/v1"
+    record.forward = forward.process if forward else ""
+    save(home, record)
+    return record
+
+
+def down_on_cluster(home: Path, cluster: ClusterEntry, record: ClusterRecord) -> ClusterRecord:
+    if record.forward:
+        close_forward(Forward(process=record.forward))
+    return take_down(home, cluster, record)

@@ -29,10 +29,7 @@ def describe_cluster(entry: ClusterEntry) -> dict[str, Any]:
         nodes = slurm.nodes(entry)
     except LabctlError as exc:
         return {**row, "reachable": "no", "error": str(exc), "gpus": 0, "gpus_free": 0, "nodes_text": "-"}
-    row["nodes"] = [
-        {"name": n.name, "state": n.state.lower(), "gpus": n.gpus, "gpus_free": n.gpus_free}
-        for n in nodes
-    ]
+    row["nodes"] = [{"name": n.name, "state": n.state.lower(), "gpus": n.gpus, "gpus_free": n.gpus_free} for n in nodes]
     row["gpus"] = sum(n.gpus for n in nodes)
     row["gpus_free"] = sum(n.gpus_free for n in nodes)
     row["nodes_text"] = ", ".join(f"{n.name} {n.state.lower()} {n.gpus_free}/{n.gpus} free" for n in nodes) or "-"
