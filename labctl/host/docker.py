@@ -421,7 +421,7 @@ def start_watcher(spec: WatcherSpec) -> None:
 def watchers(run_id: str | None = None) -> list[Container]:
     label = f"{WATCH_LABEL}={run_id}" if run_id else WATCH_LABEL
     with docker_errors("listing labctl watchers"):
-        return list(client().container.list(all=True, filters={"label": label}))
+        return list(client().container.list(all=True, filters=[("label", label)]))
 
 
 def start_container(container: Container) -> None:
@@ -473,7 +473,7 @@ def remove_volume(name: str, what: str) -> bool:
 def labelled_containers(endpoint: str, label: str) -> list[Container]:
     """Every container (any state) carrying `label` (NAME or NAME=VALUE) on the daemon at `endpoint`."""
     with on_endpoint(endpoint), docker_errors(f"listing containers on {endpoint}"):
-        return list(client().container.list(all=True, filters={"label": label}))
+        return list(client().container.list(all=True, filters=[("label", label)]))
 
 
 def remove_container_on(endpoint: str, container_id: str) -> None:

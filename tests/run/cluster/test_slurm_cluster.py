@@ -1,0 +1,163 @@
+"""Runs on the Slurm test cluster (make slurm-lab): real munge, slurmctld, slurmdbd with MariaDB, two slurmd
+nodes (n1 with 4 simulated GPUs; n2 with 2, in a network namespace), each with a Docker daemon of its own.
+Slurm chooses nodes and GPUs; where a test needs a node full, it holds the GPUs with plain sbatch jobs of
+its own (labctl itself never names a node)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+from helpers.support import IN_CI, REPO, run_labctl
+
+from labctl.catalog.lab import Lab
+from labctl.host import slurm
+from labctl.host.clusters import ClusterEntry, load_clusters
+from labctl.run.lifecycle import cluster_run as cr
+
+pytestmark = pytest.mark.slurm
+HOSTS = REPO / "build" / "slurm-lab" / "hosts.yaml"
+
+
+@pytest.fixture(scope="module")
+def cluster() -> ClusterEntry:
+    if not HOSTS.is_file():
+        reason = f"no Slurm test cluster ({HOSTS} is missing: run `make slurm-lab`)"
+        if IN_CI:
+            pytest.fail(f"CI=true and {reason}", pytrace=False)
+        pytest.skip(f"SKIPPED LOUDLY: {reason}")
+    return next(iter(load_clusters(REPO).values()))
+
+
+@pytest.fixture(scope="module")
+def home(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("slurm-home")
+
+
+@pytest.fixture(scope="module")
+def lab() -> Lab:
+    return Lab(REPO)
+
+
+@pytest.fixture()
+def holds(cluster: ClusterEntry) -> Iterator[Callable[[str, int], str]]:
+    """Plain sbatch jobs that keep GPUs of one node busy: how a test shapes where Slurm has room."""
+    held: list[str] = []
+
+    def hold(node: str, gpus: int) -> str:
+        options = ["--no-requeue", f"--nodelist={node}", f"--gres=gpu:{gpus}", "--time=5", "--job-name=test-hold"]
+        job = slurm.submit(cluster, options, "#!/bin/sh\nexec sleep 600\n")
+        held.append(job)
+        until(lambda: slurm.job_state(cluster, job).running, 30, f"hold {job} running")
+        return job
+
+    yield hold
+    for job in held:
+        slurm.cancel(cluster, job)
+
+
+def until(check: Callable[[], bool], seconds: float, what: str) -> None:
+    deadline = time.monotonic() + seconds
+    while not check():
+        assert time.monotonic() < deadline, f"{what}: not within {seconds} s"
+        time.sleep(0.5)
+
+
+def submit(lab: Lab, home: Path, cluster: ClusterEntry, port: int, gpus: int = 2, minutes: int = 5) -> cr.ClusterRecord:
+    return cr.submit_run(
+        lab, home, cluster, "harness", "smoke", gpus=gpus, port=port, minutes=minutes, allow_unpinned=True
+    )
+
+
+def ports() -> Iterator[int]:
+    base = int(os.environ.get("LABCTL_TEST_PORTS", "47740").split("-")[0])
+    yield from range(base, base + 50)
+
+
+PORTS = ports()
+
+
+def test_hosts_lists_the_cluster_with_its_gpus(cluster: ClusterEntry, home: Path) -> None:
+    done = run_labctl("--home", str(home), "hosts", env={"LABCTL_HOSTS": str(HOSTS)})
+    assert done.code == 0, done.stderr
+    row = next(line for line in done.stdout.splitlines() if line.startswith(cluster.name + " "))
+    total = sum(n.gpus for n in slurm.nodes(cluster))
+    assert f" {total} " in row and "n1 " in row and "n2 " in row, row
+
+
+def test_disjoint_gpus_pending_resources_and_down(
+    lab: Lab, home: Path, cluster: ClusterEntry, holds: Callable[[str, int], str]
+) -> None:
+    holds("n2", 2)  # only n1, the 4-GPU node, has room
+    a, b = submit(lab, home, cluster, next(PORTS)), submit(lab, home, cluster, next(PORTS))
+    for run in (a, b):
+        cr.wait_running(home, cluster, run, lambda _t: None, 60)
+    assert a.node == b.node == "n1"
+    assert len(a.gpu_indexes) == len(b.gpu_indexes) == 2 and not set(a.gpu_indexes) & set(b.gpu_indexes)
+    assert len(set(a.gpu_uuids + b.gpu_uuids)) == 4 and all(u.startswith("GPU-") for u in a.gpu_uuids)
+
+    said: list[str] = []
+    c = submit(lab, home, cluster, next(PORTS))
+    until(lambda: slurm.job_state(cluster, c.job_id).reason == "Resources", 30, "third job pending: Resources")
+    d = submit(lab, home, cluster, next(PORTS))
+    until(lambda: slurm.job_state(cluster, d.job_id).pending, 30, "fourth job pending")
+    cr.take_down(home, cluster, d)  # down while pending
+    assert (d.state, d.node, cr.node_containers(cluster, "n1", d.job_id)) == ("CANCELLED", "", [])
+
+    cr.take_down(home, cluster, a)  # down while running: the job ends and its containers are gone
+    assert a.state == "CANCELLED" and a.state_source == "sacct" and cr.node_containers(cluster, "n1", a.job_id) == []
+    cr.wait_running(home, cluster, c, said.append, 60)  # the pending one runs on the GPUs a gave back
+    assert any("pending: Resources" in line for line in said) or c.events[0].startswith(c.submitted_at[:4])
+    assert c.node == "n1" and sorted(c.gpu_indexes) == sorted(a.gpu_indexes) and c.queue_wait_s is not None
+    for run in (b, c):
+        cr.take_down(home, cluster, run)
+    assert cr.leftovers(cluster) == []
+
+
+def test_time_limit_and_node_failure(
+    lab: Lab, home: Path, cluster: ClusterEntry, holds: Callable[[str, int], str]
+) -> None:
+    holds("n1", 3)
+    holds_n2 = holds("n2", 2)
+    timed = submit(lab, home, cluster, next(PORTS), gpus=1, minutes=1)
+    cr.wait_running(home, cluster, timed, lambda _t: None, 60)
+    assert timed.node == "n1"
+    slurm.cancel(cluster, holds_n2)
+    until(lambda: slurm.job_state(cluster, holds_n2).ended, 30, "n2 free again")
+
+    failed = submit(lab, home, cluster, next(PORTS), gpus=1)
+    cr.wait_running(home, cluster, failed, lambda _t: None, 60)
+    assert failed.node == "n2"
+    until(lambda: bool(cr.node_containers(cluster, "n2", failed.job_id)), 60, "the engine container on n2")
+    slurmd = slurmd_pid(cluster, "n2")
+    os.kill(slurmd, signal.SIGKILL)
+    try:
+        until(lambda: slurm.job_state(cluster, failed.job_id).ended, 60, "Slurm ends the job of a dead node")
+        cr.finish(home, cluster, failed)
+        assert failed.state == "NODE_FAIL", failed
+        # The container is Docker's process, not the job's: it outlived the job, and gc finds it.
+        assert ("n2", failed.job_id) in {(node, job) for node, _c, job in cr.leftovers(cluster)}
+        cr.remove_leftovers(cluster)
+        assert cr.node_containers(cluster, "n2", failed.job_id) == []
+    finally:
+        subprocess.run(
+            ["bash", str(REPO / "scripts" / "slurm-lab.sh"), "up"], check=True, capture_output=True, timeout=300
+        )
+
+    until(lambda: slurm.job_state(cluster, timed.job_id).ended, 150, "the time limit ends the job")
+    cr.finish(home, cluster, timed)
+    assert timed.state == "TIMEOUT", timed
+    until(
+        lambda: cr.node_containers(cluster, "n1", timed.job_id) == [], 30, "nothing left running after the time limit"
+    )
+
+
+def slurmd_pid(cluster: ClusterEntry, node: str) -> int:
+    config = slurm.run(cluster, ["scontrol", "show", "config"])
+    line = next(line for line in config.splitlines() if line.startswith("SlurmdPidFile"))
+    return int(Path(line.split("=", 1)[1].strip().replace("%n", node)).read_text().strip())
