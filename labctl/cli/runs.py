@@ -158,6 +158,24 @@ def up(
     out(f"  stop it with     labctl down {record.run_id}")
 
 
+def _gc_cluster(name: str, yes: bool, as_json: bool) -> None:
+    from labctl.errors import BadInput
+    from labctl.run.lifecycle.cluster_run import leftovers, remove_leftovers
+
+    cluster = _cluster(name)
+    if cluster is None:
+        raise BadInput(f"--cluster {name!r}: no hosts file names that cluster.")
+    found = remove_leftovers(cluster) if yes else leftovers(cluster)
+    if as_json:
+        print(json.dumps([{"node": n, "container": c, "job_id": j, "removed": yes} for n, c, j in found]))
+        return
+    if not found:
+        out(f"nothing to collect on cluster {name}: every engine container belongs to a job that has not ended")
+        return
+    for node, container, job in found:
+        out(f"{'removed' if yes else 'leftover'} container {container[:12]} on {name}/{node} (job {job or '?'} ended)")
+
+
 def _cluster(name: str) -> Any:
     from labctl.host.clusters import get_cluster
 
@@ -275,6 +293,9 @@ def status(
     from labctl.run.lifecycle.inventory import HOST_TIMEOUT_S, status_hosts
     from labctl.run.lifecycle.status import host_sections
 
+    if host is not None and (cluster := _cluster(host)) is not None:
+        _cluster_status(cluster, as_json)
+        return
     state.choose_host(host)
     store = state.runs()
     sections = host_sections(store, status_hosts(state.lab(), store, state.host_option), HOST_TIMEOUT_S)
@@ -298,6 +319,36 @@ def status(
             out("no labctl engine is running on this host")
         else:
             out(_status_table(section.runs))
+
+
+def _cluster_status(cluster: Any, as_json: bool) -> None:
+    from dataclasses import asdict
+
+    from labctl.run.lifecycle.cluster_run import cluster_runs
+
+    runs = cluster_runs(state.runs().home, cluster)
+    if as_json:
+        print(json.dumps([asdict(r) for r in runs]))
+        return
+    rows = [
+        [
+            r.run_id,
+            f"{r.engine}/{r.profile}",
+            r.job_id,
+            r.state.lower() + (f": {r.reason}" if r.reason else ""),
+            r.node or "-",
+            ",".join(map(str, r.gpu_indexes)) or "-",
+            r.exit_code or "-",
+            r.base_url or "-",
+        ]
+        for r in runs
+    ]
+    listing(
+        rows,
+        ["RUN", "ENGINE/PROFILE", "JOB", "STATE", "NODE", "GPUS", "EXIT", "ENDPOINT"],
+        False,
+        f"no run of this home on cluster {cluster.name}",
+    )
 
 
 def _status_table(live: list[dict[str, Any]]) -> str:
@@ -445,6 +496,10 @@ def gc(
     as_json: Annotated[
         bool, typer.Option("--json", help="Print the items (and what happened to each) as JSON.")
     ] = False,
+    cluster_name: Annotated[
+        str | None,
+        typer.Option("--cluster", help="Instead: engine containers on a Slurm cluster's nodes whose job has ended."),
+    ] = None,
 ) -> None:
     """List images, model snapshots and TensorRT-LLM engine folders this home pulled, built or fetched that nothing needs now; --yes removes them.
 
@@ -455,6 +510,10 @@ def gc(
     """
     from labctl.run.models.gc import as_json as gc_json
     from labctl.run.models.gc import collect, find_garbage
+
+    if cluster_name is not None:
+        _gc_cluster(cluster_name, yes, as_json)
+        return
 
     garbage = find_garbage(state.lab(), state.runs(), state.host(), skip)
     items = garbage.items

@@ -319,3 +319,23 @@ def down_on_cluster(home: Path, cluster: ClusterEntry, record: ClusterRecord) ->
     if record.forward:
         close_forward(Forward(process=record.forward))
     return take_down(home, cluster, record)
+
+
+def cluster_runs(home: Path, cluster: ClusterEntry) -> list[ClusterRecord]:
+    """This home's runs on the cluster, each refreshed from squeue/sacct while it has not been seen to end."""
+    runs = home / "runs"
+    found = []
+    for path in sorted(runs.glob(f"*/{RECORD}")) if runs.is_dir() else []:
+        record = load(home, path.parent.name)
+        if record.cluster != cluster.name or not record.job_id:
+            continue
+        if record.state in ("SUBMITTED", "PENDING", "RUNNING", "COMPLETING", "CONFIGURING", "SUSPENDED"):
+            state = slurm.job_state(cluster, record.job_id)
+            apply_state(record, state)
+            if state.ended:
+                record.events.append(
+                    f"{now()} seen ended {state.state} exit {state.exit_code or '?'} (from {state.source})"
+                )
+            save(home, record)
+        found.append(record)
+    return found

@@ -5,15 +5,18 @@ its own (labctl itself never names a node)."""
 
 from __future__ import annotations
 
+import grp
 import os
+import shutil
 import signal
 import subprocess
+import tempfile
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-from helpers.support import IN_CI, REPO, run_labctl
+from helpers.support import IN_CI, LABCTL, REPO, ensure_second_user, run_labctl
 
 from labctl.catalog.lab import Lab
 from labctl.host import slurm
@@ -22,6 +25,8 @@ from labctl.run.lifecycle import cluster_run as cr
 
 pytestmark = pytest.mark.slurm
 HOSTS = REPO / "build" / "slurm-lab" / "hosts.yaml"
+USER = "labtest2"
+RUNUSER = shutil.which("runuser") or "/usr/sbin/runuser"
 
 
 @pytest.fixture(scope="module")
@@ -161,3 +166,93 @@ def slurmd_pid(cluster: ClusterEntry, node: str) -> int:
     config = slurm.run(cluster, ["scontrol", "show", "config"])
     line = next(line for line in config.splitlines() if line.startswith("SlurmdPidFile"))
     return int(Path(line.split("=", 1)[1].strip().replace("%n", node)).read_text().strip())
+
+
+def test_up_waits_pending_then_runs_status_and_down(
+    home: Path, cluster: ClusterEntry, holds: Callable[[str, int], str]
+) -> None:
+    """The CLI: `up --host CLUSTER` says `pending: Resources` while Slurm has no room, runs when a GPU frees,
+    and reports the queue wait apart from cold start; status reads Slurm; down cancels."""
+    env = {"LABCTL_HOSTS": str(HOSTS)}
+    hold_n1 = holds("n1", 4)
+    holds("n2", 2)
+    port = next(PORTS)
+    argv = [*LABCTL, "--home", str(home), "up", "harness", "--profile", "smoke", "--allow-unpinned"]
+    argv += ["--host", cluster.name, "--gpus", "2", "--port", str(port), "--time", "3"]
+    with subprocess.Popen(
+        argv, env={**os.environ, **env}, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    ) as up:
+        assert up.stderr is not None
+        seen = []
+        for line in up.stderr:
+            seen.append(line)
+            if "pending: Resources" in line:
+                break
+        assert any("pending: Resources" in line for line in seen), seen
+        slurm.cancel(cluster, hold_n1)
+        stdout, stderr = up.communicate(timeout=120)
+    assert up.returncode == 0, stderr
+    assert "queue wait" in stdout and "(prep, not cold start)" in stdout and "on node n1" in stdout, stdout
+    run_id = stdout.split(" run ", 1)[1].split()[0]
+    record = cr.load(home, run_id)
+    assert record.queue_wait_s is not None and record.queue_wait_s > 0 and record.state == "RUNNING"
+    listed = run_labctl("--home", str(home), "status", "--host", cluster.name, env=env)
+    assert f"{run_id}" in listed.stdout and "running" in listed.stdout, listed.stdout
+    down = run_labctl("--home", str(home), "down", run_id, env=env)
+    assert down.code == 0 and "CANCELLED" in down.stdout, down.stderr
+    assert cr.node_containers(cluster, "n1", record.job_id) == []
+
+
+def test_a_second_unix_users_job(cluster: ClusterEntry, holds: Callable[[str, int], str]) -> None:
+    """labtest2 (no root) submits through the same cluster; its job runs as labtest2 and reaches the node's
+    Docker through the node's socket group."""
+    ensure_second_user(USER)
+    built = subprocess.run(["bash", str(REPO / "scripts" / "user-venv.sh")], capture_output=True, text=True)
+    assert built.returncode == 0, built.stderr
+    python = built.stdout.strip() + "/bin/python"
+    socket_group = grp.getgrgid(os.stat(cluster.node("n1").docker.removeprefix("unix://")).st_gid).gr_name
+    subprocess.run(["usermod", "-aG", socket_group, USER], check=True)
+    holds("n2", 2)  # the node reached over root's SSH setup is not this user's
+    shared = Path(tempfile.mkdtemp(prefix="labctl-slurm-user-", dir="/tmp"))
+    shared.chmod(0o1777)
+    user_home = shared / "home"
+    env = {
+        "PATH": "/usr/local/bin:/usr/bin:/bin",
+        "PYTHONPATH": str(REPO),
+        "LABCTL_LAB": str(REPO),
+        "LABCTL_HOME": str(user_home),
+        "LABCTL_HOSTS": str(HOSTS),
+    }
+    user = [RUNUSER, "-u", USER, "--", python, "-m", "labctl"]
+    up = subprocess.run(
+        [
+            *user,
+            "up",
+            "harness",
+            "--profile",
+            "smoke",
+            "--allow-unpinned",
+            "--host",
+            cluster.name,
+            "--gpus",
+            "1",
+            "--port",
+            str(next(PORTS)),
+            "--time",
+            "2",
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=shared,
+        timeout=180,
+    )
+    assert up.returncode == 0, up.stderr + up.stdout
+    run_id = up.stdout.split(" run ", 1)[1].split()[0]
+    record = cr.load(user_home, run_id)
+    accounted = slurm.run(cluster, ["sacct", "-n", "-X", "-P", "-j", record.job_id, "-o", "User"]).strip()
+    assert accounted == USER
+    down = subprocess.run([*user, "down", run_id], capture_output=True, text=True, env=env, cwd=shared, timeout=120)
+    assert down.returncode == 0, down.stderr
+    assert cr.node_containers(cluster, record.node, record.job_id) == []
+    shutil.rmtree(shared, ignore_errors=True)
