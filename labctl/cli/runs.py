@@ -108,7 +108,14 @@ def up(
     from labctl.run.records.prep_view import prep_rows
 
     if host is not None and (cluster := _cluster(host)) is not None:
-        _up_on_cluster(cluster, engine, profile, gpus, port, time_limit, allow_unpinned, timeout, as_json)
+        if key_file is not None or bind is not None:
+            from labctl.errors import BadInput
+
+            raise BadInput(
+                "on a Slurm cluster, a resident run takes --keys N (generated); --key-file and --bind are not supported yet."
+            )
+        count = (keys or 1) if resident else 0
+        _up_on_cluster(cluster, engine, profile, gpus, port, time_limit, allow_unpinned, timeout, as_json, count)
         return
     state.choose_host(host)
     request = UpRequest(
@@ -192,6 +199,7 @@ def _up_on_cluster(
     allow_unpinned: bool,
     timeout: float,
     as_json: bool,
+    keys: int,
 ) -> None:
     from dataclasses import asdict
 
@@ -217,6 +225,7 @@ def _up_on_cluster(
         minutes=minutes,
         allow_unpinned=allow_unpinned,
         timeout=timeout,
+        keys=keys,
     )
     if as_json:
         print(json.dumps(asdict(record)))
@@ -230,6 +239,10 @@ def _up_on_cluster(
     )
     out(f"  queue wait       {record.queue_wait_s} s (prep, not cold start)")
     out(f"  ready            {record.ready_s} s after the job started")
+    if record.resident_keys:
+        out(
+            f"  resident         {record.resident_keys} API key(s) in this home's key store; share access with: labctl share {record.run_id}"
+        )
     out(f"  stop it with     labctl down {record.run_id}")
 
 

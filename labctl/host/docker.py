@@ -479,3 +479,8 @@ def labelled_containers(endpoint: str, label: str) -> list[Container]:
 def remove_container_on(endpoint: str, container_id: str) -> None:
     with on_endpoint(endpoint), docker_errors(f"removing container {container_id[:12]} on {endpoint}"):
         client().container.remove(container_id, force=True)
+
+
+def labelled_volumes(endpoint: str, label: str) -> list[str]:
+    with on_endpoint(endpoint), docker_errors(f"listing volumes on {endpoint}"):
+        return [str(v.name) for v in client().volume.list(filters={"label": label})]

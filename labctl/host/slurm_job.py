@@ -73,13 +73,31 @@ def sbatch_options(
     return options
 
 
-def job_script(run_id: str, project: str, compose_text: str, nodes: dict[str, HostEntry], docker_bin: str) -> str:
+def job_script(
+    run_id: str,
+    project: str,
+    compose_text: str,
+    nodes: dict[str, HostEntry],
+    docker_bin: str,
+    key_volume: str | None = None,
+) -> str:
+    """`key_volume`: a resident run's keys reach the node's Docker only after Slurm has chosen the node, written
+    by labctl into the run's key volume over Docker's own transport; the job waits for this volume (made once
+    the keys are written) and never sees a key."""
     if EOF_MARK in compose_text:
         raise ValueError(f"a rendered compose file may not contain {EOF_MARK}")
     cases = "\n".join(
         f"  {name}) DOCKER_HOST={shlex.quote(node_docker(node))} ;;" for name, node in sorted(nodes.items())
     )
     docker = shlex.quote(docker_bin)
+    wait_keys = ""
+    if key_volume:
+        volume = shlex.quote(key_volume)
+        wait_keys = (
+            f"n=0\nuntil {docker} volume inspect {volume} >/dev/null 2>&1; do\n"
+            f"  n=$((n + 1)); [ $n -le 300 ] || {{ echo 'labctl: no key volume after 300 s' >&2; exit 3; }}\n"
+            "  sleep 1 & wait $!\ndone\n"
+        )
     return f"""#!/bin/sh
 # labctl run {run_id}: the engine labctl rendered, on the GPUs Slurm granted, through this node's Docker.
 set -u
@@ -100,7 +118,7 @@ compose() {{ {docker} compose -p {shlex.quote(project)} -f "$dir/compose.yaml" "
 stop() {{ compose down --timeout 3 >/dev/null 2>&1; rm -rf "$dir"; exit 143; }}
 trap stop TERM INT
 echo "labctl: job $SLURM_JOB_ID on $SLURMD_NODENAME, GPUs $gpus"
-compose up -d --no-deps serve || {{ compose down >/dev/null 2>&1; rm -rf "$dir"; exit 1; }}
+{wait_keys}compose up -d --no-deps serve || {{ compose down >/dev/null 2>&1; rm -rf "$dir"; exit 1; }}
 id=$(compose ps -q serve)
 while [ "$({docker} inspect -f '{{{{.State.Running}}}}' "$id" 2>/dev/null)" = true ]; do sleep 2 & wait $!; done
 code=$({docker} inspect -f '{{{{.State.ExitCode}}}}' "$id" 2>/dev/null || echo 1)

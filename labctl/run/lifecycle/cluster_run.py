@@ -20,7 +20,7 @@ from labctl.compose.options import render_options
 from labctl.compose.render import render_compose
 from labctl.errors import BadInput, LabctlError
 from labctl.host import docker as dk
-from labctl.host import slurm
+from labctl.host import key_volume, slurm
 from labctl.host.clusters import ClusterEntry
 from labctl.host.files import write_atomically
 from labctl.host.forward import Forward, close_forward, open_forward
@@ -30,8 +30,10 @@ from labctl.host.probes import wait_until_ready
 from labctl.host.slurm_job import JOB_LABEL, cluster_compose, job_script, sbatch_options
 from labctl.host.slurm_output import JobState
 from labctl.run.lifecycle.down import project_name
-from labctl.run.records.record import now
+from labctl.run.records.record import ImageInfo, now
 from labctl.run.records.store import new_run_id
+from labctl.run.resident.host_keys import file_owner, fill_image
+from labctl.run.resident.keys import KeyStore, generate_keys
 
 Say = Callable[[str], None]
 POLL_S = 0.5
@@ -61,6 +63,7 @@ class ClusterRecord:
     exit_code: str = ""
     state_source: str = ""  # squeue, sacct, scontrol, or unknown
     simulated: bool = False
+    resident_keys: int = 0  # a resident run: how many API keys (the keys live in the home's key store only)
     base_url: str = ""
     forward: str = ""  # the managed SSH forward's process (pid:start time) when the node is reached over SSH
     events: list[str] = field(default_factory=list)
@@ -81,7 +84,9 @@ def load(home: Path, run_id: str) -> ClusterRecord:
     return ClusterRecord(**json.loads(path.read_text(encoding="utf-8")))
 
 
-def render_for_cluster(lab: Lab, cluster: ClusterEntry, profile: Profile, run_id: str, gpus: int, home: Path) -> str:
+def render_for_cluster(
+    lab: Lab, cluster: ClusterEntry, profile: Profile, run_id: str, gpus: int, home: Path, keys: bool = False
+) -> str:
     labels = RunLabels(
         run_id=run_id,
         owner=current_user(),
@@ -96,6 +101,7 @@ def render_for_cluster(lab: Lab, cluster: ClusterEntry, profile: Profile, run_id
         None,
         labels=labels.run_labels(),
         environment_label="harness-check" if cluster.simulated else None,
+        secrets_volume=key_volume.volume_name(run_id) if keys else None,
     )
     return cluster_compose(render_compose(lab, profile, options), gpus)
 
@@ -114,6 +120,7 @@ def submit_run(
     mem_mib: int | None = None,
     allow_unpinned: bool = False,
     docker_bin: str = "docker",
+    keys: int = 0,
 ) -> ClusterRecord:
     """Render, write the run's folder, and `sbatch --parsable`. Nothing secret goes into the job."""
     profile = with_overrides(load_profile(lab, engine, profile_name), port=port)
@@ -125,9 +132,12 @@ def submit_run(
     limit = minutes or cluster.time_minutes
     run_id = new_run_id()
     folder = home / "runs" / run_id
-    compose_text = render_for_cluster(lab, cluster, profile, run_id, count, home)
+    compose_text = render_for_cluster(lab, cluster, profile, run_id, count, home, keys=keys > 0)
     write_atomically(folder / "compose.yaml", compose_text)
-    script = job_script(run_id, project_name(run_id), compose_text, cluster.nodes, docker_bin)
+    if keys:
+        KeyStore(home).write(run_id, generate_keys(keys))
+    volume = ready_volume(run_id) if keys else None
+    script = job_script(run_id, project_name(run_id), compose_text, cluster.nodes, docker_bin, volume)
     options = sbatch_options(
         run_id=run_id,
         engine=engine,
@@ -151,6 +161,7 @@ def submit_run(
         time_limit_min=limit,
         submitted_at=now(),
         simulated=cluster.simulated,
+        resident_keys=keys,
     )
     save(home, record)
     record.job_id = slurm.submit(cluster, options, script)
@@ -189,6 +200,25 @@ def apply_state(record: ClusterRecord, state: JobState) -> None:
     record.state, record.reason, record.state_source = state.state, state.reason, state.source
     record.exit_code = state.exit_code or record.exit_code
     record.node = record.node or state.node
+
+
+def ready_volume(run_id: str) -> str:
+    return key_volume.volume_name(run_id) + "-filled"
+
+
+def deliver_keys(home: Path, cluster: ClusterEntry, record: ClusterRecord, image: str) -> None:
+    """The run's keys into its key volume on the node Slurm chose, over Docker's transport (stdin of a
+    throwaway container), never through Slurm; the waiting job then starts the engine."""
+    facts = dk.image_facts(image)
+    info = ImageInfo(reference=image, user=facts.user if facts else "")
+    text = (KeyStore(home).folder(record.run_id) / "api_key").read_text(encoding="utf-8")
+    with dk.on_endpoint(cluster.node(record.node).docker):
+        key_volume.write_keys(record.run_id, text, fill_image(info), file_owner(info))
+        # The job waits for this second, empty volume: the key volume exists before it is filled.
+        with dk.docker_errors("marking the key volume filled"):
+            dk.client().volume.create(ready_volume(record.run_id), labels={key_volume.LABEL: record.run_id})
+    record.events.append(f"{now()} keys delivered to {record.node}")
+    save(home, record)
 
 
 def node_gpu_uuids(cluster: ClusterEntry, node: str, indexes: list[int]) -> list[str]:
@@ -246,8 +276,14 @@ def take_down(home: Path, cluster: ClusterEntry, record: ClusterRecord, timeout:
 
 
 def finish(home: Path, cluster: ClusterEntry, record: ClusterRecord) -> ClusterRecord:
-    """The job's final state and exit code, from sacct when the cluster keeps accounting."""
+    """The job's final state and exit code, from sacct when the cluster keeps accounting; a resident run's
+    key volume and key store copy are removed."""
     state = slurm.job_state(cluster, record.job_id)
+    if record.resident_keys and record.node:
+        with dk.on_endpoint(cluster.node(record.node).docker):
+            key_volume.remove(record.run_id)
+            dk.remove_volume(ready_volume(record.run_id), "key volume marker")
+        KeyStore(home).remove(record.run_id)
     apply_state(record, state)
     record.events.append(f"{now()} ended {state.state} exit {state.exit_code or '?'} (from {state.source})")
     save(home, record)
@@ -290,12 +326,22 @@ def up_on_cluster(
     minutes: int | None = None,
     allow_unpinned: bool = False,
     timeout: float = 900.0,
+    keys: int = 0,
 ) -> ClusterRecord:
     """Submit, wait while Slurm queues the job, then wait until the engine answers on the node Slurm chose.
     A failure or Ctrl-C cancels the job: nothing is left queued or running unaccounted."""
     profile = load_profile(lab, engine, profile_name)
     record = submit_run(
-        lab, home, cluster, engine, profile_name, gpus=gpus, port=port, minutes=minutes, allow_unpinned=allow_unpinned
+        lab,
+        home,
+        cluster,
+        engine,
+        profile_name,
+        gpus=gpus,
+        port=port,
+        minutes=minutes,
+        allow_unpinned=allow_unpinned,
+        keys=keys,
     )
     say(f"submitted job {record.job_id} to cluster {cluster.name} (run {record.run_id})")
     try:
@@ -305,6 +351,8 @@ def up_on_cluster(
             raise LabctlError(
                 f"job {record.job_id} ended {record.state} before it ran (see {home}/runs/{record.run_id}/job.log)."
             )
+        if keys:
+            deliver_keys(home, cluster, record, profile.image_text)
         forward = wait_ready(home, cluster, record, profile.engine.readiness.probe, timeout)
     except BaseException:
         take_down(home, cluster, record)

@@ -15,10 +15,12 @@ import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
+import openai
 import pytest
 from helpers.support import IN_CI, LABCTL, REPO, ensure_second_user, run_labctl
 
 from labctl.catalog.lab import Lab
+from labctl.host import docker as dk
 from labctl.host import slurm
 from labctl.host.clusters import ClusterEntry, load_clusters
 from labctl.run.lifecycle import cluster_run as cr
@@ -256,3 +258,50 @@ def test_a_second_unix_users_job(cluster: ClusterEntry, holds: Callable[[str, in
     assert down.returncode == 0, down.stderr
     assert cr.node_containers(cluster, record.node, record.job_id) == []
     shutil.rmtree(shared, ignore_errors=True)
+
+
+def test_a_resident_run_with_a_key(home: Path, cluster: ClusterEntry, holds: Callable[[str, int], str]) -> None:
+    """The key reaches the node through the run's key volume after Slurm chose it: never in the job script
+    (which Slurm stores), the exported environment, the compose file, the job's log or the record."""
+    holds("n2", 2)
+    env = {"LABCTL_HOSTS": str(HOSTS)}
+    port = next(PORTS)
+    up = run_labctl(
+        "--home",
+        str(home),
+        "up",
+        "harness",
+        "--profile",
+        "smoke",
+        "--allow-unpinned",
+        "--host",
+        cluster.name,
+        "--gpus",
+        "1",
+        "--port",
+        str(port),
+        "--time",
+        "3",
+        "--resident",
+        "--keys",
+        "1",
+        env=env,
+        timeout=180,
+    )
+    assert up.code == 0, up.stderr
+    run_id = up.stdout.split(" run ", 1)[1].split()[0]
+    record = cr.load(home, run_id)
+    key = (home / ".state" / "keys" / run_id / "api_key").read_text().split()[0]
+    base = f"http://127.0.0.1:{port}/v1"
+    with pytest.raises(openai.AuthenticationError):
+        openai.OpenAI(base_url=base, api_key="sk-wrong", max_retries=0).models.list()
+    served = openai.OpenAI(base_url=base, api_key=key, max_retries=0).models.list()
+    assert [m.id for m in served.data] == ["harness-smoke"]
+    stored = slurm.run(cluster, ["scontrol", "write", "batch_script", record.job_id, "-"])
+    written = [p.read_text() for p in (home / "runs" / run_id).iterdir() if p.is_file()]
+    assert key not in stored and "LABCTL_HARNESS_API_KEY=sk" not in stored
+    assert all(key not in text for text in written)
+    down = run_labctl("--home", str(home), "down", run_id, env=env)
+    assert down.code == 0, down.stderr
+    volumes = dk.labelled_volumes(cluster.node(record.node).docker, f"labctl.keys_of={run_id}")
+    assert volumes == [] and not (home / ".state" / "keys" / run_id).exists()
