@@ -252,8 +252,7 @@ def test_a_second_unix_users_job(cluster: ClusterEntry, holds: Callable[[str, in
     assert up.returncode == 0, up.stderr + up.stdout
     run_id = up.stdout.split(" run ", 1)[1].split()[0]
     record = cr.load(user_home, run_id)
-    accounted = slurm.run(cluster, ["sacct", "-n", "-X", "-P", "-j", record.job_id, "-o", "User"]).strip()
-    assert accounted == USER
+    assert slurm.run(cluster, ["squeue", "-h", "-j", record.job_id, "-o", "%u"]).strip() == USER
     down = subprocess.run([*user, "down", run_id], capture_output=True, text=True, env=env, cwd=shared, timeout=120)
     assert down.returncode == 0, down.stderr
     assert cr.node_containers(cluster, record.node, record.job_id) == []
