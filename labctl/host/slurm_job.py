@@ -122,6 +122,7 @@ echo "labctl: job $SLURM_JOB_ID on $SLURMD_NODENAME, GPUs $gpus"
 id=$(compose ps -q serve)
 while [ "$({docker} inspect -f '{{{{.State.Running}}}}' "$id" 2>/dev/null)" = true ]; do sleep 2 & wait $!; done
 code=$({docker} inspect -f '{{{{.State.ExitCode}}}}' "$id" 2>/dev/null || echo 1)
+[ "$code" = 0 ] || compose logs --no-color --tail 40 serve >&2
 compose down --timeout 3 >/dev/null 2>&1
 rm -rf "$dir"
 exit "$code"
