@@ -17,6 +17,7 @@ from pathlib import Path
 
 import openai
 import pytest
+from helpers.harness_proc import free_port
 from helpers.support import IN_CI, LABCTL, REPO, ensure_second_user, run_labctl
 
 from labctl.catalog.lab import Lab
@@ -82,8 +83,14 @@ def submit(lab: Lab, home: Path, cluster: ClusterEntry, port: int, gpus: int = 2
 
 
 def ports() -> Iterator[int]:
-    base = int(os.environ.get("LABCTL_TEST_PORTS", "47740").split("-")[0])
-    yield from range(base, base + 50)
+    """Ports free on this machine now (within LABCTL_TEST_PORTS when set), never one handed out before: the
+    engines bind them on the node Slurm chooses, after this test asked."""
+    given: set[int] = set()
+    while True:
+        port = free_port()
+        if port not in given:
+            given.add(port)
+            yield port
 
 
 PORTS = ports()
