@@ -59,6 +59,7 @@ def holds(cluster: ClusterEntry) -> Iterator[Callable[[str, int], str]]:
 
     def hold(node: str, gpus: int) -> str:
         options = ["--no-requeue", f"--nodelist={node}", f"--gres=gpu:{gpus}", "--time=5", "--job-name=test-hold"]
+        options.append("--output=/dev/null")  # no slurm-N.out in the working folder
         job = slurm.submit(cluster, options, "#!/bin/sh\nexec sleep 600\n")
         held.append(job)
         until(lambda: slurm.job_state(cluster, job).running, 30, f"hold {job} running")
