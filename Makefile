@@ -43,7 +43,7 @@ check: $(STAMP)
 
 # The tiers side by side (scripts/test_tiers.py; tests/conftest.py says which test is in which), then the
 # exclusive tests alone; it ends with each tier's time, the 15 slowest tests and the totals.
-test: $(STAMP) check docs docker-lab harness-image auth-proxy-image sim-lab remote-lab test-deps
+test: $(STAMP) check docs docker-lab harness-image auth-proxy-image sim-lab remote-lab slurm-lab test-deps
 	$(PY) scripts/test_tiers.py
 
 # The documentation site (mkdocs.yml, docs/) into build/site, offline and strict: a broken link, a broken
@@ -105,6 +105,15 @@ demo-sim: sim-lab
 .PHONY: demo-study
 demo-study: sim-lab
 	bash scripts/demo-study.sh
+
+.PHONY: slurm-lab slurm-lab-down
+# A Slurm test cluster (munge, slurmdbd + MariaDB, slurmctld, nodes n1 with 4 and n2 with 2 simulated GPUs, n2 in a
+# network namespace), each node with a simulated GPU dockerd of its own: scripts/slurm-lab.sh; see its header.
+slurm-lab: docker-lab harness-image
+	bash scripts/slurm-lab.sh
+
+slurm-lab-down:
+	bash scripts/slurm-lab.sh down
 
 .PHONY: remote-lab remote-lab-down
 # A second, simulated Docker host (netns labb, reached over SSH): scripts/remote-lab.sh; see its header.

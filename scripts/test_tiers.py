@@ -4,8 +4,8 @@
 
 The tiers share nothing that one test could break for another (tests/conftest.py says which test is in
 which): unit and process tests spread over N workers (pytest-xdist, file by file); the docker tier (the
-main daemon) and the lab tier (the simulated GPU lab and labb, other daemons) each run one test at a
-time, beside each other. Exclusive tests (they restart the main Docker daemon) run last, alone.
+main daemon), the lab tier (the simulated GPU lab and labb, other daemons) and the slurm tier (the Slurm
+test cluster, daemons of its own) each run one test at a time, beside each other. Exclusive tests (they restart the main Docker daemon) run last, alone.
 
 Each tier's output goes to build/test-logs/TIER.log; a tier that fails has its log printed. The run ends
 with each tier's wall time, the 15 slowest tests, and one line with the totals. Exit status: 0 when every
@@ -114,8 +114,9 @@ def main() -> int:
     spread = ["-n", str(options.workers), "--dist", "loadfile"] if options.workers > 1 else []
     side_by_side = [
         Tier("unit+process", "(unit or process) and not exclusive", spread),
-        Tier("docker", "docker and not lab and not exclusive and not real_engine"),
-        Tier("lab", "lab and not exclusive"),
+        Tier("docker", "docker and not lab and not slurm and not exclusive and not real_engine"),
+        Tier("lab", "lab and not slurm and not exclusive"),
+        Tier("slurm", "slurm and not exclusive"),
     ]
     alone = [Tier("exclusive", "exclusive")]
     began = time.monotonic()
