@@ -354,6 +354,7 @@ def _settings(engine: str, persona: Persona, p: ParsedArgv, env: Mapping[str, st
         api_keys=[],
         reasoning=persona.reasoning,
         thinking_default=persona.thinking_default,
+        dialect="vllm" if engine == "vllm" else "harness",
     )
 
 
