@@ -2,13 +2,13 @@
 
 One real `vllm serve` (the vLLM CPU image, the tiny Qwen3 from build/tiny-models) pinned to one core;
 labctl's `bench run --base-url` and `vllm bench serve` (from the same image) pinned to the other, take
-turns against it with the same lengths (random prompts of 128 tokens, 64 output tokens, ignore_eos, the
+turns against it (prefix caching off: both send the same seeded prompts on every repeat) with the same lengths (random prompts of 128 tokens, 64 output tokens, ignore_eos, the
 model's own tokenizer) at each concurrency, a few repeats, the order swapped on every repeat so that
 drift falls on both. It prints the medians of the repeats side by side and as ratios labctl / vllm.
 Raw results stay in build/bench-real/.
 
 Options (environment): LABCTL_VLLM_CPU_IMAGE, LABCTL_TINY_MODELS, BENCH_REAL_PORT,
-BENCH_REAL_CONCURRENCY (1,4,16), BENCH_REAL_REPEATS (3), BENCH_REAL_SERVER_CPU (0),
+BENCH_REAL_CONCURRENCY (1,4,16), BENCH_REAL_REPEATS (5), BENCH_REAL_SERVER_CPU (0),
 BENCH_REAL_CLIENT_CPU (1)."""
 
 from __future__ import annotations
@@ -54,6 +54,7 @@ def start_server(name: str, port: int, cpu: str) -> str:
     argv += ["-e", "VLLM_CPU_KVCACHE_SPACE=1", "-e", f"VLLM_CPU_OMP_THREADS_BIND={cpu}"]
     argv += ["-v", f"{MODELS}:/models:ro", IMAGE, f"/models/{MODEL}", "--served-model-name", MODEL]
     argv += ["--host", "127.0.0.1", "--port", str(port), "--enforce-eager", "--max-model-len", "2048"]
+    argv += ["--no-enable-prefix-caching"]  # both clients send the same seeded prompts on every repeat
     subprocess.run(argv, check=True, capture_output=True)
     base = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + 300
@@ -64,7 +65,9 @@ def start_server(name: str, port: int, cpu: str) -> str:
                     return base
         except OSError:
             pass
-        running = subprocess.run(["docker", "inspect", "-f", "{{.State.Running}}", name], capture_output=True, text=True)
+        running = subprocess.run(
+            ["docker", "inspect", "-f", "{{.State.Running}}", name], capture_output=True, text=True
+        )
         if running.stdout.strip() != "true":
             break
         time.sleep(1)
@@ -116,7 +119,7 @@ def main() -> None:
     if not (MODELS / MODEL / "tokenizer.json").is_file():
         raise SystemExit(f"bench-real: no tiny model in {MODELS}: run `make tiny-models`")
     levels = [int(c) for c in os.environ.get("BENCH_REAL_CONCURRENCY", "1,4,16").split(",")]
-    repeats = int(os.environ.get("BENCH_REAL_REPEATS", "3"))
+    repeats = int(os.environ.get("BENCH_REAL_REPEATS", "5"))
     server_cpu = os.environ.get("BENCH_REAL_SERVER_CPU", "0")
     client_cpu = os.environ.get("BENCH_REAL_CLIENT_CPU", "1")
     port = int(os.environ.get("BENCH_REAL_PORT") or free_port())
@@ -139,6 +142,8 @@ def main() -> None:
                     else:
                         figures = run_vllm(base, concurrency, client_cpu, out, f"{run_tag}-{tag}")
                     results[concurrency][tool].append(figures)
+                    if figures["output_tokens"] != requests_for(concurrency) * OUTPUT_LEN:
+                        say(f"{tag}: {figures['output_tokens']} output tokens, not {OUTPUT_LEN} per request")
                     shown = ", ".join(f"{label} {figures[key]:.2f}" for label, key in METRICS)
                     say(f"{tag}: {shown}")
     finally:

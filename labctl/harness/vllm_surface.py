@@ -120,8 +120,14 @@ def metrics_text(model: str, values: dict[str, float], created: float) -> str:
         lines += [f"vllm:{name}_sum{{{labels}}} 0", f"vllm:{name}_created{{{labels}}} {created}"]
     reject = f'model_name="{model}",reason="max_num_queued_reqs"'
     lines += ["# TYPE vllm:admission_rejections_total counter", f"vllm:admission_rejections_total{{{reject}}} 0"]
-    lines += ["# TYPE vllm:admission_rejections_created gauge", f"vllm:admission_rejections_created{{{reject}}} {created}"]
-    lines += ["# TYPE vllm:cache_config_info gauge", f'vllm:cache_config_info{{{labels},enable_prefix_caching="True"}} 1']
+    lines += [
+        "# TYPE vllm:admission_rejections_created gauge",
+        f"vllm:admission_rejections_created{{{reject}}} {created}",
+    ]
+    lines += [
+        "# TYPE vllm:cache_config_info gauge",
+        f'vllm:cache_config_info{{{labels},enable_prefix_caching="True"}} 1',
+    ]
     return "\n".join(lines) + "\n"
 
 

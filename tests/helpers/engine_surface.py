@@ -55,7 +55,9 @@ def routes(client: httpx.Client, model: str, key: str) -> Surface:
             found[f"route GET {path} ({label})"] = client.get(path, headers=headers).status_code
     for path in POST_ROUTES:
         for label, headers in who.items():
-            found[f"route POST {path} ({label})"] = client.post(path, headers=headers, json=_post_body(model)).status_code
+            found[f"route POST {path} ({label})"] = client.post(
+                path, headers=headers, json=_post_body(model)
+            ).status_code
     table = client.get("/openapi.json")
     found["route table (openapi.json)"] = (
         sorted(f"{method.upper()} {path}" for path, ops in table.json()["paths"].items() for method in ops)
@@ -124,7 +126,9 @@ def responses(client: httpx.Client, model: str) -> Surface:
             found["chat stream (no thinking): chunks"] = stream_shape(events)
     completion = {"model": model, "prompt": "Hello", "max_tokens": 4, "ignore_eos": True, "temperature": 0}
     found["completion: fields"] = sorted(paths(client.post("/v1/completions", json=completion).json()))
-    events = _events(client, "/v1/completions", completion | {"stream": True, "stream_options": {"include_usage": True}})
+    events = _events(
+        client, "/v1/completions", completion | {"stream": True, "stream_options": {"include_usage": True}}
+    )
     found["completion stream: chunks"] = stream_shape(events)
     return found
 
@@ -137,7 +141,10 @@ def errors(client: httpx.Client, model: str, max_model_len: int) -> Surface:
         "prompt too long": chat | {"messages": [{"role": "user", "content": "word " * (2 * max_model_len)}]},
         "max_tokens above the context": chat | {"max_tokens": 2 * max_model_len},
         "prompt and max_tokens above the context": chat
-        | {"messages": [{"role": "user", "content": "word " * (max_model_len * 3 // 4)}], "max_tokens": max_model_len // 2},
+        | {
+            "messages": [{"role": "user", "content": "word " * (max_model_len * 3 // 4)}],
+            "max_tokens": max_model_len // 2,
+        },
         "temperature below 0": chat | {"temperature": -1},
         "max_tokens not an integer": chat | {"max_tokens": "many"},
         "max_tokens 0": chat | {"max_tokens": 0},
@@ -169,4 +176,6 @@ def read_surface(base: str, model: str, key: str, max_model_len: int, metric_pre
 
 
 def differences(real: Surface, persona: Surface) -> dict[str, tuple[Any, Any]]:
-    return {k: (real.get(k), persona.get(k)) for k in sorted(real.keys() | persona.keys()) if real.get(k) != persona.get(k)}
+    return {
+        k: (real.get(k), persona.get(k)) for k in sorted(real.keys() | persona.keys()) if real.get(k) != persona.get(k)
+    }
