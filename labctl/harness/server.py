@@ -307,7 +307,7 @@ class Harness:
             await self.send(writer, 200, vllm_surface.DOCS, "text/html; charset=utf-8")
             return True
         if method == "POST" and path == "/invocations":  # SageMaker's entry: chat or completion by the body
-            await self.complete(b'"messages"' in body, body, writer, headers.get("x-request-id", ""))
+            await self.complete(vllm_surface.is_chat(body), body, writer, headers.get("x-request-id", ""))
             return True
         if method == "GET":
             answer = {

@@ -159,6 +159,15 @@ def not_simulated(method: str, path: str) -> bool:
     return route_exists(method, path) and path not in SIMULATED_PATHS
 
 
+def is_chat(body: bytes) -> bool:
+    """/invocations takes a chat request when the body has messages, else a completion request."""
+    try:
+        data = json.loads(body)
+    except (ValueError, UnicodeDecodeError):
+        return False
+    return isinstance(data, dict) and "messages" in data
+
+
 def tokenize_reply(body: bytes, max_model_len: int) -> dict[str, Any]:
     """/tokenize: the harness counts words, so its token ids are word positions (shape, not vocabulary)."""
     try:
