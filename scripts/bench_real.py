@@ -130,6 +130,7 @@ def main() -> None:
     home = out / "home"
     say(f"{IMAGE} serving {MODEL} on core {server_cpu}, port {port}; clients on core {client_cpu}; raw in {out}")
     results: dict[int, dict[str, list[dict[str, float]]]] = {c: {"labctl": [], "vllm": []} for c in levels}
+    loads: list[float] = []  # other work on this machine shows in every figure: say how much there was
     try:
         base = start_server(name, port, server_cpu)
         for repeat in range(repeats):
@@ -145,11 +146,13 @@ def main() -> None:
                     if figures["output_tokens"] != requests_for(concurrency) * OUTPUT_LEN:
                         say(f"{tag}: {figures['output_tokens']} output tokens, not {OUTPUT_LEN} per request")
                     shown = ", ".join(f"{label} {figures[key]:.2f}" for label, key in METRICS)
-                    say(f"{tag}: {shown}")
+                    loads.append(os.getloadavg()[0])
+                    say(f"{tag}: {shown} (load average {loads[-1]:.1f})")
     finally:
         subprocess.run(["docker", "rm", "-f", name], capture_output=True)
     (out / "results.json").write_text(json.dumps(results, indent=1))
     print(table(results))
+    print(f"load average during the runs: {min(loads):.1f} to {max(loads):.1f} on {os.cpu_count()} cores")
     say(f"raw results: {out}/results.json")
 
 
