@@ -46,7 +46,7 @@ def say(text: str) -> None:
 
 
 def requests_for(concurrency: int) -> int:
-    return max(8, 4 * concurrency)
+    return max(32, 8 * concurrency)
 
 
 def start_server(name: str, port: int, cpu: str) -> str:
