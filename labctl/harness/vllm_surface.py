@@ -147,7 +147,8 @@ def route_exists(method: str, path: str) -> bool:
             continue
         if "{" in known:
             head, _, tail = known.partition("{response_id}")
-            if path.startswith(head) and path.endswith(tail) and len(path) > len(head) + len(tail):
+            middle = path[len(head) : len(path) - len(tail)] if path.startswith(head) and path.endswith(tail) else ""
+            if middle and "/" not in middle and len(path) > len(head) + len(tail):
                 return True
         elif path == known:
             return True
