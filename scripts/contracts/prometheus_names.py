@@ -25,11 +25,11 @@ def names_in_source(text: str, prefix: str) -> dict[str, str]:
     tree = ast.parse(text)
     held: dict[str, list[str]] = {}  # variable → the prefixed string literals assigned to it in this file
     for node in ast.walk(tree):
-        if isinstance(node, ast.Assign) and isinstance(node.value, ast.Constant) and isinstance(node.value.value, str):
-            if node.value.value.startswith(prefix):
-                for target in node.targets:
-                    if isinstance(target, ast.Name):
-                        held.setdefault(target.id, []).append(node.value.value)
+        value = node.value if isinstance(node, ast.Assign) else None
+        if isinstance(value, ast.Constant) and isinstance(value.value, str) and value.value.startswith(prefix):
+            for target in node.targets:  # type: ignore[attr-defined]
+                if isinstance(target, ast.Name):
+                    held.setdefault(target.id, []).append(value.value)
     out: dict[str, str] = {}
     for node in ast.walk(tree):
         if not isinstance(node, ast.Call):
