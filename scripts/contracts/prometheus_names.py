@@ -25,9 +25,11 @@ def names_in_source(text: str, prefix: str) -> dict[str, str]:
     tree = ast.parse(text)
     held: dict[str, list[str]] = {}  # variable → the prefixed string literals assigned to it in this file
     for node in ast.walk(tree):
-        value = node.value if isinstance(node, ast.Assign) else None
+        if not isinstance(node, ast.Assign):
+            continue
+        value = node.value
         if isinstance(value, ast.Constant) and isinstance(value.value, str) and value.value.startswith(prefix):
-            for target in node.targets:  # type: ignore[attr-defined]
+            for target in node.targets:
                 if isinstance(target, ast.Name):
                     held.setdefault(target.id, []).append(value.value)
     out: dict[str, str] = {}
