@@ -11,7 +11,7 @@ from labctl.catalog.fields import Field, check_mapping
 from labctl.catalog.lab import Lab, check_name
 from labctl.catalog.placeholders import bad_placeholder
 from labctl.catalog.sourcefile import SourceFile, load_yaml_mapping
-from labctl.catalog.specs import AuthSpec, ContractRef, EngineBuild, Readiness, ServerSpec, opt_str
+from labctl.catalog.specs import AuthSpec, ContractRef, CpuBackend, EngineBuild, Readiness, ServerSpec, opt_str
 from labctl.errors import BadInput
 
 # Values an argv template may name; each is filled from the resolved profile (or the run).
@@ -38,6 +38,10 @@ PLACEHOLDERS = frozenset(
 ENVIRONMENT_LABELS = ("harness-check", "real-gpu")
 AUTH_KINDS = ("env", "flag", "file", "none")
 ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,127}")  # used with fullmatch: `$` accepts a trailing newline
+
+
+def _env_name(value: str) -> bool:
+    return ENV_NAME.fullmatch(value) is not None
 
 
 def _str_list(allowed: str) -> Field:
@@ -69,6 +73,18 @@ ENGINE_FIELDS: dict[str, Field] = {
             "wheel_sha256": Field("str", "64 hex digits", check=lambda v: re.fullmatch(r"[0-9a-f]{64}", v) is not None),
             "upstream": Field("str", "the engine release it packages, and how that is known", required=True),
             "note": Field("str", default=""),
+        },
+    ),
+    "cpu": Field(
+        "map",
+        "how a profile's CPU placement reaches an engine with a CPU backend (environment variable names)",
+        fields={
+            "kv_cache_env": Field(
+                "str", "the variable taking the KV cache in GiB", required=True, check=lambda v: _env_name(v)
+            ),
+            "cores_env": Field(
+                "str", "the variable naming the cores its threads bind to", required=True, check=lambda v: _env_name(v)
+            ),
         },
     ),
     "gpu": Field(
@@ -214,6 +230,14 @@ class Engine:
         return bool(self.spec["gpu"]["required"])
 
     @property
+    def cpu_backend(self) -> CpuBackend | None:
+        """A real engine that runs on CPU: how a profile's `cpu:` block reaches it."""
+        cpu = self.spec["cpu"]
+        return (
+            None if cpu is None else CpuBackend(kv_cache_env=str(cpu["kv_cache_env"]), cores_env=str(cpu["cores_env"]))
+        )
+
+    @property
     def gpu_archs(self) -> tuple[str, ...]:
         """GPU names the image runs on; empty: any NVIDIA GPU."""
         return tuple(self.spec["gpu"]["archs"] or ())
@@ -343,6 +367,12 @@ def load_engine(lab: Lab, name: str) -> Engine:
         raise src.problem(("auth",), "kind 'env' needs 'env: VARIABLE_NAME'.")
     for i, group in enumerate(spec["server"]["thinking_off_args"]):
         _check_placeholders(src, ("server", "thinking_off_args", i), group)
+    if spec["cpu"] is not None and spec["gpu"]["required"]:
+        raise src.problem(
+            ("cpu",), "an engine that needs GPUs has no CPU backend: remove 'cpu:' or set gpu.required: false."
+        )
+    if spec["cpu"] is not None and spec["environment_label"] == "real-gpu":
+        raise src.problem(("environment_label",), "an engine on CPU is never real-gpu: say 'harness-check'.")
     if spec["build"] is not None:
         for i, group in enumerate(spec["build"]["serve_args"] or []):
             _check_placeholders(src, ("build", "serve_args", i), group)

@@ -416,7 +416,7 @@ class Starter:
                 note=("simulated GPU" if self.simulated else None) if engine.needs_gpu else "no GPU",
                 simulated=self.simulated,
             ),
-            accelerator="simulated" if self.simulated or not engine.needs_gpu else "gpu",
+            accelerator=accelerator_of(profile, self.simulated),
             host_entry=request.host.name,
             docker_endpoint=request.host.docker,
             docker_host_id=self.daemon.id,
@@ -711,3 +711,10 @@ def engine_setup(profile: Profile, contract: Verdict, allow_uncontracted: bool) 
 
 def up(lab: Lab, runs: Runs, request: UpRequest, say: Say, progress: Say | None = None) -> Record:
     return Starter(lab, runs, request, say, progress).run()
+
+
+def accelerator_of(profile: Profile, simulated: bool) -> str:
+    """cpu: a real engine on CPU; simulated: a simulated GPU host, or the GPU-free harness engine."""
+    if profile.cpu is not None:
+        return "cpu"
+    return "simulated" if simulated or not profile.engine.needs_gpu else "gpu"
