@@ -13,12 +13,17 @@ from helpers.real_engine import RealLab, real_lab
 pytestmark = [pytest.mark.docker, pytest.mark.real_engine]
 
 PROFILE = "tiny-qwen3-thinking"
+SHIPPED_ALLOWANCE, ALLOWANCE = 2048, 32
 
 
 @pytest.fixture(scope="module")
 def real(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RealLab]:
     lab = real_lab(tmp_path_factory.mktemp("real-resident"))
     lab.add_profile(PROFILE, model_thinking="on", description="tiny-qwen3, thinking unless a request says not to")
+    suite = lab.lab / "suites" / "short-answer" / "suite.yaml"  # a random model thinks to the end: keep it short
+    suite.write_text(
+        suite.read_text().replace(f"thinking_allowance: {SHIPPED_ALLOWANCE}", f"thinking_allowance: {ALLOWANCE}")
+    )
     yield lab
     lab.down_all()
 
@@ -57,6 +62,7 @@ def test_eval_with_thinking_on_records_the_reasoning_and_scores_the_content(
     cases = result["cases"]
     assert cases and all("error" not in c for c in cases)
     assert all(c["reasoning_tokens"] > 0 and c["reasoning_chars"] > 0 for c in cases), cases[0]
+    assert {c["max_tokens"] for c in cases} == {16 + ALLOWANCE}  # the suite gave the thinking model room
     for case in cases:  # the scored output is the content alone; an empty one cut off mid-thought says so
         cut_off = case["finish_reason"] == "length" and not case["output"].strip()
         assert case["cut_off_while_reasoning"] is cut_off
