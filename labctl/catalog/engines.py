@@ -73,6 +73,7 @@ ENGINE_FIELDS: dict[str, Field] = {
             "wheel_sha256": Field("str", "64 hex digits", check=lambda v: re.fullmatch(r"[0-9a-f]{64}", v) is not None),
             "upstream": Field("str", "the engine release it packages, and how that is known", required=True),
             "note": Field("str", default=""),
+            "image_build": Field("str", "the command that builds its image here, when no registry holds it"),
         },
     ),
     "cpu": Field(
@@ -236,6 +237,12 @@ class Engine:
         return (
             None if cpu is None else CpuBackend(kv_cache_env=str(cpu["kv_cache_env"]), cores_env=str(cpu["cores_env"]))
         )
+
+    @property
+    def image_build(self) -> str | None:
+        """How its image is made on this machine (never pulled), e.g. `make vllm-cpu-image`."""
+        provenance = self.spec["provenance"]
+        return None if provenance is None else opt_str(provenance["image_build"])
 
     @property
     def gpu_archs(self) -> tuple[str, ...]:

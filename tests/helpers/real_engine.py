@@ -88,9 +88,9 @@ class RealLab:
                 data[key] = value
         (folder / f"{name}.yaml").write_text(yaml.safe_dump(data, sort_keys=False))
 
-    def up(self, profile: str, *args: str) -> dict[str, str]:
+    def up(self, profile: str, *args: str, port: int | None = None) -> dict[str, str]:
         """`labctl up` of a profile on a free port of this machine's test range (a cold start: ~35 s)."""
-        where = ["--port", str(free_port())]
+        where = ["--port", str(port or free_port())]
         done = self.labctl(
             "up", "vllm-cpu", "--profile", profile, "--allow-unpinned", "--json", *where, *args, timeout=UP_TIMEOUT_S
         )

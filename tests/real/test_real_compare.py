@@ -8,6 +8,7 @@ from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
+from helpers.harness_proc import free_port
 from helpers.real_engine import RealLab, metric, real_lab
 
 pytestmark = [pytest.mark.docker, pytest.mark.real_engine]
@@ -25,8 +26,11 @@ def real(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RealLab]:
 
 @pytest.fixture(scope="module")
 def pair(real: RealLab) -> tuple[dict[str, str], dict[str, str]]:
+    ports = {free_port()}
+    while len(ports) < 2:  # nothing listens yet: each pick alone could return the same port
+        ports.add(free_port())
     with ThreadPoolExecutor(2) as pool:  # both cold starts at once: the module pays about one
-        on, off = pool.map(real.up, (ON, OFF))
+        on, off = pool.map(lambda profile, port: real.up(profile, port=port), (ON, OFF), sorted(ports))
     return on, off
 
 

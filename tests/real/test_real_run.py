@@ -200,3 +200,11 @@ def test_export_down_and_reproduce_by_the_local_image_id(real: RealLab, served: 
     assert httpx.get(f"{info['base_url']}/models", timeout=10).status_code == 200
     assert real.labctl("down", info["run_id"]).code == 0
     assert containers_of(info["run_id"]) == []
+
+
+def test_a_missing_local_image_names_the_command_that_builds_it(real: RealLab) -> None:
+    real.add_profile("absent-image", image="labctl/vllm-cpu:0.32.0-absent")
+    done = real.labctl("up", "vllm-cpu", "--profile", "absent-image", "--allow-unpinned", "--port", str(free_port()))
+    assert done.code == 2, done.stderr
+    assert "Run `make vllm-cpu-image` first. Nothing was started." in done.stderr
+    assert "Traceback" not in done.stderr

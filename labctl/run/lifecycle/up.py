@@ -23,7 +23,7 @@ from labctl.compose.contract_check import Verdict
 from labctl.compose.labels import RunLabels
 from labctl.compose.options import render_options
 from labctl.compose.render import build_key, render_compose
-from labctl.errors import Conflict, LabctlError, describe_error
+from labctl.errors import BadInput, Conflict, LabctlError, describe_error
 from labctl.host import docker as dk
 from labctl.host.bound import bound_problem, listeners
 from labctl.host.files import write_atomically
@@ -241,6 +241,11 @@ class Starter:
             facts = dk.image_facts(reference)
             if facts is None or facts.image_id != harness.image_id:
                 raise LabctlError(f"built {reference} but Docker does not list that image under it")
+        elif profile.engine.image_build and not profile.image.pinned:
+            raise BadInput(
+                f"{reference} is not on this Docker host, and no registry has it: it is built here. Run "
+                f"`{profile.engine.image_build}` first. Nothing was started."
+            )
         else:
             try:
                 part = pull_for_up(
