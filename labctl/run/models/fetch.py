@@ -120,9 +120,8 @@ def fetch_model(
         )
     cache = check_cache_dir(cache_dir, host.name if remote and host is not None else None)
     hub_dir = Path(cache) / "hub"
-    start = time.monotonic()
     with hub_source(profile, say) as base:
-        return _fetch(profile, cache, hub_dir, base, start, say, live, host)
+        return _fetch(profile, cache, hub_dir, base, time.monotonic(), say, live, host)  # making models is no fetch
 
 
 @contextlib.contextmanager
