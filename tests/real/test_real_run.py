@@ -120,7 +120,6 @@ def test_bench_lengths_are_the_models_tokens_and_telemetry_is_mapped(
     overhead = {r["prompt_tokens"] - r["input_len"] for r in lines}
     assert len(overhead) == 1 and 0 < overhead.pop() < 32, overhead
     assert {r["output_tokens"] for r in lines} == {128}
-    assert not any(r["chunks_unlike_usage"] for r in lines)
     engine = result["telemetry"]["engine"]
     assert engine["samples"] > 0 and engine["failures"] == 0
     mapping = engine["mapping"]
