@@ -30,10 +30,8 @@ def _is_address(value: str) -> bool:
     return True
 
 
-_GPU_INDEX = re.compile(r"[0-9]{1,3}")
-_CORES = re.compile(
-    r"[0-9]{1,4}(-[0-9]{1,4})?(,[0-9]{1,4}(-[0-9]{1,4})?){0,63}"
-)  # ASCII digits only: str.isdigit() also takes '²' and '٣'
+_GPU_INDEX = re.compile(r"[0-9]{1,3}")  # ASCII digits only: str.isdigit() also takes '²' and '٣'
+_CORES = re.compile(r"[0-9]{1,4}(-[0-9]{1,4})?(,[0-9]{1,4}(-[0-9]{1,4})?){0,63}")  # "0-1", "0,2-3"
 
 
 def _on_off(value: str) -> bool:
