@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test check docs format test-deps vllm-cpu-image tiny-models test-fast venv docker-lab harness-image bench-cli bench-harness bench-up bench-client typecheck lint clean
+.PHONY: demo test check docs format test-deps vllm-cpu-image auth-proxy-image tiny-models test-fast venv docker-lab harness-image bench-cli bench-harness bench-up bench-client typecheck lint clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -28,6 +28,10 @@ test-deps:
 vllm-cpu-image: docker-lab
 	bash scripts/vllm-cpu-image.sh
 
+# labctl's authenticating proxy (Debian's nginx) for resident engines that leave model routes open without a key.
+auth-proxy-image: docker-lab
+	bash scripts/auth-proxy-image.sh
+
 # The tiny Qwen3 and Qwen3-MoE test models (build/tiny-models), made deterministically inside that image.
 tiny-models: vllm-cpu-image
 	bash scripts/tiny-models.sh
@@ -40,7 +44,7 @@ check: $(STAMP)
 
 # The tiers side by side (scripts/test_tiers.py; tests/conftest.py says which test is in which), then the
 # exclusive tests alone; it ends with each tier's time, the 15 slowest tests and the totals.
-test: $(STAMP) check docs docker-lab harness-image sim-lab remote-lab test-deps vllm-cpu-image tiny-models
+test: $(STAMP) check docs docker-lab harness-image auth-proxy-image sim-lab remote-lab slurm-lab test-deps vllm-cpu-image tiny-models
 	$(PY) scripts/test_tiers.py
 
 # The documentation site (mkdocs.yml, docs/) into build/site, offline and strict: a broken link, a broken
@@ -98,6 +102,20 @@ sim-lab: $(STAMP) docker-lab harness-image
 demo-sim: sim-lab
 	bash scripts/demo-sim.sh
 
+# A whole study on the simulated lab's two hosts (studies/harness-demo.yaml); prints where the report is.
+.PHONY: demo-study
+demo-study: sim-lab
+	bash scripts/demo-study.sh
+
+.PHONY: slurm-lab slurm-lab-down
+# A Slurm test cluster (munge, slurmdbd + MariaDB, slurmctld, nodes n1 with 4 and n2 with 2 simulated GPUs, n2 in a
+# network namespace), each node with a simulated GPU dockerd of its own: scripts/slurm-lab.sh; see its header.
+slurm-lab: docker-lab harness-image
+	bash scripts/slurm-lab.sh
+
+slurm-lab-down:
+	bash scripts/slurm-lab.sh down
+
 .PHONY: remote-lab remote-lab-down
 # A second, simulated Docker host (netns labb, reached over SSH): scripts/remote-lab.sh; see its header.
 remote-lab: docker-lab
@@ -111,7 +129,9 @@ remote-lab-down:
 reference: $(STAMP)
 	$(PY) -c 'from pathlib import Path; from labctl.cli import app; from labctl.cli.reference import write_reference; print("docs/reference/cli.md", "updated" if write_reference(app, Path("docs/reference/cli.md")) else "unchanged")'
 
-# Engine CLI contracts (engines/<engine>/cli/<version>.yaml), from the engines' own parsers.
+# Engine CLI contracts (engines/<engine>/cli/<version>.yaml), from the engines' own parsers, and HTTP-surface
+# contracts (engines/<engine>/http/<version>.yaml) from their servers' source. `make contract-check
+# HTTP_ONLY=1` checks engine.yaml's probes and the personas against the HTTP contracts alone (no wheels).
 # Wheels and venvs are cached outside the repository (LABCTL_CONTRACTS_CACHE, default
 # /var/cache/labctl/contracts). `make contracts ENGINE=vllm VERSION=0.34.0` regenerates one.
 .PHONY: contracts contract-check
@@ -119,4 +139,4 @@ contracts: $(STAMP)
 	$(PY) scripts/contracts/generate.py $(if $(ENGINE),--engine $(ENGINE)) $(if $(VERSION),--version $(VERSION))
 
 contract-check: $(STAMP)
-	$(PY) scripts/contracts/check.py $(if $(CASES),--cases $(CASES))
+	$(PY) scripts/contracts/check.py $(if $(CASES),--cases $(CASES)) $(if $(HTTP_ONLY),--http-only)

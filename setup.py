@@ -9,7 +9,7 @@ from setuptools import setup
 from setuptools.command.build_py import build_py
 
 HERE = Path(__file__).resolve().parent
-LAB_FOLDERS = ("engines", "templates", "workloads", "suites")  # = labctl.catalog.lab.LAB_FOLDERS (a test checks)
+LAB_FOLDERS = ("engines", "templates", "workloads", "suites", "studies")  # = labctl.catalog.lab.LAB_FOLDERS (a test checks)
 
 
 class BuildPyWithLab(build_py):

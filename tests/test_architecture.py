@@ -59,6 +59,7 @@ LAYERS = [
     ["bench"],
     ["quality"],
     ["compare"],
+    ["study"],
     ["cli"],
     ["__main__"],
 ]

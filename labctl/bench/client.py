@@ -17,6 +17,9 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
 
+# Bumped whenever a change here can move a measured number (timestamps, parsing, what counts as a token):
+# a study's fingerprint covers it, so a cell measured by another client is measured again.
+CLIENT_VERSION = "1"
 perf = time.perf_counter
 _PID = os.getpid()
 _REQUEST_IDS = itertools.count()

@@ -390,7 +390,7 @@ def _run_held(
     if plan.gpu_command is not None or plan.metrics_url is not None:
         # group-writable like the result; the sampler appends
         guarded(telemetry_path, "the telemetry file", lambda: write_run_file(telemetry_path, ""))
-    sampler = Sampler(plan, telemetry_path).start()
+    sampler = Sampler(plan, telemetry_path, api_key=target.api_key).start()
     sweep = _Sweep(request, workload, target, limit, result, path, progress, say, end)
     sweep.requests_path, sweep.sampler, sweep.on_host, sweep.shared = requests_path, sampler, on_host, hold.holder
     lost = False

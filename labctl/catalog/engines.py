@@ -9,9 +9,19 @@ from typing import Any
 
 from labctl.catalog.fields import Field, check_mapping
 from labctl.catalog.lab import Lab, check_name
+from labctl.catalog.limits import EXACT, finite
 from labctl.catalog.placeholders import bad_placeholder
 from labctl.catalog.sourcefile import SourceFile, load_yaml_mapping
-from labctl.catalog.specs import AuthSpec, ContractRef, CpuBackend, EngineBuild, Readiness, ServerSpec, opt_str
+from labctl.catalog.specs import (
+    AuthSpec,
+    ContractRef,
+    CpuBackend,
+    EngineBuild,
+    OptionsFile,
+    Readiness,
+    ServerSpec,
+    opt_str,
+)
 from labctl.errors import BadInput
 
 # Values an argv template may name; each is filled from the resolved profile (or the run).
@@ -38,6 +48,31 @@ PLACEHOLDERS = frozenset(
 ENVIRONMENT_LABELS = ("harness-check", "real-gpu")
 AUTH_KINDS = ("env", "flag", "file", "none")
 ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,127}")  # used with fullmatch: `$` accepts a trailing newline
+OPTION_NAME = re.compile(r"--[A-Za-z0-9][A-Za-z0-9_-]{0,63}")
+# The options file lives in a folder of its own, so that it can shadow none of the image's or labctl's mounts.
+OPTIONS_TARGET = re.compile(r"/labctl/[A-Za-z0-9][A-Za-z0-9_-]{0,63}\.ya?ml")
+OPTION_KEY = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,63}")
+OPTIONS_MAX_BYTES = 16384
+OPTIONS_MAX_DEPTH = 8
+
+
+def _plain_data(value: Any, depth: int = 0) -> bool:
+    """Plain YAML data: mappings with option-name keys, lists, strings, finite numbers, booleans, null."""
+    if depth > OPTIONS_MAX_DEPTH:
+        return False
+    if isinstance(value, dict):
+        return all(
+            isinstance(k, str) and OPTION_KEY.fullmatch(k) and _plain_data(v, depth + 1) for k, v in value.items()
+        )
+    if isinstance(value, list):
+        return all(_plain_data(v, depth + 1) for v in value)
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return finite(value) and abs(value) <= EXACT
+    return value is None or isinstance(value, (str, bool))
+
+
+def _options_content(value: dict[str, Any]) -> bool:
+    return bool(value) and _plain_data(value) and len(OptionsFile("-", "/", value).text) <= OPTIONS_MAX_BYTES
 
 
 def _env_name(value: str) -> bool:
@@ -199,6 +234,31 @@ ENGINE_FIELDS: dict[str, Field] = {
         required=True,
         item=Field("list", "a list of quantizations", item=Field("str")),
     ),
+    "options_file": Field(
+        "map",
+        "a YAML file the engine reads, which labctl writes into the container and names on its command line",
+        fields={
+            "flag": Field(
+                "str",
+                "the option that names the file, e.g. --extra_llm_api_options",
+                required=True,
+                check=lambda v: OPTION_NAME.fullmatch(v) is not None,
+            ),
+            "target": Field(
+                "str",
+                "where the engine finds it: /labctl/NAME.yaml",
+                required=True,
+                check=lambda v: OPTIONS_TARGET.fullmatch(v) is not None,
+            ),
+            "content": Field(
+                "map",
+                f"a non-empty mapping of option names to plain values (strings, numbers, booleans, lists, "
+                f"mappings; at most {OPTIONS_MAX_DEPTH} levels and {OPTIONS_MAX_BYTES} bytes as YAML)",
+                required=True,
+                check=_options_content,
+            ),
+        },
+    ),
     "build": Field(
         "map",
         "how a build->serve profile builds its engine",
@@ -279,6 +339,12 @@ class Engine:
     @property
     def build(self) -> EngineBuild | None:
         return None if self.spec["build"] is None else EngineBuild.from_spec(self.spec["build"])
+
+    @property
+    def options_file(self) -> OptionsFile | None:
+        """The YAML file the engine reads its further options from, if labctl writes one."""
+        data = self.spec["options_file"]
+        return None if data is None else OptionsFile.from_spec(data)
 
     @property
     def model_cache(self) -> str | None:

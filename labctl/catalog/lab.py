@@ -10,7 +10,13 @@ from pathlib import Path
 from labctl.catalog.user_folders import config_file, default_lab
 from labctl.errors import BadInput
 
-LAB_FOLDERS = ("engines", "templates", "workloads", "suites")  # the lab that ships with labctl (setup.py copies)
+LAB_FOLDERS = (
+    "engines",
+    "templates",
+    "workloads",
+    "suites",
+    "studies",
+)  # the lab that ships with labctl (setup.py copies)
 PACKAGE = Path(__file__).resolve().parent.parent
 
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")  # always fullmatch: `$` accepts a trailing newline

@@ -328,7 +328,8 @@ RULES = {
         "share of the memory left after weights, for the KV cache",
         TRTLLM_RESERVE_GIB,
         "activation peak of the profiling forward, CUDA context",
-        "kv_cache_config.dtype: fp8 (in --extra_llm_api_options)",
+        # The file's kv_cache_config replaces the command line's whole, so it must carry the fraction too.
+        "kv_cache_config: {dtype: fp8, free_gpu_memory_fraction: …} in engine.yaml's options_file",
         "{s} × ({t} − {w} − {r})",
         lambda s, t, w, r: s * (t - w - r),
     ),

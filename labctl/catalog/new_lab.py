@@ -16,6 +16,8 @@ GITIGNORE = """\
 runs/
 .state/
 /compose/*.yaml
+# a study's state and report (the study files beside them are yours)
+/studies/*/
 """
 HOSTS = """\
 # The Docker hosts everyone using this lab can drive, under each user's own hosts file

@@ -3,8 +3,8 @@ may not set again (engines honour the last one, so `--host 0.0.0.0` there would 
 record states).
 
 The owned options are derived from the engine file's argv groups (`server.args`, `build.serve_args`,
-`server.thinking_off_args`, `auth.args`) plus `server.owns`, the few the engine would also take for what
-labctl sets another way. An `extra_args` word is matched the way the engine's parser reads it, from its CLI
+`server.thinking_off_args`, `auth.args`), the flag of its `options_file`, plus `server.owns`, the few the
+engine would also take for what labctl sets another way. An `extra_args` word is matched the way the engine's parser reads it, from its CLI
 contract: every name and alias of the option, `--flag=value`, a short option with its value attached,
 an abbreviation argparse accepts, `_` for `-` (vLLM's parser), and a positional where the engine takes
 the model labctl renders. Matching is deliberately wide: a word that *could* reach an owned option is
@@ -101,6 +101,9 @@ def owned_options(engine: Engine, command: CommandContract | None) -> Owned:
             own(name, Owner(f"the model ({positional.flag})", positional.where, positional.field))
         else:
             own(name, Owner(name, ("server", "owns", i), None))
+    options_file = engine.options_file
+    if options_file is not None:  # a second file would replace labctl's (the engine reads the last one)
+        own(options_file.flag, Owner(options_file.flag, ("options_file", "flag"), None))
     return Owned(options, positional)
 
 

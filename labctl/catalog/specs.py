@@ -9,6 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+import yaml
+
 ArgGroups = tuple[tuple[str, ...], ...]
 LOOPBACK_HUB = "loopback"
 
@@ -88,6 +90,24 @@ class AuthSpec:
             multiple_keys=bool(data["multiple_keys"]),
             note=str(data["note"] or ""),
         )
+
+
+@dataclass(frozen=True)
+class OptionsFile:
+    """A YAML file the engine reads, named on its command line (`flag target`); labctl writes `content` there."""
+
+    flag: str
+    target: str
+    content: dict[str, Any]
+
+    @classmethod
+    def from_spec(cls, data: dict[str, Any]) -> OptionsFile:
+        return cls(flag=str(data["flag"]), target=str(data["target"]), content=dict(data["content"]))
+
+    @property
+    def text(self) -> str:
+        """The file as the engine reads it: the values dumped as YAML data, never templated."""
+        return yaml.safe_dump(self.content, sort_keys=True, default_flow_style=False, allow_unicode=True)
 
 
 @dataclass(frozen=True)

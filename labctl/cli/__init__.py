@@ -10,7 +10,7 @@ from typing import Annotated
 
 import typer
 
-from labctl.cli import bench, catalog, fetch, hosts, init, quality, reproduce, runs
+from labctl.cli import bench, catalog, fetch, hosts, init, quality, reproduce, runs, study
 from labctl.cli.context import state
 from labctl.cli.terminal import inert
 
@@ -73,6 +73,7 @@ reproduce.register(app)
 bench.register(app)
 quality.register(app)
 hosts.register(app)
+study.register(app)
 
 
 _signalled: list[int] = []  # the signal that interrupted the command: its exit code is 128 + it (SIGTERM 143)

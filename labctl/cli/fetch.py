@@ -47,18 +47,35 @@ def hub_serve(
 
 
 def fetch(
-    engine: Annotated[str, typer.Argument(help="The engine, e.g. vllm.")],
-    profile: Annotated[str, typer.Option("--profile", "-p", help="The launch profile whose model to fetch.")],
+    engine: Annotated[str | None, typer.Argument(help="The engine, e.g. vllm.")] = None,
+    profile: Annotated[
+        str | None, typer.Option("--profile", "-p", help="The launch profile whose model to fetch.")
+    ] = None,
+    task: Annotated[
+        str | None,
+        typer.Option(
+            help="Instead: an lm-eval task set whose dataset to fetch at its pinned revision (suites/lm-eval/NAME)."
+        ),
+    ] = None,
     cache_dir: Annotated[
         str | None, typer.Option(help="Host model cache (default: $LABCTL_CACHE_DIR or ~/.cache/huggingface).")
     ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="End with what was fetched as one JSON object.")] = False,
     host: Annotated[str | None, typer.Option("--host", help=HOST_HELP)] = None,
 ) -> None:
-    """Download a profile's model at its pinned revision into the cache its engine mounts (resumable; HF_TOKEN from the environment).
+    """Download a profile's model at its pinned revision into the cache its engine mounts (resumable; HF_TOKEN from the environment); or, with --task, a quality task set's dataset, read offline by `labctl eval run --suite lm-eval:NAME`.
 
     Example: labctl fetch vllm --profile qwen3-32b
     """
+    from labctl.errors import BadInput
+
+    if task is not None:
+        if engine is not None or profile is not None or host is not None:
+            raise BadInput("--task fetches a dataset to this machine: give it alone (no ENGINE, --profile or --host).")
+        _fetch_task(task, cache_dir, as_json)
+        return
+    if engine is None or profile is None:
+        raise BadInput("give ENGINE and --profile NAME (a model), or --task NAME (a dataset).")
     from labctl.catalog.profiles import load_profile
     from labctl.cli.runs import _progress
     from labctl.run.models.fetch import fetch_model, snapshot_acquisition
@@ -85,3 +102,26 @@ def fetch(
     where = f" on {state.host().name}" if state.host().is_remote else ""
     out(f"model {fetched.repo_id}@{fetched.revision}: commit {fetched.commit} in {fetched.cache_dir}{where}")
     out(f"  model_fetch  {part_text(fetched.part())}")
+
+
+def _fetch_task(name: str, cache_dir: str | None, as_json: bool) -> None:
+    from labctl.cli.runs import _progress
+    from labctl.errors import BadInput
+    from labctl.quality.tasks import load_task
+    from labctl.run.models.datasets import dataset_acquisition, fetch_dataset
+    from labctl.run.records.acquired import Ledger
+
+    task = load_task(state.lab(), name.removeprefix("lm-eval:"))
+    if task.repo is None or task.revision is None:
+        raise BadInput(f"task set {task.name} reads files in the lab ({task.folder}): there is nothing to fetch.")
+    where = f"dataset.repo and dataset.revision in suites/lm-eval/{task.name}/source.yaml"
+    fetched = fetch_dataset(task.repo, task.revision, cache_dir, where, say=warn, live=None if as_json else _progress())
+    ledger = Ledger(state.runs().home)
+    try:
+        ledger.append(dataset_acquisition(fetched))
+    except OSError as exc:
+        warn(f"warning: could not note the fetch in {ledger.path} (labctl gc will not offer it): {exc}")
+    if as_json:
+        print(json.dumps(dataclasses.asdict(fetched)))
+        return
+    out(f"dataset {fetched.repo_id}@{fetched.commit} for task set {task.name} in {fetched.cache_dir}")

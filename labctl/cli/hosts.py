@@ -14,7 +14,7 @@ def register(app: typer.Typer) -> None:
     group = typer.Typer(
         no_args_is_help=False,
         invoke_without_command=True,
-        help="The Docker hosts this lab drives (local, simulated, or ssh://) and their GPUs.\n\nExample: labctl hosts",
+        help="The Docker hosts this lab drives (local, simulated, or ssh://) and their GPUs, and its Slurm clusters.\n\nExample: labctl hosts",
     )
     group.callback()(hosts)
     group.command("add")(add)
@@ -26,23 +26,44 @@ def hosts(
     ctx: typer.Context,
     as_json: Annotated[bool, typer.Option("--json", help="Print a JSON list.")] = False,
 ) -> None:
-    """List the hosts with their Docker endpoint, reachability, Docker version and GPUs.
+    """List the hosts with their Docker endpoint, reachability, Docker version and GPUs; then the Slurm clusters
+    with their partition, nodes, GPUs and free GPUs (read from Slurm).
 
     Example: labctl hosts --json
     """
     if ctx.invoked_subcommand is not None:
         return
+    from labctl.run.lifecycle.clusters import describe_clusters
     from labctl.run.lifecycle.inventory import describe_hosts
 
     rows = describe_hosts(state.lab())
+    clusters = describe_clusters(state.lab())
     if as_json:
-        print(json.dumps(rows))
+        print(json.dumps(rows + [{"kind": "cluster", **c} for c in clusters]))
         return
     listing(
         [[r["name"], r["docker"], r["reachable"], r["docker_version"] or "-", r["gpus_text"]] for r in rows],
         ["HOST", "DOCKER", "REACHABLE", "DOCKER VERSION", "GPUS"],
         False,
     )
+    if clusters:
+        out("")
+        listing(
+            [
+                [
+                    c["name"],
+                    c["slurm"],
+                    c["partition"],
+                    c["reachable"],
+                    str(c["gpus"]),
+                    str(c["gpus_free"]),
+                    c["nodes_text"],
+                ]
+                for c in clusters
+            ],
+            ["CLUSTER", "SLURM", "PARTITION", "REACHABLE", "GPUS", "FREE GPUS", "NODES"],
+            False,
+        )
 
 
 def add(

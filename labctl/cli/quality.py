@@ -43,6 +43,9 @@ def suites(
     from labctl.quality.suites import list_suites, load_suite
 
     lab = state.lab()
+    if name and name.startswith("lm-eval:"):
+        _lm_eval_sets(name, answer_map, as_json)
+        return
     if name:
         suite = load_suite(lab, name)
         if answer_map:
@@ -64,12 +67,40 @@ def suites(
             skip(f"skipped suite {suite_name}: {exc}")
             continue
         rows.append([suite.name, suite.full_version, str(len(suite.cases)), suite.description])
+    from labctl.quality.tasks import PREFIX, list_tasks, load_task
+
+    for task_name in list_tasks(lab):
+        try:
+            task = load_task(lab, task_name)
+        except BadInput as exc:
+            skip(f"skipped task set {task_name}: {exc}")
+            continue
+        rows.append([PREFIX + task.name, task.version, "-", f"{task.description} [{task.source}]"])
     listing(rows, ["SUITE", "VERSION", "CASES", "DESCRIPTION"], as_json)
+
+
+def _lm_eval_sets(name: str, answer_map: bool, as_json: bool) -> None:
+    from labctl.quality.lm_eval_answers import answer_map as harness_answers
+    from labctl.quality.lm_eval_env import load_tasks
+
+    if answer_map:
+        print(json.dumps(harness_answers(state.runs(), state.lab(), name), indent=1))
+        return
+    rows = [
+        [t.name, t.version, t.source, ", ".join(f"{k}={v}" for k, v in sorted(t.files.items())), t.description]
+        for t in load_tasks(state.lab(), name)
+    ]
+    listing(rows, ["TASK SET", "VERSION", "DATASET", "FILES", "DESCRIPTION"], as_json)
 
 
 def evaluate(
     run_id: Annotated[str | None, typer.Argument(help="A running labctl run (or use --base-url and --model).")] = None,
-    suite: Annotated[str | None, typer.Option(help="The suite (suites/NAME/suite.yaml).")] = None,
+    suite: Annotated[
+        str | None,
+        typer.Option(
+            help="The suite (suites/NAME/suite.yaml), or lm-eval:TASK[,TASK…] for lm-evaluation-harness task sets (suites/lm-eval/TASK/)."
+        ),
+    ] = None,
     base_url: Annotated[str | None, typer.Option(help="Any OpenAI-compatible base URL.")] = None,
     model: Annotated[str | None, typer.Option(help="The served model name (with --base-url).")] = None,
     api_key_env: Annotated[str | None, typer.Option(help="Name of the variable holding the API key.")] = None,
@@ -105,7 +136,6 @@ def evaluate(
     runs = state.runs()
     if not suite:
         raise BadInput("--suite NAME is required (see `labctl suites`).")
-    chosen = load_suite(state.lab(), suite)
     request = BenchRequest(
         workload=None,
         run_id=run_id,
@@ -121,6 +151,10 @@ def evaluate(
     )
     if not 0.0 <= max_error_rate <= 1.0:
         raise BadInput(f"--max-error-rate {max_error_rate:g}: give a share from 0 to 1 (0.1 is 10 %).")
+    if suite.startswith("lm-eval:"):
+        _lm_eval(runs, suite, request, concurrency, timeout, as_json)
+        return
+    chosen = load_suite(state.lab(), suite)
     live = sys.stderr.isatty() and not as_json
 
     def progress(done: int, total: int) -> None:
@@ -146,6 +180,34 @@ def evaluate(
             f"(more than {max_error_rate:.0%}); the engine or the link failed, not only the model. Result: {path}"
         )
         raise typer.Exit(1)
+
+
+def _lm_eval(runs: Any, suite: str, request: Any, concurrency: int, timeout: float, as_json: bool) -> None:
+    from labctl.quality.lm_eval_run import run_lm_eval
+
+    progress = sys.stderr.isatty() and not as_json
+    result, path = run_lm_eval(runs, state.lab(), suite, request, concurrency, timeout, progress=progress)
+    if as_json:
+        print(json.dumps(result))
+        return
+    out(
+        f"eval {result['eval_id']}: {result['suite']['name']} ({result['suite']['full_version']}) on "
+        f"{result['target']['engine']}/{result['target']['profile']}: {result['passed']}/{result['total']} right"
+    )
+    rows = [
+        [
+            t["name"],
+            f"{t['task']} v{t['version']}",
+            t["dataset"]["source"],
+            str(t["num_fewshot"]),
+            f"{t['metric']},{t['filter']}",
+            "-" if t["value"] is None else f"{t['value']:.4f}",
+            "-" if t["stderr"] is None else f"± {t['stderr']:.4f}",
+        ]
+        for t in result["tasks"]
+    ]
+    out(table(rows, ["SET", "TASK", "DATASET", "SHOTS", "METRIC", "VALUE", "STDERR"]))
+    out(f"result: {path} (samples: {path.with_name(result['samples_file'])})")
 
 
 def _print_eval(result: dict[str, Any], path: Path) -> None:
@@ -311,17 +373,23 @@ def diff_evaluations(
 
     Example: labctl eval diff e20261203-020000-aaaaaa e20261203-030000-bbbbbb
     """
-    from labctl.quality.evaluate import diff_evals, find_eval
+    from labctl.quality.evaluate import diff_evals, find_eval, paired_evals
 
     runs = state.runs()
-    flips = diff_evals(find_eval(runs, first), find_eval(runs, second))
+    a, b = find_eval(runs, first), find_eval(runs, second)
+    flips = diff_evals(a, b)
     if as_json:
         print(json.dumps(flips))
-    elif flips:
-        out(
-            table(
-                [[f["id"], f["was"], f["now"], f["reason"][:80]] for f in flips], ["CASE", "WAS", "NOW", "REASON NOW"]
-            )
-        )
-    else:
+        return
+    out(f"A {first}, B {second}: {paired_evals(a, b).line()}")
+    if not flips:
         out("no case flipped")
+    for f in flips:
+        out(f"{f['id']}: {f['was']} -> {f['now']} ({f['reason'][:100]})")
+        out(f"  A said: {_one_line(f['output_was'])}")
+        out(f"  B said: {_one_line(f['output_now'])}")
+
+
+def _one_line(text: str, width: int = 160) -> str:
+    flat = " ".join(str(text).split())
+    return flat if len(flat) <= width else flat[: width - 1] + "…"

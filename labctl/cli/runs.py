@@ -85,8 +85,16 @@ def up(
             help="Download the model into the cache first (default); --no-fetch starts from the cache as it is.",
         ),
     ] = True,
+    time_limit: Annotated[
+        int | None,
+        typer.Option("--time", help="A Slurm cluster: the job's time limit in whole minutes (default: the cluster's)."),
+    ] = None,
 ) -> None:
     """Start one engine from a profile, wait until its OpenAI API answers, and record the run.
+
+    With --host naming a Slurm cluster, labctl submits a batch job (sbatch --gres=gpu:N, N from --gpus as a
+    count, else the profile's) and Slurm alone chooses the node and the GPUs; labctl shows the job's state
+    and Slurm's reason while it is queued and records the queue wait apart from cold start.
 
     A missing image is pulled (by digest when pinned); the harness engine's image, unpinned and missing on this
     machine's Docker, is built by labctl from the lab's engines/harness/Dockerfile and pushed when its registry
@@ -98,7 +106,18 @@ def up(
     from labctl.run.lifecycle.up import up as start
     from labctl.run.lifecycle.up_plan import UpRequest
     from labctl.run.records.prep_view import prep_rows
+    from labctl.run.resident.lock import describe_open
 
+    if host is not None and (cluster := _cluster(host)) is not None:
+        if key_file is not None or bind is not None:
+            from labctl.errors import BadInput
+
+            raise BadInput(
+                "on a Slurm cluster, a resident run takes --keys N (generated); --key-file and --bind are not supported yet."
+            )
+        count = (keys or 1) if resident else 0
+        _up_on_cluster(cluster, engine, profile, gpus, port, time_limit, allow_unpinned, timeout, as_json, count)
+        return
     state.choose_host(host)
     request = UpRequest(
         engine=engine,
@@ -145,6 +164,90 @@ def up(
             f"  resident         restart {record.resident.restart_policy}, {record.resident.keys} API key(s); "
             f"share access with: labctl share {record.run_id}"
         )
+        if record.resident.keys:
+            r = record.resident
+            out(f"  {'':<16} {describe_open(r.open_paths, r.open_model_paths, record.probe)}")
+    out(f"  stop it with     labctl down {record.run_id}")
+
+
+def _gc_cluster(name: str, yes: bool, as_json: bool) -> None:
+    from labctl.errors import BadInput
+    from labctl.run.lifecycle.cluster_run import leftovers, remove_leftovers
+
+    cluster = _cluster(name)
+    if cluster is None:
+        raise BadInput(f"--cluster {name!r}: no hosts file names that cluster.")
+    found = remove_leftovers(cluster) if yes else leftovers(cluster)
+    if as_json:
+        print(json.dumps([{"node": n, "container": c, "job_id": j, "removed": yes} for n, c, j in found]))
+        return
+    if not found:
+        out(f"nothing to collect on cluster {name}: every engine container belongs to a job that has not ended")
+        return
+    for node, container, job in found:
+        out(f"{'removed' if yes else 'leftover'} container {container[:12]} on {name}/{node} (job {job or '?'} ended)")
+
+
+def _cluster(name: str) -> Any:
+    from labctl.host.clusters import get_cluster
+
+    return get_cluster(state.lab().root, name)
+
+
+def _up_on_cluster(
+    cluster: Any,
+    engine: str,
+    profile: str,
+    gpus: str | None,
+    port: int | None,
+    minutes: int | None,
+    allow_unpinned: bool,
+    timeout: float,
+    as_json: bool,
+    keys: int,
+) -> None:
+    from dataclasses import asdict
+
+    from labctl.catalog.profiles import parse_port
+    from labctl.errors import BadInput
+    from labctl.run.lifecycle.cluster_run import up_on_cluster
+
+    if gpus is not None and not gpus.isdigit():
+        raise BadInput(
+            f"--gpus {gpus!r}: on a Slurm cluster give a GPU count (Slurm chooses which GPUs), e.g. --gpus 2."
+        )
+    if minutes is not None and not 1 <= minutes <= 10080:
+        raise BadInput(f"--time {minutes}: give whole minutes from 1 to 10080.")
+    record = up_on_cluster(
+        state.lab(),
+        state.runs().home,
+        cluster,
+        engine,
+        profile,
+        warn,
+        gpus=int(gpus) if gpus else None,
+        port=parse_port(port),
+        minutes=minutes,
+        allow_unpinned=allow_unpinned,
+        timeout=timeout,
+        keys=keys,
+    )
+    if as_json:
+        print(json.dumps(asdict(record)))
+        return
+    out(f"ready: {engine}/{profile} run {record.run_id} on cluster {record.cluster}")
+    out(f"  OpenAI base URL  {record.base_url}")
+    out(f"  Slurm job        {record.job_id} on node {record.node}, time limit {record.time_limit_min} min")
+    out(
+        f"  GPUs             {', '.join(f'{i} {u}' for i, u in zip(record.gpu_indexes, record.gpu_uuids, strict=True))}"
+        + ("  (simulated GPU: harness-check)" if record.simulated else "")
+    )
+    out(f"  queue wait       {record.queue_wait_s} s (prep, not cold start)")
+    out(f"  ready            {record.ready_s} s after the job started")
+    if record.resident_keys:
+        out(
+            f"  resident         {record.resident_keys} API key(s) in this home's key store; share access with: labctl share {record.run_id}"
+        )
     out(f"  stop it with     labctl down {record.run_id}")
 
 
@@ -168,12 +271,33 @@ def down(
             return False
         return typer.confirm(f"stop {len(chosen)} runs ({', '.join(str(r['run_id']) for r in chosen)})?")
 
+    if target is not None and _down_on_cluster(target):
+        return
     state.choose_host(host)
     state.follow_run(target)
     for run in stop(state.runs(), target, reason, force, all_runs, confirm, host=state.host()):
         out(f"stopped {run.run_id} ({run.engine}/{run.profile})")
         for problem in run.problems:
             skip(problem)
+
+
+def _down_on_cluster(run_id: str) -> bool:
+    from labctl.errors import BadInput
+    from labctl.host.clusters import get_cluster
+    from labctl.run.lifecycle.cluster_run import down_on_cluster, load, record_path
+
+    home = state.runs().home
+    if not record_path(home, run_id).is_file():
+        return False
+    record = load(home, run_id)
+    cluster = get_cluster(state.lab().root, record.cluster)
+    if cluster is None:
+        raise BadInput(f"run {run_id} ran on cluster {record.cluster!r}, which no hosts file names any more.")
+    record = down_on_cluster(home, cluster, record)
+    out(
+        f"stopped {run_id} ({record.engine}/{record.profile}): job {record.job_id} {record.state}, exit {record.exit_code}"
+    )
+    return True
 
 
 def status(
@@ -187,6 +311,9 @@ def status(
     from labctl.run.lifecycle.inventory import HOST_TIMEOUT_S, status_hosts
     from labctl.run.lifecycle.status import host_sections
 
+    if host is not None and (cluster := _cluster(host)) is not None:
+        _cluster_status(cluster, as_json)
+        return
     state.choose_host(host)
     store = state.runs()
     sections = host_sections(store, status_hosts(state.lab(), store, state.host_option), HOST_TIMEOUT_S)
@@ -210,6 +337,36 @@ def status(
             out("no labctl engine is running on this host")
         else:
             out(_status_table(section.runs))
+
+
+def _cluster_status(cluster: Any, as_json: bool) -> None:
+    from dataclasses import asdict
+
+    from labctl.run.lifecycle.cluster_run import cluster_runs
+
+    runs = cluster_runs(state.runs().home, cluster)
+    if as_json:
+        print(json.dumps([asdict(r) for r in runs]))
+        return
+    rows = [
+        [
+            r.run_id,
+            f"{r.engine}/{r.profile}",
+            r.job_id,
+            r.state.lower() + (f": {r.reason}" if r.reason else ""),
+            r.node or "-",
+            ",".join(map(str, r.gpu_indexes)) or "-",
+            r.exit_code or "-",
+            r.base_url or "-",
+        ]
+        for r in runs
+    ]
+    listing(
+        rows,
+        ["RUN", "ENGINE/PROFILE", "JOB", "STATE", "NODE", "GPUS", "EXIT", "ENDPOINT"],
+        False,
+        f"no run of this home on cluster {cluster.name}",
+    )
 
 
 def _status_table(live: list[dict[str, Any]]) -> str:
@@ -357,18 +514,27 @@ def gc(
     as_json: Annotated[
         bool, typer.Option("--json", help="Print the items (and what happened to each) as JSON.")
     ] = False,
+    cluster_name: Annotated[
+        str | None,
+        typer.Option("--cluster", help="Instead: engine containers on a Slurm cluster's nodes whose job has ended."),
+    ] = None,
 ) -> None:
-    """List images, model snapshots and TensorRT-LLM engine folders this home pulled, built or fetched that nothing needs now; --yes removes them.
+    """List images, model and dataset snapshots and TensorRT-LLM engine folders this home pulled, built or fetched that nothing needs now; --yes removes them.
 
     Only what this home's own ledger (.state/acquired.jsonl) says labctl put there is listed, never what a
     container, a run that has not ended, another home's record or a profile of this lab uses.
 
     Example: labctl gc --yes
     """
+    from labctl.quality.tasks import pinned_datasets
     from labctl.run.models.gc import as_json as gc_json
     from labctl.run.models.gc import collect, find_garbage
 
-    garbage = find_garbage(state.lab(), state.runs(), state.host(), skip)
+    if cluster_name is not None:
+        _gc_cluster(cluster_name, yes, as_json)
+        return
+
+    garbage = find_garbage(state.lab(), state.runs(), state.host(), skip, pinned_datasets(state.lab()))
     items = garbage.items
     refused = yes and bool(garbage.unreadable)
     outcomes = collect(items) if yes and not refused else []
@@ -409,7 +575,11 @@ def share(
     run_id: Annotated[str, typer.Argument(help="The resident run.")],
     as_json: Annotated[
         bool,
-        typer.Option("--json", help="Print base_url, model, api_key, key_visibility, host and ssh_forward as JSON."),
+        typer.Option(
+            "--json",
+            help="Print base_url, model, api_key, key_visibility, host, ssh_forward, open_without_key (paths that "
+            "answered without a key, measured after up; null when not measured) and proxy as JSON.",
+        ),
     ] = False,
 ) -> None:
     """Show how to reach a resident deployment: base URL (and the SSH forward a remote loopback needs), model, key, snippets (the only place a key is shown).
@@ -421,7 +591,7 @@ def share(
 
     info = access(state.runs(), run_id)
     if as_json:
-        keys = ("base_url", "model", "api_key", "key_visibility", "host", "ssh_forward")
+        keys = ("base_url", "model", "api_key", "key_visibility", "host", "ssh_forward", "open_without_key", "proxy")
         print(json.dumps({k: info[k] for k in keys}))
         return
     if info["key_visibility"]:
@@ -437,6 +607,10 @@ def share(
     )
     if len(info["api_keys"]) > 1:
         out("other keys: " + ", ".join(info["api_keys"][1:]))
+    if info["open"]:
+        out(info["open"])
+    if info["proxy"]:
+        out(f"proxy     labctl's authenticating proxy ({info['proxy']}) fronts the engine, which listens on loopback")
     out(
         "owner     ownership is advisory: labctl records who started a deployment and refuses to stop another "
         "owner's without --force --reason, but anyone who can drive the host's Docker (its docker group, or the "
@@ -453,7 +627,7 @@ def rotate_key(
     force: Annotated[bool, typer.Option(help="Rotate another owner's deployment (needs --reason).")] = False,
     reason: Annotated[str | None, typer.Option(help="Why (recorded).")] = None,
 ) -> None:
-    """Replace a resident deployment's API keys and restart its engine with them; old keys stop working.
+    """Replace a resident deployment's API keys and restart its engine with them (behind labctl's proxy only the proxy reloads); old keys stop working.
 
     Example: labctl rotate-key 20261203-015815-a1b2c3
     """
@@ -461,7 +635,9 @@ def rotate_key(
     from labctl.run.resident.rotation import rotate_key as rotate
 
     state.follow_run(run_id)
-    resident = rotate(state.runs(), run_id, current_user(), key_file, keys, force, reason, host=state.host())
+    resident = rotate(
+        state.runs(), run_id, current_user(), key_file, keys, force, reason, host=state.host(), lab=state.lab()
+    )
     out(
         f"rotated {resident.keys} key(s) of run {run_id} ({', '.join(resident.key_fingerprints)}); "
         f"hand them out with: labctl share {run_id}"

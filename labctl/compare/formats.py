@@ -12,6 +12,7 @@ import re
 from typing import Any
 
 from labctl.compare.pivot import all_caveats, legend, letter, pivot, pivot_cells, pivot_head
+from labctl.compare.quality import paired_quality, quality_lines
 from labctl.compare.rules import RULE_COLUMNS, Check, Entry
 
 FORMATS = ("table", "markdown", "csv", "json")
@@ -156,6 +157,7 @@ def render(checks: list[Check], rows: list[dict[str, Any]], entries: list[Entry]
                     for p in pivot(entries, checks)
                 ],
                 "caveats": all_caveats(entries, checks),
+                "quality_paired": paired_quality(entries),
             },
             indent=1,
         )
@@ -196,6 +198,9 @@ def markdown_tables(checks: list[Check], rows: list[dict[str, Any]], entries: li
     head = pivot_head(entries)
     lines += [_md_row(head), "|" + "---|" * len(head)]
     lines += [_md_row(pivot_cells(p)) for p in pivot(entries, checks)]
+    quality = quality_lines(entries)
+    if quality:
+        lines += ["", "**Quality, case by case**", "", *[f"- {md(line.strip())}" for line in quality]]
     caveats = all_caveats(entries, checks)
     lines += ["", "**Caveats**", "", *([f"- ✗ {md(c)}" for c in caveats] or ["- none"])]
     return "\n".join(lines) + "\n"
@@ -264,6 +269,8 @@ def terminal(checks: list[Check], rows: list[dict[str, Any]], entries: list[Entr
         for r in [head, *cells]:
             lines.append("  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip())
         lines.append("")
+    quality = quality_lines(entries)
+    lines += [_clip(_one_line(line), TERMINAL_WIDTH) for line in quality] + ([""] if quality else [])
     caveats = all_caveats(entries, checks)
     lines += [_clip(f"✗ {c}", TERMINAL_WIDTH) for c in caveats]
     return "\n".join(lines) + "\n"

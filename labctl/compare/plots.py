@@ -317,6 +317,11 @@ def _pareto(plt: Any, folder: Path, entries: list[Entry], frame: Frame, colors: 
         for x, y, lv in points:
             labels.append((x, y, level_name(level_key(lv)), color))
             _mark(axis, x, y, level_caveats(entry, lv, failed))
+        censored = entry.result.get("censored_levels")  # a study's cell whose engine died: no number, a bound
+        if isinstance(censored, list) and censored:
+            x, y, _ = points[-1]
+            axis.plot([x], [y], marker=">", markersize=11, color=color, linestyle="none")
+            labels.append((x, y, f"c≥{min(censored)} censored", color))
     axis.margins(0.08)  # room for the labels of the outermost points
     _label_points(figure, axis, labels)
     axis.set_xlabel("total output tokens/s")

@@ -20,6 +20,7 @@ from labctl.compare.formats import (
 )
 from labctl.compare.pivot import all_caveats, legend, pivot, pivot_cells, pivot_head
 from labctl.compare.plots import draw_plots
+from labctl.compare.quality import quality_lines
 from labctl.compare.rules import Check, Entry
 from labctl.host.files import write_atomically
 from labctl.host.identity import host_name
@@ -67,6 +68,9 @@ def page(checks: list[Check], rows: list[dict[str, Any]], entries: list[Entry], 
     commands = "".join(f"<li><code>{esc(line)}</code></li>" for line in command_lines(rows, entries))
     header = "".join(f"<li>{esc(line)}</li>" for line in header_lines(entries))
     spec = "".join(f"<li>{esc(line)}</li>" for line in workload_lines(entries))
+    quality = (
+        "".join(f"<li>{esc(line.strip())}</li>" for line in quality_lines(entries)) or "<li>no paired quality</li>"
+    )
     images = "".join(f'<figure><img src="{esc(name)}" alt="{esc(name)}"></figure>' for name in plots)
     return f"""<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><title>labctl comparison report</title>
@@ -86,6 +90,7 @@ figure {{ display: inline-block; margin: 0 1em 1em 0; }} img {{ max-width: 640px
 <p>Commands, as Docker reports them:</p><ul class=spec>{commands}</ul>
 <h2>Workload and SLO</h2><ul class=spec>{spec}</ul>
 <h2>Side by side per level</h2><table><tr>{pivot_head_html}</tr>{body}</table>
+<h2>Quality, case by case</h2><ul>{quality}</ul>
 <h2>Caveats</h2><ul>{caveats}</ul>
 <h2>Plots</h2>{images}
 </body></html>

@@ -38,10 +38,11 @@ class Entry:
     result: dict[str, Any]
     record: Record
     evals: dict[str, dict[str, Any]]
+    name: str | None = None  # what to call it where engine/profile says too little (a study's cell and repeat)
 
     @property
     def label(self) -> str:
-        return f"{self.record.engine}/{self.record.profile}"
+        return self.name or f"{self.record.engine}/{self.record.profile}"
 
     @property
     def thinking(self) -> str:
@@ -180,10 +181,25 @@ def _suite_check(entries: list[Entry]) -> Check:
         versions = {e.evals[name]["suite"]["full_version"] for e in entries if name in e.evals}
         ok = ok and len(versions) == 1
     for e in entries:
-        values[e.given] = (
-            ", ".join(f"{n} {ev['suite']['full_version']}" for n, ev in sorted(e.evals.items())) or "no quality results"
-        )
+        values[e.given] = ", ".join(suite_text(n, ev) for n, ev in sorted(e.evals.items())) or "no quality results"
     return Check("quality suite version", ok, values)
+
+
+def suite_text(name: str, ev: dict[str, Any]) -> str:
+    """A suite's version; for lm-eval task sets also each task's version and its data's revision and hash."""
+    text = f"{name} {ev['suite']['full_version']}"
+    tasks = ev.get("tasks") or []
+    if tasks:
+        text += (
+            " ["
+            + "; ".join(
+                f"{t['task']} v{t['version']} data {t['dataset']['source']} #{str(t['dataset']['sha256'])[:12]} "
+                f"{t['num_fewshot']}-shot"
+                for t in tasks
+            )
+            + "]"
+        )
+    return text
 
 
 def _short(value: Any, width: int = 19) -> str:

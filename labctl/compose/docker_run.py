@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import shlex
+from pathlib import PurePosixPath
 from typing import Any
 
 from labctl.catalog.sourcefile import parse_yaml
@@ -13,6 +14,10 @@ RUN_SPECIFIC = {"labctl.run_id", "labctl.owner", "labctl.created_at"}
 
 def _unescape(value: Any) -> str:
     return str(value).replace("$$", "$")
+
+
+def _config_file(name: str, target: str) -> str:
+    return f"{name}-{PurePosixPath(target).name}"
 
 
 def docker_run_argv(service: dict[str, Any], image: str, name: str) -> list[str]:
@@ -43,6 +48,9 @@ def docker_run_argv(service: dict[str, Any], image: str, name: str) -> list[str]
         kind = "volume" if volume.get("type") == "volume" else "bind"
         mount = f"type={kind},source={_unescape(volume['source'])},target={_unescape(volume['target'])}"
         argv += ["--mount", mount + (",readonly" if volume.get("read_only") else "")]
+    for config in service.get("configs") or []:  # written beside you first (see docker_run_commands)
+        target = _unescape(config["target"])
+        argv += ["--mount", f"type=bind,source=./{_config_file(name, target)},target={target},readonly"]
     for env_name in service.get("environment") or []:
         argv += ["--env", _unescape(env_name)]  # a name (its value from your environment) or HF_HUB_OFFLINE=1
     for label, value in sorted((service.get("labels") or {}).items()):
@@ -57,8 +65,13 @@ def docker_run_argv(service: dict[str, Any], image: str, name: str) -> list[str]
 
 
 def docker_run_commands(compose_text: str, image: str, name: str) -> list[str]:
-    services = parse_yaml(compose_text, "compose.yaml", {})["services"]
+    compose = parse_yaml(compose_text, "compose.yaml", {})
+    services = compose["services"]
     lines = []
+    for config in services["serve"].get("configs") or []:  # a file the engine reads, written where you run this
+        content = _unescape(compose["configs"][config["source"]]["content"])
+        path = _config_file(name, _unescape(config["target"]))
+        lines.append(f"{shlex.join(['printf', '%s', content])} > {shlex.quote(path)}")
     if "build" in services:
         build = docker_run_argv(services["build"], image, f"{name}-build")
         build[2] = "--rm"  # run the one-shot build in the foreground, then serve

@@ -20,6 +20,7 @@ import jinja2
 import yaml
 
 from labctl import __version__
+from labctl.catalog.engines import Engine
 from labctl.catalog.lab import Lab
 from labctl.catalog.profiles import Profile
 from labctl.compose.labels import GpuClaim, RunLabels
@@ -29,6 +30,7 @@ from labctl.host.files import write_atomically
 TEMPLATE = "compose.yaml.j2"
 ENGINE_STORE_TARGET = "/engines"
 SECRETS_TARGET = "/run/labctl"
+ENGINE_KEY_FILE = "engine_key"  # = labctl.run.resident.keys.ENGINE_KEY (the render knows only the name)
 HUB_OFFLINE = "HF_HUB_OFFLINE=1"
 
 
@@ -46,6 +48,18 @@ class RenderOptions:
     key_group: int | None = None  # a group the engine joins to read that file (it is not the image user's own)
     environment_label: str | None = None  # harness-check on a simulated GPU host, whatever the engine says
     image: str | None = None  # the image id of an image copied to a host (no repo digest there); else the profile's
+    proxy: ProxySetup | None = None  # labctl's authenticating proxy in front of an engine that leaves routes open
+
+
+@dataclass(frozen=True)
+class ProxySetup:
+    """The proxy publishes the run's address; the engine listens on 127.0.0.1:engine_port behind it, with a key
+    of its own (engine_key) that the proxy sends upstream. Only the exact paths in `open_paths` (the engine's
+    readiness probe) answer without a key."""
+
+    image: str
+    engine_port: int
+    open_paths: tuple[str, ...]
 
 
 def quote(value: Any) -> str:
@@ -84,16 +98,20 @@ def _environment() -> jinja2.Environment:
     return env
 
 
-def placeholder_values(profile: Profile, engine_dir: str | None, api_key_file: str | None) -> dict[str, Any]:
+def placeholder_values(
+    profile: Profile, engine_dir: str | None, api_key_file: str | None, behind: int | None = None
+) -> dict[str, Any]:
+    """`behind`: the loopback port of an engine behind labctl's proxy, which takes the profile's address."""
     model = profile.model
     build = profile.build
     tp = profile.gpu_count if profile.gpu_count > 1 else None
+    host = profile.bind_address if profile.network == "host" else "0.0.0.0"
     return {
         "model": model.id,
         "revision": model.revision,
         "served_model_name": profile.served_model_name,
-        "host": profile.bind_address if profile.network == "host" else "0.0.0.0",
-        "port": profile.port,
+        "host": "127.0.0.1" if behind is not None else host,
+        "port": behind if behind is not None else profile.port,
         "max_model_len": profile.max_model_len,
         "max_num_seqs": profile.max_num_seqs,
         "gpu_memory_utilization": profile.gpu_memory_utilization,
@@ -145,15 +163,18 @@ class ServeCommand:
         return [w.text for w in self.argv]
 
 
-def serve_command(profile: Profile, key_file: str | None) -> ServeCommand:
+def serve_command(profile: Profile, key_file: str | None, behind: int | None = None) -> ServeCommand:
     server = profile.engine.server
     engine_build = profile.engine.build
     engine_dir = f"{ENGINE_STORE_TARGET}/{build_key(profile)}" if profile.build else None
-    values = placeholder_values(profile, engine_dir, key_file)
+    values = placeholder_values(profile, engine_dir, key_file, behind)
     if profile.build and engine_build:
         argv = traced_args(engine_build.serve_args, values, "build.serve_args")
     else:
         argv = traced_args(server.args, values, "server.args")
+    options_file = profile.engine.options_file
+    if options_file is not None:
+        argv += [Word(options_file.flag, "options_file.flag"), Word(options_file.target, "options_file.target")]
     if profile.model.thinking == "off":
         argv += traced_args(server.thinking_off_args, values, "server.thinking_off_args")
     argv += [Word(word, f"extra_args[{i}]") for i, word in enumerate(profile.extra_args)]
@@ -198,7 +219,10 @@ def compose_context(profile: Profile, options: RenderOptions) -> dict[str, Any]:
     auth = engine.auth
     key_file = f"{SECRETS_TARGET}/api_key" if options.secrets_dir or options.secrets_volume else None
     engine_dir = f"{ENGINE_STORE_TARGET}/{build_key(profile)}" if build else None
-    serve = serve_command(profile, key_file)
+    proxy = options.proxy if key_file else None
+    if proxy is not None:
+        key_file = f"{SECRETS_TARGET}/{ENGINE_KEY_FILE}"  # the engine's own key; the proxy reads api_key
+    serve = serve_command(profile, key_file, proxy.engine_port if proxy else None)
     command = serve.words
     entrypoint = serve.entrypoint or None
     environment = list(profile.env_names)
@@ -273,7 +297,34 @@ def compose_context(profile: Profile, options: RenderOptions) -> dict[str, Any]:
         "restart": options.restart,
         "group_add": [str(options.key_group)] if key_file and options.key_group is not None else [],
         "build": build_service(profile, engine_dir) if build else None,
+        "proxy": proxy_service(profile, proxy) if proxy else None,
+        "secrets_target": SECRETS_TARGET,
+        "options_file": _options_file(engine),
     }
+
+
+def proxy_listen(profile: Profile) -> str:
+    host = profile.bind_address
+    return f"[{host}]:{profile.port}" if ":" in host else f"{host}:{profile.port}"
+
+
+def proxy_service(profile: Profile, proxy: ProxySetup) -> dict[str, Any]:
+    if profile.network != "host":  # up refuses it first (run/resident/lock.py): the engine would not be behind it
+        raise LabctlError(f"{profile.engine.name}/{profile.name}: labctl's proxy runs only with `network: host`.")
+    return {
+        "image": proxy.image,
+        "command": ["serve", proxy_listen(profile), str(proxy.engine_port), *proxy.open_paths],
+    }
+
+
+OPTIONS_CONFIG = "engine_options"  # the compose config that carries the engine's options file
+
+
+def _options_file(engine: Engine) -> dict[str, str] | None:
+    options_file = engine.options_file
+    if options_file is None:
+        return None
+    return {"name": OPTIONS_CONFIG, "target": options_file.target, "text": options_file.text}
 
 
 def build_service(profile: Profile, engine_dir: str | None) -> dict[str, Any]:

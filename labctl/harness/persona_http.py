@@ -45,7 +45,7 @@ def persona_reply(persona: Persona, path: str, ready: bool, model_max_len: int) 
         if path in ("/health", "/health_generate"):
             # Starting → 503 at once; ready → the 1-token generation loop, which sleeps first.
             return Reply(200, b"", delay=SGLANG_HEALTH_SLEEP_S) if ready else Reply(503, b"")
-        if path == "/ready" and persona.version_tuple() >= (0, 5, 23):
+        if path == "/ready" and persona.has_ready:
             return _json(200, {"status": "ready"}) if ready else _json(503, {"status": "starting"})
         if path in ("/get_server_info", "/server_info"):
             return _json(200, {**persona.server_args, "version": persona.version, "labctl_persona": True})

@@ -39,6 +39,7 @@ VOICES = {
 SUBCOMMAND = {"vllm": "serve", "atlas": "serve"}
 DEFAULT_BIND = {"vllm": ("0.0.0.0", 8000), "sglang": ("127.0.0.1", 30000), "trtllm": ("localhost", 8000)}
 DEFAULT_BIND["atlas"] = ("127.0.0.1", 8888)
+VLLM_GUARDED_PREFIX = ("/v1", "/v2", "/inference", "/cohere")  # vLLM's GUARDED_PREFIX: plain prefixes, no slash
 TRTLLM_DEFAULTS = {"max_batch_size": 2048, "max_num_tokens": 8192}  # trtllm-serve's own option defaults
 
 
@@ -55,12 +56,30 @@ class Persona:
     warnings: list[str] = field(default_factory=list)
 
     def guards(self, path: str) -> bool:
-        """Whether this engine's key mechanism guards the path (only when a key is set)."""
+        """Whether this engine's key mechanism guards the path (only when a key is set). Each rule is the
+        engine's own (engines/ENGINE/http/VERSION.yaml records it; `make contract-check` compares)."""
         if not self.api_keys:
             return False
-        if self.engine == "sglang":  # add_api_key_middleware: everything but /health* and /metrics
-            return not (path.startswith("/health") or path.startswith("/metrics"))
-        return path.startswith("/v1/")  # vLLM, Atlas (TensorRT-LLM has no key: api_keys stays empty)
+        if self.engine == "sglang":  # decide_request_auth: everything but /health*, /metrics* (and /ready* ≥ 0.5.23)
+            return not path.startswith(("/health", "/metrics", "/ready") if self.has_ready else ("/health", "/metrics"))
+        if self.engine == "atlas":  # require_auth_middleware
+            return path.startswith("/v1/") or path in ("/tokenize", "/detokenize")
+        return path.startswith(VLLM_GUARDED_PREFIX)  # AuthenticationMiddleware (TensorRT-LLM has no key)
+
+    @property
+    def has_ready(self) -> bool:
+        """SGLang 0.5.23 has /ready (and leaves it open); 0.5.19 has neither."""
+        return self.engine == "sglang" and self.version_tuple() >= (0, 5, 23)
+
+    @property
+    def serves_metrics(self) -> bool:
+        """SGLang mounts /metrics only with --enable-metrics; TensorRT-LLM mounts /prometheus/metrics only when
+        its LLM API options set return_perf_metrics; vLLM and Atlas always serve theirs."""
+        if self.engine == "sglang":
+            return self.server_args.get("enable_metrics") is True
+        if self.engine == "trtllm":
+            return self.server_args.get("return_perf_metrics") is True
+        return True
 
     def version_tuple(self) -> tuple[int, ...]:
         parts = []
@@ -226,7 +245,49 @@ def _trtllm(p: ParsedArgv, env: Mapping[str, str]) -> Persona:
     model = p.positionals[0]
     # /v1/models lists MODEL as given, or a local folder's (a built engine's) basename.
     served = Path(model).name if Path(model).is_dir() else model
-    return Persona("trtllm", "", model, [served], reasoning=p.has("--reasoning_parser"))
+    options = _llm_api_options(p.get("--extra_llm_api_options"))
+    return Persona(
+        "trtllm",
+        "",
+        model,
+        [served],
+        reasoning=p.has("--reasoning_parser"),
+        server_args={"return_perf_metrics": _pydantic_bool(options.get("return_perf_metrics", False))},
+    )
+
+
+OPTIONS_FILE_MAX = 1 << 20
+_TRUE_WORDS = ("1", "true", "t", "yes", "y", "on")
+
+
+def _llm_api_options(path: str | None) -> dict[str, Any]:
+    """trtllm-serve's --extra_llm_api_options (alias --config): a YAML mapping merged over its own arguments.
+    The engine fails at start on a file it cannot read or that is not a mapping; so does the persona."""
+    if path is None:
+        return {}
+    import yaml
+
+    try:
+        with open(path, encoding="utf-8") as f:
+            text = f.read(OPTIONS_FILE_MAX + 1)
+    except OSError as exc:
+        raise EngineExit(f"{type(exc).__name__}: [Errno {exc.errno}] {exc.strerror}: '{path}'\n", 1) from None
+    if len(text) > OPTIONS_FILE_MAX:
+        raise EngineExit(f"labctl persona: {path} is larger than {OPTIONS_FILE_MAX} bytes\n", 1)
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise EngineExit(f"yaml.YAMLError: {exc}\n", 1) from None
+    if not isinstance(data, dict):
+        raise EngineExit(f"TypeError: the LLM API options in {path} are not a mapping\n", 1)
+    return data
+
+
+def _pydantic_bool(value: Any) -> bool:
+    """return_perf_metrics is a pydantic bool: true, 1 and words such as "yes" count as true."""
+    if isinstance(value, str):
+        return value.strip().lower() in _TRUE_WORDS
+    return value is True or (isinstance(value, int) and value == 1)
 
 
 def _atlas(p: ParsedArgv, env: Mapping[str, str]) -> Persona:

@@ -202,6 +202,8 @@ class Harness:
                 elif path == "/metrics" and method == "GET" and self.persona.engine == "trtllm":
                     reply = trtllm_iteration_stats()
                 elif path == METRICS_PATHS.get(self.persona.engine, "/metrics") and method == "GET":
+                    if not self.persona.serves_metrics:
+                        raise HttpError(404, "Not Found")
                     text = metrics_text(self.persona, self.counters, self.running, self.waiting, self.s.max_num_seqs)
                     reply = Reply(200, text.encode(), "text/plain; version=0.0.4")
                 if reply is not None:

@@ -421,7 +421,7 @@ def start_watcher(spec: WatcherSpec) -> None:
 def watchers(run_id: str | None = None) -> list[Container]:
     label = f"{WATCH_LABEL}={run_id}" if run_id else WATCH_LABEL
     with docker_errors("listing labctl watchers"):
-        return list(client().container.list(all=True, filters={"label": label}))
+        return list(client().container.list(all=True, filters=[("label", label)]))
 
 
 def start_container(container: Container) -> None:
@@ -468,3 +468,19 @@ def remove_volume(name: str, what: str) -> bool:
             return False
         raise LabctlError(f"removing the {what} {name} failed: {text.strip().splitlines()[-1:]}") from None
     return True
+
+
+def labelled_containers(endpoint: str, label: str) -> list[Container]:
+    """Every container (any state) carrying `label` (NAME or NAME=VALUE) on the daemon at `endpoint`."""
+    with on_endpoint(endpoint), docker_errors(f"listing containers on {endpoint}"):
+        return list(client().container.list(all=True, filters=[("label", label)]))
+
+
+def remove_container_on(endpoint: str, container_id: str) -> None:
+    with on_endpoint(endpoint), docker_errors(f"removing container {container_id[:12]} on {endpoint}"):
+        client().container.remove(container_id, force=True)
+
+
+def labelled_volumes(endpoint: str, label: str) -> list[str]:
+    with on_endpoint(endpoint), docker_errors(f"listing volumes on {endpoint}"):
+        return [str(v.name) for v in client().volume.list(filters={"label": label})]

@@ -61,8 +61,9 @@ HOST_FIELDS = {
     ),
 }
 FILE_FIELDS = {
-    "hosts": Field("map", "host name to its entry", required=True, item=Field("map", "a host entry")),
+    "hosts": Field("map", "host name to its entry", default=dict, item=Field("map", "a host entry")),
     "default": Field("str", "the host used when no --host is given"),
+    "clusters": Field("map", "Slurm cluster name to its entry (host/clusters.py)", default=dict, item=Field("map")),
 }
 
 
@@ -139,7 +140,7 @@ def user_hosts_file() -> Path:
     return config_folder() / "hosts.yaml"
 
 
-TEST_LAB_HOSTS = ("build/remote-lab/hosts.yaml",)
+TEST_LAB_HOSTS = ("build/remote-lab/hosts.yaml", "build/slurm-lab/hosts.yaml")
 
 
 def load_hosts(lab_root: Path) -> Hosts:

@@ -31,7 +31,9 @@ def shown(url: str) -> str:
     return f"{parts.scheme}://{parts.hostname}" + (f":{parts.port}" if parts.port else "")
 
 
-def plan_fetch(repo_id: str, revision: str, hub_dir: Path | None, where: str, base: str | None = None) -> FetchPlan:
+def plan_fetch(
+    repo_id: str, revision: str, hub_dir: Path | None, where: str, repo_type: str = "model", base: str | None = None
+) -> FetchPlan:
     """Ask the Hub what `repo_id@revision` holds and compare it with the cache (None: a cache on another
     host, compared there). Nothing is downloaded. `where` names the profile field the model came from, for
     the refusal messages."""
@@ -45,19 +47,24 @@ def plan_fetch(repo_id: str, revision: str, hub_dir: Path | None, where: str, ba
     base = base or endpoint()
     api = HfApi(endpoint=base)
     with hub_errors(repo_id, revision, base, where):
-        commit = revision if COMMIT.fullmatch(revision) else api.repo_info(repo_id, revision=revision).sha
+        commit = (
+            revision
+            if COMMIT.fullmatch(revision)
+            else api.repo_info(repo_id, revision=revision, repo_type=repo_type).sha
+        )
         if commit is None or not COMMIT.fullmatch(commit):
             raise LabctlError(f"the Hub at {shown(base)} named no commit for {repo_id}@{revision} ({commit!r})")
-        entries = [e for e in api.list_repo_tree(repo_id, revision=commit, recursive=True) if isinstance(e, RepoFile)]
+        tree = api.list_repo_tree(repo_id, revision=commit, recursive=True, repo_type=repo_type)
+        entries = [e for e in tree if isinstance(e, RepoFile)]
         files = []
         for entry in sorted(entries, key=lambda e: e.path):
-            meta = get_hf_file_metadata(hf_hub_url(repo_id, entry.path, revision=commit, endpoint=base))
+            url = hf_hub_url(repo_id, entry.path, revision=commit, endpoint=base, repo_type=repo_type)
+            meta = get_hf_file_metadata(url)
             etag = (meta.etag or "").strip('"')
             if not ETAG.fullmatch(etag) or meta.size is None:
                 raise LabctlError(f"the Hub at {shown(base)} gave {entry.path} of {repo_id} no usable ETag or size")
-            url = hf_hub_url(repo_id, entry.path, revision=commit, endpoint=base)
             files.append(HubFile(entry.path, meta.size, etag, cached=False, url=url))
-    plan = FetchPlan(repo_id, revision, commit, shown(base), tuple(files))
+    plan = FetchPlan(repo_id, revision, commit, shown(base), tuple(files), repo_type)
     return plan.against(hub_dir) if hub_dir is not None else plan
 
 

@@ -56,6 +56,7 @@ class FetchPlan:
     commit: str
     endpoint: str  # scheme://host[:port], no credentials
     files: tuple[HubFile, ...]
+    repo_type: str = "model"  # or "dataset": the cache keeps them apart (models--…, datasets--…)
 
     @property
     def total_bytes(self) -> int:
@@ -73,18 +74,22 @@ class FetchPlan:
     def against(self, hub_dir: Path) -> FetchPlan:
         """The same files, compared with what this cache holds."""
         files = tuple(
-            dataclasses.replace(cache_state(hub_dir, self.repo_id, self.commit, f.path, f.etag, f.size), url=f.url)
+            dataclasses.replace(
+                cache_state(hub_dir, self.repo_id, self.commit, f.path, f.etag, f.size, self.repo_type), url=f.url
+            )
             for f in self.files
         )
         return dataclasses.replace(self, files=files)
 
 
-def repo_folder(hub_dir: Path, repo_id: str) -> Path:
-    return hub_dir / ("models--" + repo_id.replace("/", "--"))
+def repo_folder(hub_dir: Path, repo_id: str, repo_type: str = "model") -> Path:
+    return hub_dir / (f"{repo_type}s--" + repo_id.replace("/", "--"))
 
 
-def cache_state(hub_dir: Path, repo_id: str, commit: str, path: str, etag: str, size: int) -> HubFile:
-    folder = repo_folder(hub_dir, repo_id)
+def cache_state(
+    hub_dir: Path, repo_id: str, commit: str, path: str, etag: str, size: int, repo_type: str = "model"
+) -> HubFile:
+    folder = repo_folder(hub_dir, repo_id, repo_type)
     if ".." in Path(path).parts or path.startswith("/") or not ETAG.fullmatch(etag):
         raise LabctlError(f"the Hub listed a file outside the repository, or without a usable ETag: {path!r}")
     blob = folder / "blobs" / etag
@@ -98,7 +103,7 @@ def cache_state(hub_dir: Path, repo_id: str, commit: str, path: str, etag: str, 
 def download(plan: FetchPlan, hub_dir: Path, progress: Progress, token: str | None) -> int:
     """Download what the plan lacks and link the snapshot; returns the bytes received. The token goes to the
     Hub only: never to a host it redirects to."""
-    folder = repo_folder(hub_dir, plan.repo_id)
+    folder = repo_folder(hub_dir, plan.repo_id, plan.repo_type)
     check_paths(plan, hub_dir)
     (folder / "blobs").mkdir(parents=True, exist_ok=True)
     received = 0
@@ -136,7 +141,7 @@ def check_paths(plan: FetchPlan, hub_dir: Path) -> None:
             f"{plan.repo_id!r}@{plan.revision!r} (commit {plan.commit!r}) is not a Hub repo id, revision and commit: "
             "nothing was written. Fix model.id and model.revision."
         )
-    folder = repo_folder(hub_dir, plan.repo_id)
+    folder = repo_folder(hub_dir, plan.repo_id, plan.repo_type)
     paths = [(hub_dir, folder)]
     if not COMMIT.fullmatch(plan.revision):
         paths.append((folder / "refs", folder / "refs" / plan.revision))

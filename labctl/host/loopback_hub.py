@@ -14,6 +14,8 @@ answered the way huggingface.co answers it (same headers, same error codes), and
     HEAD /ORG/NAME/resolve/REV/PATH           X-Repo-Commit, ETag, Content-Length      (file metadata)
     GET  /ORG/NAME/resolve/REV/PATH           the bytes; `Range: bytes=N-` gives 206    (download, resume)
 
+A dataset repository (repo_type "dataset") answers the same routes under /api/datasets/… and /datasets/….
+
 Errors as the Hub sends them: a missing repository 401 + X-Error-Code RepoNotFound, a missing revision
 404 RevisionNotFound, a missing file 404 EntryNotFound, a gated repository's files 401 (no token) or
 403 (a token without access) + GatedRepo. The server counts the bytes it sent and records each
@@ -50,6 +52,7 @@ class HubRepo:
     branches: dict[str, str] = field(default_factory=dict)
     gated: bool = False
     claimed: dict[str, int] = field(default_factory=dict)  # sizes the listing and HEAD state, not what GET sends
+    repo_type: str = "model"
 
     @property
     def commit(self) -> str:
@@ -62,9 +65,9 @@ class HubRepo:
         return self.branches.get(revision)
 
 
-def repo_from_folder(repo_id: str, folder: Path, gated: bool = False) -> HubRepo:
+def repo_from_folder(repo_id: str, folder: Path, gated: bool = False, repo_type: str = "model") -> HubRepo:
     files = {str(p.relative_to(folder)): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()}
-    repo = HubRepo(repo_id, files, gated=gated)
+    repo = HubRepo(repo_id, files, gated=gated, repo_type=repo_type)
     repo.branches["main"] = repo.commit
     return repo
 
@@ -111,10 +114,14 @@ class LoopbackHub:
 
     def bytes_sent(self, repo_id: str) -> int:
         with self.lock:
-            return sum(s.body_bytes for s in self.served if s.path.startswith(f"/{repo_id}/resolve/"))
+            return sum(
+                s.body_bytes
+                for s in self.served
+                if s.path.startswith((f"/{repo_id}/resolve/", f"/datasets/{repo_id}/resolve/"))
+            )
 
     def add(self, repo: HubRepo) -> HubRepo:
-        self.repos[repo.repo_id] = repo
+        self.repos[repo.repo_id if repo.repo_type == "model" else f"datasets/{repo.repo_id}"] = repo
         return repo
 
     def _handler(self) -> type[BaseHTTPRequestHandler]:
@@ -149,13 +156,18 @@ class LoopbackHub:
                         )
 
             def route(self, path: str, head: bool) -> tuple[int, int]:
-                api = re.fullmatch(r"/api/models/([^/]+/[^/]+)/(revision|tree)/([^/]+)(?:/.*)?", path)
+                api = re.fullmatch(r"/api/(models|datasets)/([^/]+/[^/]+)/(revision|tree)/([^/]+)(?:/.*)?", path)
                 if api:
-                    return self.api(api.group(1), api.group(2), api.group(3))
-                resolve = re.fullmatch(r"/([^/]+/[^/]+)/resolve/([^/]+)/(.+)", path)
+                    return self.api(self.key(api.group(1), api.group(2)), api.group(3), api.group(4))
+                resolve = re.fullmatch(r"/(datasets/)?([^/]+/[^/]+)/resolve/([^/]+)/(.+)", path)
                 if resolve:
-                    return self.file(resolve.group(1), resolve.group(2), resolve.group(3), head)
+                    kind = "datasets" if resolve.group(1) else "models"
+                    return self.file(self.key(kind, resolve.group(2)), resolve.group(3), resolve.group(4), head)
                 return self.error(404, "EntryNotFound", f"no route {path}")
+
+            def key(self, kind: str, repo_id: str) -> str:
+                """A dataset is kept under "datasets/ORG/NAME", so it never answers as the model of that name."""
+                return repo_id if kind == "models" else f"datasets/{repo_id}"
 
             def api(self, repo_id: str, kind: str, revision: str) -> tuple[int, int]:
                 repo = hub.repos.get(repo_id)
@@ -166,8 +178,8 @@ class LoopbackHub:
                     return self.error(404, "RevisionNotFound", f"Invalid rev id: {revision}")
                 if kind == "revision":
                     body: object = {
-                        "id": repo_id,
-                        "modelId": repo_id,
+                        "id": repo.repo_id,
+                        "modelId": repo.repo_id,
                         "sha": commit,
                         "private": False,
                         "gated": "manual" if repo.gated else False,

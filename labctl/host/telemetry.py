@@ -55,8 +55,10 @@ class _Stream:
 
 
 class Sampler:
-    def __init__(self, plan: Plan, path: Path, interval: float = INTERVAL_S) -> None:
+    def __init__(self, plan: Plan, path: Path, interval: float = INTERVAL_S, api_key: str | None = None) -> None:
+        """`api_key`: sent with each scrape, for an engine whose /metrics sits behind labctl's proxy."""
         self.plan, self.path, self.interval = plan, path, interval
+        self.headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
         self.stop_event = threading.Event()
         self.lock = threading.Lock()
         self.gpu, self.engine = _Stream(), _Stream()
@@ -72,7 +74,7 @@ class Sampler:
         if self.plan.gpu_command is not None:
             self.threads.append(threading.Thread(target=self._loop, args=(self._sample_gpu,), daemon=True))
         if self.plan.metrics_url is not None:
-            self.client = httpx.Client(timeout=2.0)
+            self.client = httpx.Client(timeout=2.0, headers=self.headers)
             self.threads.append(threading.Thread(target=self._loop, args=(self._sample_engine,), daemon=True))
         for thread in self.threads:
             thread.start()

@@ -35,6 +35,7 @@ from labctl.host.lock import engine_lock
 from labctl.host.sandbox import check_sandbox, run_code
 from labctl.quality.evals import find_eval as typed_eval
 from labctl.quality.evals import load_evals
+from labctl.quality.paired import Paired, pair, version_differences
 from labctl.quality.suites import Case, Suite, check_versions, judge, strip_fence
 from labctl.run.records.record import Record, now
 from labctl.run.records.store import (
@@ -197,6 +198,8 @@ def _evaluate(
                 "check": case.check["kind"],
                 "passed": verdict["passed"],
                 "reason": verdict["reason"],
+                "input": case.prompt,
+                "target": case.reference,
                 "settings": case.settings_for(target.thinking),
                 **answers[case.id],
             }
@@ -304,7 +307,8 @@ def diff_evals(a: dict[str, Any], b: dict[str, Any]) -> list[dict[str, Any]]:
     if a["suite"]["sha256"] != b["suite"]["sha256"]:
         raise BadInput(
             f"{a['eval_id']} used suite {a['suite']['name']} {a['suite']['full_version']} and {b['eval_id']} "
-            f"{b['suite']['name']} {b['suite']['full_version']}: results compare only within one suite version."
+            f"{b['suite']['name']} {b['suite']['full_version']}: results compare only within one suite version "
+            f"({'; '.join(version_differences(a, b)[:3])})."
         )
     before = {c["id"]: c for c in a["cases"]}
     flips = []
@@ -317,6 +321,13 @@ def diff_evals(a: dict[str, Any], b: dict[str, Any]) -> list[dict[str, Any]]:
                     "was": "pass" if old["passed"] else "fail",
                     "now": "pass" if case["passed"] else "fail",
                     "reason": case["reason"],
+                    "output_was": old.get("output", old.get("error", "")),
+                    "output_now": case.get("output", case.get("error", "")),
                 }
             )
     return flips
+
+
+def paired_evals(a: dict[str, Any], b: dict[str, Any]) -> Paired:
+    """The paired statistic of two evaluations `diff_evals` accepted (same version, complete)."""
+    return pair(a["cases"], b["cases"])

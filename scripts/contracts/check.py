@@ -1,5 +1,7 @@
-"""`make contract-check [CASES=cases.json]`: run the pinned engines' OWN CLI code on argv lists and
-compare its verdict (refused or accepted) with labctl's `check_argv`.
+"""`make contract-check [CASES=cases.json]`: first the HTTP-surface check (http_check.py: engine.yaml's
+probes and the personas against engines/*/http/*.yaml, no wheel needed), then run the pinned engines' OWN
+CLI code on argv lists and compare its verdict (refused or accepted) with labctl's `check_argv`.
+`--http-only` stops after the first part.
 
 Cases: a JSON list of {"engine", "version", "command", "argv", "label"} (argv = the words after
 the command's argv0). Without CASES a built-in list runs. Only vLLM and SGLang can be run (their
@@ -22,6 +24,7 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
 sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(ROOT))
+import http_check  # noqa: E402
 import venvs  # noqa: E402
 
 from labctl.catalog.contracts import check_argv, contract_path, has_errors, load_contract  # noqa: E402
@@ -129,7 +132,14 @@ def engine_verdicts(engine: str, version: str, cases: list[dict]) -> list[dict]:
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--cases", type=Path)
+    ap.add_argument("--http-only", action="store_true", help="only the HTTP-surface check")
     a = ap.parse_args()
+    http_failed = 0
+    if not a.cases:
+        http_failed = http_check.main()
+        print()
+        if a.http_only:
+            return http_failed
     cases = json.loads(a.cases.read_text()) if a.cases else builtin_cases() + profile_cases()
     t0 = time.monotonic()
     groups: dict[tuple[str, str], list[int]] = defaultdict(list)
@@ -180,7 +190,7 @@ def main() -> int:
         if r[6]:
             print(f"      labctl: {r[6]}")
     print(f"{len(rows)} cases, {mismatches} mismatch(es), {time.monotonic() - t0:.1f}s")
-    return 1 if mismatches else 0
+    return 1 if mismatches or http_failed else 0
 
 
 if __name__ == "__main__":

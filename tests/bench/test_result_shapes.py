@@ -234,6 +234,7 @@ def test_workloads_lists_the_good_files_and_skips_an_invalid_one(lab: Path) -> N
 
 def test_suites_lists_the_good_suites_and_skips_an_invalid_one(lab: Path) -> None:
     good = sorted(p.parent.name for p in (lab / "suites").glob("*/suite.yaml"))
+    good += sorted(f"lm-eval:{p.parent.name}" for p in (lab / "suites" / "lm-eval").glob("*/source.yaml"))
     for name, text in (("broken", "name: broken\ncases: [1, two]\n"), ("listed", "- a\n- b\n")):
         (lab / "suites" / name).mkdir()
         (lab / "suites" / name / "suite.yaml").write_text(text)

@@ -50,4 +50,4 @@ def test_a_new_lab_copies_regular_files_only(tmp_path: Path) -> None:
     assert is_lab(lab) and (made.engines, made.profiles) == (1, 1)
     assert sorted(p.name for p in (lab / "engines" / "e").iterdir()) == ["engine.yaml", "profiles", "run"]
     assert os.access(lab / "engines" / "e" / "run", os.X_OK)
-    assert made.made == ("engines/", "templates/", "workloads/", "suites/", "hosts.yaml", ".gitignore")
+    assert made.made == ("engines/", "templates/", "workloads/", "suites/", "studies/", "hosts.yaml", ".gitignore")

@@ -108,6 +108,8 @@ HOSTILE = [
     ("sglang", ["--mem-fraction-static", "0.99"], "--mem-fraction-static"),
     ("trtllm", ["--tp_size", "8"], "--tp_size"),
     ("trtllm", ["--backend", "tensorrt"], "--backend"),
+    ("trtllm", ["--extra_llm_api_options", "/x.yaml"], "--extra_llm_api_options"),  # labctl's options file
+    ("trtllm", ["--config=/x.yaml"], "--extra_llm_api_options"),  # the same option's other name
     ("atlas", ["--no-tui"], "--no-tui"),
     ("atlas", ["--max-seq-len", "1"], "--max-seq-len"),
     ("harness", ["--max-num-seqs", "1"], "--max-num-seqs"),

@@ -38,11 +38,18 @@ def test_init_makes_a_lab_and_records_it_as_the_default(user: dict[str, str], tm
     assert made.code == 0, made
     lab = tmp_path / "mylab"
     assert made.stdout.splitlines() == [
-        f"made a lab in {lab}: engines/, templates/, workloads/, suites/, hosts.yaml, .gitignore (6 engines, 12 profiles)",
+        f"made a lab in {lab}: engines/, templates/, workloads/, suites/, studies/, hosts.yaml, .gitignore (6 engines, 12 profiles)",
         f"recorded {lab} as your default lab in {tmp_path}/config/labctl/config.yaml",
         f"next: cd {lab} && git init && labctl validate && labctl up harness --profile smoke --allow-unpinned",
     ]
-    assert (lab / ".gitignore").read_text().splitlines()[1:] == ["runs/", ".state/", "/compose/*.yaml"]
+    assert (lab / ".gitignore").read_text().splitlines()[1:] == [
+        "runs/",
+        ".state/",
+        "/compose/*.yaml",
+        "# a study's state and report (the study files beside them are yours)",
+        "/studies/*/",
+    ]
+    assert (lab / "studies" / "harness-demo.yaml").is_file()
     assert os.access(lab / "engines" / "harness" / "persona" / "bin" / "vllm", os.X_OK)
     assert not list(lab.rglob("__pycache__"))
     # the new lab is the default one: from a folder outside any lab, its own changes show

@@ -44,6 +44,7 @@ SOURCE = (
     "templates",
     "workloads",
     "suites",
+    "studies",
 )
 
 
@@ -131,9 +132,10 @@ def test_the_wheel_carries_the_lab(installed: Installed, untouched: object) -> N
         "templates/compose.yaml.j2",
         "workloads/data/sharegpt-sample.json",
         "suites/coding/suite.yaml",
+        "studies/harness-demo.yaml",
     ):
         assert (shipped / rel).is_file(), rel
-    assert sorted(p.name for p in shipped.iterdir()) == ["engines", "suites", "templates", "workloads"]
+    assert sorted(p.name for p in shipped.iterdir()) == ["engines", "studies", "suites", "templates", "workloads"]
 
 
 def test_init_validate_profiles_from_anywhere(installed: Installed, tmp_path: Path, untouched: object) -> None:

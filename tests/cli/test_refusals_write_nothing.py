@@ -196,6 +196,11 @@ CASES: list[tuple[str, tuple[str, ...], str]] = [
     ("hosts add", ("hosts", "add", "h1", "ssh://lab@10.0.0.5:99999"), "not a Docker endpoint"),
     ("hosts remove", ("hosts", "remove", "nope"), "nope"),
     ("gc", ("--host", "nope", "gc", "--yes"), "unknown host"),
+    # studies: a missing or hostile file, a study that never ran
+    ("study run", ("study", "run", "{root}/missing.yaml"), "no study file"),
+    ("study run", ("study", "run", "{root}/missing.yaml", "--port", "0"), "no study file"),
+    ("study report", ("study", "report", "never-ran", "-o", "{root}/report"), "no study 'never-ran'"),
+    ("study report", ("study", "report", "../x"), "study name"),
 ]
 
 
@@ -221,7 +226,7 @@ def test_a_refusal_changes_nothing(scene: Scene, command: str, args: tuple[str, 
 
 def test_every_writing_command_has_a_refusal_here() -> None:
     writing = {"up", "reproduce", "down", "rotate-key", "bench", "eval", "fetch", "pin", "render", "export"}
-    writing |= {"report", "init", "hosts add", "hosts remove", "gc"}
+    writing |= {"report", "init", "hosts add", "hosts remove", "gc", "study run", "study report"}
     assert writing <= {command for command, _, _ in CASES}
 
 

@@ -42,11 +42,17 @@ def refused(engine: str, *argv: str, env: dict[str, str] | None = None, contract
     return info.value
 
 
-def rendered_argv(engine: str, profile_name: str) -> tuple[list[str], dict[str, object]]:
-    """The words after the engine's executable, exactly as labctl renders them for the serve service."""
+def rendered_argv(engine: str, profile_name: str, files: Path) -> tuple[list[str], dict[str, object]]:
+    """The words after the engine's executable, exactly as labctl renders them for the serve service; an
+    options file is written under `files` with the rendered content, where Compose would mount it."""
     profile = load_profile(LAB, engine, profile_name)
     context = compose_context(profile, RenderOptions(cache_dir="/srv/hf", engine_store="/srv/trt"))
     words = list(context["entrypoint"] or []) + list(context["command"])
+    options = context["options_file"]
+    if options:
+        local = files / Path(options["target"]).name
+        local.write_text(options["text"])
+        words = [str(local) if w == options["target"] else w for w in words]
     return words[EXECUTABLE_WORDS[engine] :], profile.spec
 
 
@@ -140,7 +146,7 @@ def test_command_line_split_at_the_double_dash() -> None:
 def test_rendered_argv_is_accepted_and_served_name_follows_the_engine(
     engine: str, profile_name: str, tmp_path: Path
 ) -> None:
-    argv, spec = rendered_argv(engine, profile_name)
+    argv, spec = rendered_argv(engine, profile_name, tmp_path)
     model = spec["model"]["id"]  # type: ignore[index]
     if spec.get("build"):  # a built engine: the folder the build step wrote, where the serve argv points
         engine_dir = tmp_path / Path(argv[0]).relative_to("/engines")
@@ -152,6 +158,7 @@ def test_rendered_argv_is_accepted_and_served_name_follows_the_engine(
     p, settings = build_persona(engine, VERSIONS[engine], argv, GPUS)
     if engine == "trtllm":  # no served-name option: MODEL as given, or a built engine's folder name
         expected = spec["served_model_name"] if spec.get("build") else model
+        assert p.serves_metrics  # labctl's options file switches /prometheus/metrics on
     else:
         expected = spec["served_model_name"]
     assert p.served_names == [expected]
@@ -211,21 +218,60 @@ def test_no_visible_gpu_is_refused(engine: str) -> None:
 # ------------------------------------------------------------------ keys, thinking
 
 
-def test_vllm_key_from_env_or_flag_guards_v1_only() -> None:
+def test_vllm_key_from_env_or_flag_guards_its_prefixes_only() -> None:
     p = persona("vllm", "serve", "M", env={**GPUS, "VLLM_API_KEY": "k-env"})
     assert p.api_keys == ["k-env"]
     assert p.guards("/v1/models") and p.guards("/v1/chat/completions")
-    assert not any(p.guards(path) for path in ("/health", "/metrics", "/version"))
+    assert p.guards("/v2/rerank") and p.guards("/inference/v1/generate") and p.guards("/cohere/v2/chat")
+    assert not any(p.guards(path) for path in ("/health", "/metrics", "/version", "/invocations", "/tokenize"))
     assert persona("vllm", "serve", "M", "--api-key", "k-cli", env={**GPUS, "VLLM_API_KEY": "k-env"}).api_keys == [
         "k-cli"
     ]
 
 
-def test_sglang_key_guards_all_but_health_and_metrics() -> None:
+def test_sglang_key_guards_all_but_health_ready_and_metrics() -> None:
     p = persona("sglang", "--model-path", "M", "--api-key", "k")
-    assert p.guards("/v1/models") and p.guards("/get_server_info")
-    assert not any(p.guards(path) for path in ("/health", "/health_generate", "/metrics"))
+    assert p.guards("/v1/models") and p.guards("/get_server_info") and p.guards("/server_info")
+    assert not any(p.guards(path) for path in ("/health", "/health_generate", "/metrics", "/ready"))
     assert "api_key" not in p.server_args
+    old = build_persona("sglang", "0.5.19", ["--model-path", "M", "--api-key", "k"], GPUS)[0]
+    assert old.guards("/ready")  # 0.5.19 has no /ready and no /ready exemption
+
+
+def test_sglang_serves_metrics_only_with_enable_metrics() -> None:
+    assert not persona("sglang", "--model-path", "M").serves_metrics
+    assert persona("sglang", "--model-path", "M", "--enable-metrics").serves_metrics
+    assert persona("vllm", "serve", "M").serves_metrics and persona("atlas", "serve", "M").serves_metrics
+
+
+@pytest.mark.parametrize(
+    ("content", "serves"),
+    [
+        ("return_perf_metrics: true\n", True),
+        ("return_perf_metrics: 'yes'\n", True),  # a pydantic bool
+        ("return_perf_metrics: false\n", False),
+        ("perf_metrics_max_requests: 10\n", False),
+        ("{}\n", False),
+    ],
+)
+def test_trtllm_serves_prometheus_metrics_only_as_its_options_file_says(
+    tmp_path: Path, content: str, serves: bool
+) -> None:
+    options = tmp_path / "options.yaml"
+    options.write_text(content)
+    assert persona("trtllm", "M", "--extra_llm_api_options", str(options)).serves_metrics is serves
+    assert persona("trtllm", "M", "--config", str(options)).serves_metrics is serves  # the option's other name
+    assert not persona("trtllm", "M").serves_metrics
+
+
+def test_trtllm_refuses_an_options_file_it_cannot_use(tmp_path: Path) -> None:
+    missing = refused("trtllm", "M", "--extra_llm_api_options", str(tmp_path / "none.yaml"))
+    assert missing.code == 1 and "No such file or directory" in missing.stderr
+    (tmp_path / "list.yaml").write_text("- return_perf_metrics\n")
+    not_a_mapping = refused("trtllm", "M", "--extra_llm_api_options", str(tmp_path / "list.yaml"))
+    assert not_a_mapping.code == 1 and "not a mapping" in not_a_mapping.stderr
+    (tmp_path / "bad.yaml").write_text("a: [\n")
+    assert refused("trtllm", "M", "--extra_llm_api_options", str(tmp_path / "bad.yaml")).code == 1
 
 
 def test_atlas_tokens_file_one_key_per_line(tmp_path: Path) -> None:
@@ -234,6 +280,7 @@ def test_atlas_tokens_file_one_key_per_line(tmp_path: Path) -> None:
     p = persona("atlas", "serve", "M", "--require-auth", "--auth-tokens-file", str(tokens))
     assert p.api_keys == ["first", "second"]
     assert p.guards("/v1/models") and not p.guards("/health") and not p.guards("/metrics")
+    assert p.guards("/tokenize") and p.guards("/detokenize")  # require_auth_middleware guards these too
     assert persona("atlas", "serve", "M", "--auth-tokens-file", str(tokens)).api_keys == []  # no --require-auth
 
 

@@ -31,15 +31,16 @@ def harness_run_record(
     served: str | None = None,
     command_line: tuple[str, ...] = ("python3", "-m", "labctl.harness"),
     digest: str = DIGEST,
+    profile_name: str = "smoke",
     **facts: Any,
 ) -> str:
-    """Save a `running` record of the harness smoke profile whose endpoint is `base`; returns its run id."""
-    profile = load_profile(find_lab(str(lab)), "harness", "smoke")
+    """Save a `running` record of a harness profile (smoke) whose endpoint is `base`; returns its run id."""
+    profile = load_profile(find_lab(str(lab)), "harness", profile_name)
     runs, run_id = Runs(home), new_run_id()
     record = new_record(
         run_id,
         "harness",
-        "smoke",
+        profile_name,
         served or profile.served_model_name,
         Endpoint(base_url=f"{base}/v1"),
         None,

@@ -43,7 +43,11 @@ def live_runs(runs: Runs, probe: bool = True, host: HostEntry = LOCAL_HOST) -> l
                 if probe and state.running
                 else str(state.status)
             )
-            counters = engine_counters(url, record.metrics_path if record else None) if probe and state.running else {}
+            counters = (
+                engine_counters(_counters_url(url, record, host), record.metrics_path if record else None)
+                if probe and state.running
+                else {}
+            )
         started = state.started_at
         uptime = (dt.datetime.now(dt.UTC) - started).total_seconds() if started and state.running else None
         if probe and record is not None and record.resident is not None:
@@ -99,3 +103,12 @@ def _reach(runs: Runs, host: HostEntry, labels: RunLabels, record: Record | None
             yield forward.base
     else:  # not probed (`down` choosing what to stop): the engine's own address on its host
         yield base_url(labels.host or "127.0.0.1", labels.port)
+
+
+def _counters_url(url: str, record: Record | None, host: HostEntry) -> str:
+    """Behind labctl's proxy /metrics needs a key, which `status` does not read: it asks the engine on its
+    loopback port instead (the proxy runs on local hosts only)."""
+    resident = record.resident if record else None
+    if resident is None or resident.proxy_engine_port is None or host.is_remote:
+        return url
+    return f"http://127.0.0.1:{resident.proxy_engine_port}"

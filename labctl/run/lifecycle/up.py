@@ -15,6 +15,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
+from labctl.catalog.http_contracts import HttpContract
 from labctl.catalog.image import digests_of
 from labctl.catalog.lab import Lab
 from labctl.catalog.profiles import Profile, with_overrides
@@ -22,7 +23,7 @@ from labctl.compose.canonical import canonical_compose, sha256_text
 from labctl.compose.contract_check import Verdict
 from labctl.compose.labels import RunLabels
 from labctl.compose.options import render_options
-from labctl.compose.render import build_key, render_compose
+from labctl.compose.render import ProxySetup, build_key, render_compose
 from labctl.errors import BadInput, Conflict, LabctlError, describe_error
 from labctl.host import docker as dk
 from labctl.host.bound import bound_problem, listeners
@@ -74,7 +75,8 @@ from labctl.run.records.store import ENDING, RUN_FILE_MODE, RunEnded, Runs, new_
 from labctl.run.remote import check_port_free, close_run_forward, open_run_forward, release_claims, take_claims
 from labctl.run.resident import remote_watch, watch
 from labctl.run.resident.host_keys import put_keys, remove_keys
-from labctl.run.resident.keys import KeyAccess, KeyStore, fingerprint
+from labctl.run.resident.keys import ENGINE_KEY, KeyAccess, KeyStore, fingerprint, generate_keys
+from labctl.run.resident.lock import PROXY_SERVICE, check_locked, plan_proxy
 from labctl.run.resident.plan import RESTART_POLICY, ResidentPlan, image_user_ids
 
 Say = Callable[[str], None]
@@ -99,6 +101,9 @@ class Starter:
         self.t0 = time.monotonic()
         self.fetched: Fetched | None = None
         self.prep: dict[str, PrepPart] = {}
+        self.http_contract: HttpContract | None = None
+        self.proxied = False
+        self.proxy: ProxySetup | None = None
 
     # --- the pipeline ------------------------------------------------------------------------------
     def run(self) -> Record:
@@ -110,6 +115,7 @@ class Starter:
             checked.resident,
             checked.owner,
         )
+        self.http_contract, self.proxied = checked.http_contract, checked.proxied
         for warning in self.contract.warnings:
             self.say(f"warning: {warning}")
         # The checks are independent Docker CLI calls: asking them at once saves their start-up costs.
@@ -146,9 +152,10 @@ class Starter:
                     )
                 start = time.monotonic()
                 self.started_anything = True
+                services = ["serve", PROXY_SERVICE] if self.proxy else ["serve"]
                 with dk.docker_errors("docker compose up"):
                     dk.compose_client(compose_file, self.project).compose.up(
-                        services=["serve"], detach=True, quiet=True, dependencies=False
+                        services=services, detach=True, quiet=True, dependencies=False
                     )
                 started = time.monotonic()
             if self.plan:
@@ -362,7 +369,12 @@ class Starter:
             host=profile.bind_address,
             resident=self.plan is not None,
         )
+        if self.proxied:
+            self.proxy = plan_proxy(profile.engine.readiness.probe)
         access = self.store_keys(image) if self.plan and self.plan.keys else None
+        if self.proxy is not None:
+            store = KeyStore(request.home or self.runs.home)
+            store.write(self.run_id, generate_keys(1), image_user_ids(image.user), name=ENGINE_KEY)
         options = render_options(
             profile,
             request.cache_dir,
@@ -374,6 +386,7 @@ class Starter:
             key_group=access.group if access and not self.key_volume else None,
             environment_label="harness-check" if self.simulated else None,
             image=image.image_id if image.copied else None,
+            proxy=self.proxy,
         )
         if not request.host.is_remote:  # Docker refuses a bind mount whose source folder does not exist
             for folder in (options.cache_dir, options.engine_store):
@@ -482,6 +495,8 @@ class Starter:
             auth_volume=self.key_volume,
             watch_interval_s=profile.engine.readiness.watch_interval_s,
             hung_after_failures=profile.engine.readiness.hung_after_failures,
+            proxy=self.proxy.image if self.proxy else "",
+            proxy_engine_port=self.proxy.engine_port if self.proxy else None,
         )
 
     def start_watcher(self, profile: Profile) -> None:
@@ -538,8 +553,16 @@ class Starter:
         if serve is None:
             raise LabctlError("docker compose up returned but no serve container exists")
         base = self.current.base_url.removesuffix("/v1")
+        proxy = next((c for c in containers if dk.service_of(c) == PROXY_SERVICE), None) if self.proxy else None
 
         def watch() -> None:
+            if proxy is not None:
+                fronting = dk.container_state(proxy)
+                if not fronting["running"] or fronting["restarts"]:
+                    raise LabctlError(
+                        f"labctl's authenticating proxy {fronting['status']} (exit code {fronting['exit_code']}) "
+                        f"before the engine was ready. Its last log lines:\n{dk.logs_tail(proxy, 5).rstrip()}"
+                    )
             state = dk.container_state(serve)
             if not state["running"] or state["restarts"]:
                 ended = self.runs.try_load(self.run_id)
@@ -585,7 +608,16 @@ class Starter:
                     f"the engine answered GET /v1/models without a key (HTTP {refused}): its keys did not take, so "
                     "it would serve everyone. It was taken down; see its logs (labctl logs RUN_ID)."
                 )
-        check_bound_address(serve, profile)
+            lock = check_locked(base, self.http_contract, f"run {self.run_id}")
+            assert self.current.resident is not None
+            self.update(
+                resident=dataclasses.replace(
+                    self.current.resident,
+                    open_paths=lock.open_paths if lock else None,
+                    open_model_paths=lock.open_model_paths if lock else (),
+                )
+            )
+        check_bound_address(serve, profile, self.proxy)
         assert readiness.ready is not None
         container_start = started
         timings = dataclasses.replace(
@@ -668,14 +700,19 @@ class Starter:
             self.runs.event(self.run_id, status, reason=reason.splitlines()[0])
 
 
-def check_bound_address(serve: Any, profile: Profile) -> None:
+def check_bound_address(serve: Any, profile: Profile, proxy: ProxySetup | None = None) -> None:
     """The record's endpoint must be what the engine binds: an engine listening on more than the recorded
-    address (0.0.0.0 where the record says 127.0.0.1) serves people the record says it does not."""
+    address (0.0.0.0 where the record says 127.0.0.1) serves people the record says it does not. Behind
+    labctl's proxy (which shares the host's network) the engine must bind loopback alone."""
     expected = profile.bind_address if profile.network == "host" else "0.0.0.0"  # ports: Docker publishes it
-    problem = bound_problem(listeners(serve), expected, profile.port)
+    if proxy is not None:
+        expected, port = "127.0.0.1", proxy.engine_port
+    else:
+        port = profile.port
+    problem = bound_problem(listeners(serve), expected, port)
     if problem:
         raise LabctlError(
-            f"{problem}, but this run's record says {expected}:{profile.port}: the engine does not bind what "
+            f"{problem}, but this run's record says {expected}:{port}: the engine does not bind what "
             f"labctl rendered (engine {profile.engine.name}, its engine.yaml or its image). It was taken down."
         )
 

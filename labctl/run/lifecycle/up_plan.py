@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from labctl.catalog.http_contracts import HttpContract, contract_for
 from labctl.catalog.lab import Lab
 from labctl.catalog.limits import check_seconds
 from labctl.catalog.profiles import Profile, load_profile, printable, with_overrides
@@ -20,6 +21,7 @@ from labctl.host.hosts import LOCAL_HOST, HostEntry
 from labctl.host.identity import current_user
 from labctl.run.images.copy import check_copy_request
 from labctl.run.resident.keys import MAX_KEYS
+from labctl.run.resident.lock import check_proxied, needs_proxy
 from labctl.run.resident.plan import ResidentPlan, check_bind, plan_resident
 
 MAX_OWNER_CHARS = 64  # a user name; it is a container label and a column of `status`
@@ -60,6 +62,8 @@ class UpPlan:
     contract: Verdict
     resident: ResidentPlan | None
     owner: str
+    http_contract: HttpContract | None = None
+    proxied: bool = False  # fronted by labctl's authenticating proxy (the engine's key leaves model routes open)
 
 
 def check_owner(owner: str | None) -> str:
@@ -105,9 +109,21 @@ def plan_up(lab: Lab, request: UpRequest) -> UpPlan:
     resident = (
         plan_resident(profile, request.key_file, request.keys, request.allow_no_auth) if request.resident else None
     )
+    http_contract = contract_for(lab, profile.engine.name, profile.engine_version)
+    proxied = bool(resident and resident.keys and needs_proxy(http_contract))
+    if proxied:
+        assert resident is not None
+        check_proxied(profile, resident.keys, request.host.is_remote)
     # The setup must render: a template or profile that cannot is refused here, not after keys, an image pull
     # or a record exist. The run's labels and key folder, known later, add only quoted values.
     render_compose(
         lab, profile, render_options(profile, request.cache_dir, allow_unsupported=request.allow_unsupported)
     )
-    return UpPlan(profile=profile, contract=contract, resident=resident, owner=owner)
+    return UpPlan(
+        profile=profile,
+        contract=contract,
+        resident=resident,
+        owner=owner,
+        http_contract=http_contract,
+        proxied=proxied,
+    )

@@ -150,7 +150,7 @@ def _fetch(
     model = profile.model
     where = f"model.id and model.revision in engines/{profile.engine.name}/profiles/{profile.name}.yaml"
     remote = host is not None and host.is_remote
-    plan = hub.plan_fetch(model.id, model.revision, None if remote else hub_dir, where, base)
+    plan = hub.plan_fetch(model.id, model.revision, None if remote else hub_dir, where, base=base)
     resolved = "" if plan.commit == plan.revision else f" (commit {plan.commit})"
     place = f"{cache} on {host.name}" if remote and host is not None else cache
     if remote and host is not None:

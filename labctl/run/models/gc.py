@@ -1,4 +1,4 @@
-"""labctl gc: what this home itself put on a host and nothing needs any more — images, model snapshots (the
+"""labctl gc: what this home itself put on a host and nothing needs any more — images, model and dataset snapshots (the
 Hugging Face cache layout, `models--org--name/snapshots/<commit>`) and TensorRT-LLM engine folders.
 
 Only what this home's acquisitions ledger (run/records/acquired.py) says labctl pulled, built, copied or
@@ -192,10 +192,15 @@ def needed_now(runs: Runs, records: list[Record], local_files: bool) -> Needed:
 
 
 def find_garbage(
-    lab: Lab, runs: Runs, host: HostEntry = LOCAL_HOST, skipped: Callable[[str], None] | None = None
+    lab: Lab,
+    runs: Runs,
+    host: HostEntry = LOCAL_HOST,
+    skipped: Callable[[str], None] | None = None,
+    datasets: set[tuple[str, str]] | None = None,
 ) -> Garbage:
     """What this home acquired on `host` that nothing needs now. A record or ledger line that cannot be read
-    is reported to `skipped`; an unreadable record also goes into `unreadable` (see Garbage)."""
+    is reported to `skipped`; an unreadable record also goes into `unreadable` (see Garbage). `datasets`: the
+    (repository, commit) pairs the lab's task sets pin (None: unknown, so no dataset is offered)."""
     records, unreadable = [], []
     for run_id in runs.all_ids():
         record, problem = runs.read(run_id)
@@ -218,6 +223,7 @@ def find_garbage(
     if local_files:
         items += _snapshots([e for e in ours if e.kind is Kind.MODEL], needed, profiles, last_run)
         items += _engines([e for e in ours if e.kind is Kind.ENGINE], needed, profiles, last_run)
+        items += _datasets([e for e in ours if e.kind is Kind.DATASET], datasets)
     return Garbage(items, unreadable)
 
 
@@ -302,6 +308,21 @@ def _engines(entries: list[Acquisition], needed: Needed, profiles: list[Profile]
     return list(items.values())
 
 
+def _datasets(entries: list[Acquisition], pinned: set[tuple[str, str]] | None) -> list[Item]:
+    if pinned is None:
+        return []
+    kept = {"datasets--" + repo.replace("/", "--") + "/" + commit for repo, commit in pinned}
+    items: dict[Path, Item] = {}
+    for entry in entries:
+        snapshot = Path(entry.folder)
+        if entry.action is not Action.FETCHED or not is_snapshot(snapshot, "datasets--"):
+            continue
+        if f"{snapshot.parent.parent.name}/{snapshot.name}" in kept:
+            continue
+        items[snapshot] = _sized(Item("dataset", entry.name or snapshot.name, str(snapshot), 0, ""))
+    return list(items.values())
+
+
 def is_engine_build(folder: Path) -> bool:
     """What one engine build makes, STORE/<key>/<served name>/config.json: a ledger line naming any other
     folder names nothing gc removes."""
@@ -315,16 +336,16 @@ def is_engine_build(folder: Path) -> bool:
     )
 
 
-def is_snapshot(path: Path) -> bool:
-    """A Hugging Face cache snapshot folder, `…/models--org--name/snapshots/<commit>`, as labctl fetches them:
-    a ledger line naming any other folder names nothing gc removes."""
+def is_snapshot(path: Path, prefix: str = "models--") -> bool:
+    """A Hugging Face cache snapshot folder, `…/models--org--name/snapshots/<commit>` (or `datasets--`), as
+    labctl fetches them: a ledger line naming any other folder names nothing gc removes."""
     model_dir = path.parent.parent
     return (
         path.is_absolute()
         and ".." not in path.parts
         and _COMMIT.match(path.name) is not None
         and path.parent.name == "snapshots"
-        and model_dir.name.startswith("models--")
+        and model_dir.name.startswith(prefix)
         and path.is_dir()
         and not path.is_symlink()
         and not model_dir.is_symlink()
@@ -349,7 +370,7 @@ def _named(snapshot: Path, profiles: list[Profile]) -> bool:
 
 def _sized(item: Item) -> Item:
     path = Path(item.where)
-    if item.kind != "model":
+    if item.kind not in ("model", "dataset"):
         return Item(item.kind, item.name, item.where, tree_bytes(path), item.last_run)
     return Item(item.kind, item.name, item.where, sum(b.stat().st_size for b in _blobs_only_here(path)), item.last_run)
 
@@ -420,7 +441,7 @@ def _remove(item: Item) -> str | None:
                     return problem
         return "Docker still lists it" if dk.local_images({item.where}) else None
     path = Path(item.where)
-    if item.kind == "model":
+    if item.kind in ("model", "dataset"):
         model_dir = path.parent.parent
         for blob in _blobs_only_here(path):
             if blob.is_relative_to(model_dir / "blobs"):

@@ -43,6 +43,7 @@ class Kind(StrEnum):
     IMAGE = "image"
     MODEL = "model"
     ENGINE = "engine"
+    DATASET = "dataset"  # a quality task's dataset snapshot (`labctl fetch --task`)
 
 
 @dataclass(frozen=True)
@@ -53,7 +54,7 @@ class Acquisition:
     docker_host_id: str = ""  # the daemon's own ID: an image id means something on one daemon only
     image_id: str = ""
     references: tuple[str, ...] = ()  # the names labctl gave the image (the tag or digest it pulled, built as)
-    folder: str = ""  # a model snapshot or an engine key folder
+    folder: str = ""  # a model or dataset snapshot, or an engine key folder
     name: str = ""  # what a person calls it: org/name@commit, an engine key
     run_id: str | None = None
     at: str = field(default_factory=now)

@@ -27,9 +27,11 @@ class SetupView:
 
 def setup_view(source: str, record: Record, canonical: str | None, compose_hash: str | None = None) -> SetupView:
     spec = record.resolved_profile or {}
+    compose: dict[str, Any] = {}
     serve: dict[str, Any] = {}
     if canonical:
-        serve = parse_yaml(canonical, "canonical compose", {})["services"]["serve"]
+        compose = parse_yaml(canonical, "canonical compose", {})
+        serve = compose["services"]["serve"]
     argv = [*(serve.get("entrypoint") or []), *(serve.get("command") or [])]
     resident = record.resident
     setup = record.engine_setup
@@ -38,6 +40,7 @@ def setup_view(source: str, record: Record, canonical: str | None, compose_hash:
         "image digest": str(record.image.digest),
         "engine version": _flat(record.engine_version),
         "engine args": " ".join(w.replace("$$", "$") for w in argv) if argv else "?",
+        "engine options file": options_files(compose) if canonical else "?",
         "environment variable names": ", ".join(record.env_names) or "-",
         "model": str((spec.get("model") or {}).get("id", "?")),
         "model revision": str((spec.get("model") or {}).get("revision", "?")),
@@ -61,6 +64,16 @@ def setup_view(source: str, record: Record, canonical: str | None, compose_hash:
         "run id": record.run_id,
     }
     return SetupView(source=source, rows=rows, host_rows=host_rows, info_rows=info_rows)
+
+
+def options_files(compose: dict[str, Any]) -> str:
+    """The files the engine reads its further options from (Compose configs of the serve service), one line."""
+    configs = compose.get("configs") or {}
+    shown = []
+    for config in compose["services"]["serve"].get("configs") or []:
+        content = str((configs.get(config["source"]) or {}).get("content", "")).replace("$$", "$")
+        shown.append(f"{config['target']}: {' | '.join(line for line in content.splitlines() if line)}")
+    return "; ".join(shown) or "-"
 
 
 def _flat(value: Any) -> str:

@@ -113,6 +113,13 @@ class ResidentInfo:
     rotating_process: str | None = None
     rotating_by: str | None = None
     rotating_to: tuple[str, ...] = ()
+    # An engine whose own key leaves routes that run the model open is fronted by labctl's authenticating
+    # proxy (this image), the engine bound to 127.0.0.1:proxy_engine_port behind it.
+    proxy: str = ""
+    proxy_engine_port: int | None = None
+    # What answered without a key at the endpoint, measured after up and after each rotation.
+    open_paths: tuple[str, ...] | None = None  # None: not measured (no HTTP contract for the engine version)
+    open_model_paths: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)

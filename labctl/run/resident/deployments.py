@@ -18,6 +18,7 @@ from labctl.run.records.record import Observed, Record, now
 from labctl.run.records.store import ENDED, Runs
 from labctl.run.resident import remote_watch, watch
 from labctl.run.resident.keys import KeyStore
+from labctl.run.resident.lock import describe_open
 from labctl.run.resident.plan import flag_key_note, is_loopback
 
 # Counters an engine's /metrics exposes for requests served and tokens generated.
@@ -61,6 +62,9 @@ def share(runs: Runs, run_id: str) -> dict[str, Any]:
         "key_visibility": flag_key_note(record.engine) if resident.auth == "flag" and keys else None,
         "host": record.host_entry,
         "ssh_forward": shlex.join(forward) if forward else None,
+        "open_without_key": list(resident.open_paths) if resident.open_paths is not None else None,
+        "open": describe_open(resident.open_paths, resident.open_model_paths, record.probe) if resident.keys else None,
+        "proxy": resident.proxy or None,
     }
 
 
@@ -148,4 +152,12 @@ def describe_resident(runs: Runs, record: Record) -> list[tuple[str, str]]:
     local = record.docker_endpoint == "local" and record.status not in ENDED
     if record.resident.watcher and local and not dk.watchers(record.run_id):  # named, gone: never shown as running
         watcher += " (not running: `labctl status` starts it again)"
-    return [("watcher", watcher), ("restarts", watch.recorded_restarts(runs, record.run_id).describe())]
+    rows = [("watcher", watcher), ("restarts", watch.recorded_restarts(runs, record.run_id).describe())]
+    resident = record.resident
+    if resident.proxy:
+        rows.append(
+            ("proxy", f"{resident.proxy} in front; the engine listens on 127.0.0.1:{resident.proxy_engine_port}")
+        )
+    if resident.keys:
+        rows.append(("open", describe_open(resident.open_paths, resident.open_model_paths, record.probe)))
+    return rows

@@ -18,6 +18,9 @@ from labctl.host.files import write_atomically
 
 MAX_KEY_FILE = 64 * 1024  # 100 keys of a few hundred characters each
 PREVIOUS = "api_key.previous"
+# Behind labctl's proxy the engine has a key of its own that nobody is given: the proxy sends it upstream for
+# a request that carried one of the keys in api_key, so a rotation changes only what the proxy accepts.
+ENGINE_KEY = "engine_key"
 MAX_KEYS = 100
 
 
@@ -83,16 +86,18 @@ class KeyStore:
     def folder(self, run_id: str) -> Path:
         return self.root / run_id
 
-    def write(self, run_id: str, keys: list[str], image_ids: tuple[int, int] | None = None) -> KeyAccess:
+    def write(
+        self, run_id: str, keys: list[str], image_ids: tuple[int, int] | None = None, name: str = "api_key"
+    ) -> KeyAccess:
         try:
-            return self._write(run_id, keys, image_ids)
+            return self._write(run_id, keys, image_ids, name)
         except PermissionError as exc:
             raise LabctlError(
                 f"cannot write the API key file under {self.root} ({exc.strerror}: {exc.filename}): "
                 "the key store belongs to another user. Use a --home you can write, or ask its owner."
             ) from None
 
-    def _write(self, run_id: str, keys: list[str], image_ids: tuple[int, int] | None) -> KeyAccess:
+    def _write(self, run_id: str, keys: list[str], image_ids: tuple[int, int] | None, name: str) -> KeyAccess:
         group = key_group()
         for shared in (self.root.parent, self.root):  # members of the key group add and remove their runs' keys
             shared.mkdir(mode=0o770, parents=True, exist_ok=True)
@@ -101,7 +106,7 @@ class KeyStore:
                 os.chmod(shared, 0o770)
         folder = self.folder(run_id)
         folder.mkdir(mode=0o770, exist_ok=True)
-        path = folder / "api_key"
+        path = folder / name
         text = "\n".join(keys) + "\n"
         try:
             before = path.stat()  # a rotation keeps the engine's way of reading its key

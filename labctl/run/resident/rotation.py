@@ -6,7 +6,10 @@ engine answers to the new keys) or undone (it still answers to the old ones) by 
 from __future__ import annotations
 
 import dataclasses
+from typing import Any
 
+from labctl.catalog.http_contracts import contract_for
+from labctl.catalog.lab import Lab
 from labctl.errors import BadInput, LabctlError
 from labctl.host import docker as dk
 from labctl.host.hosts import LOCAL_HOST, HostEntry
@@ -17,6 +20,7 @@ from labctl.run.records.store import Runs
 from labctl.run.remote import ensure_forward
 from labctl.run.resident.host_keys import put_keys
 from labctl.run.resident.keys import MAX_KEYS, KeyStore, fingerprint, generate_keys, read_key_file
+from labctl.run.resident.lock import check_locked, check_proxy_keys, reload_proxy
 from labctl.run.resident.ownership import check_force, check_may_act
 from labctl.run.resident.plan import image_user_ids
 
@@ -30,7 +34,9 @@ def rotate_key(
     force: bool = False,
     reason: str | None = None,
     host: HostEntry = LOCAL_HOST,
+    lab: Lab | None = None,
 ) -> ResidentInfo:
+    """`lab`: where the engine's HTTP contract is, to measure what the rotated deployment leaves open."""
     check_force(force, reason)
     if key_file is not None and keys is not None:
         raise BadInput("give either --key-file FILE or --keys N, not both.")
@@ -42,6 +48,8 @@ def rotate_key(
         raise BadInput(f"run {run_id} is not a resident deployment with API keys.")
     forced = check_may_act(run_id, record.owner, True, by, "rotating the keys of", force, reason)
     new_keys = read_key_file(key_file) if key_file else generate_keys(keys or resident.keys)
+    if resident.proxy:
+        check_proxy_keys(new_keys, f"--key-file {key_file}")
     unsettled = finish_rotation(runs, record, host)  # an earlier rotation cut short is settled first
     record = runs.load(run_id)
     resident = record.resident
@@ -68,11 +76,27 @@ def rotate_key(
         rotating_to=tuple(fingerprint(k) for k in new_keys),
     )
     runs.update(run_id, resident=intent)
-    _hand_to_engine(runs, record, new_keys)
-    serve = containers[0]
+    base = _base(runs, record, host)
+    _hand_to_engine(runs, record, new_keys, base, old_keys[0] if old_keys else None)
+    if not resident.proxy:  # behind the proxy the engine keeps its own key: it serves on, with no restart
+        _restart_engine(base, record, containers[0])
+    check_openai_api(base, record.served_model_name, new_keys[0], None)
+    if status_without_key(base) != 401:
+        raise LabctlError(f"run {run_id} answers without a key after the rotation: stop it (labctl down {run_id}).")
+    version = (record.resolved_profile or {}).get("engine_version")
+    contract = contract_for(lab, record.engine, version) if lab else None
+    lock = check_locked(base, contract, f"run {run_id} after the rotation (stop it: labctl down {run_id})")
+    settled = _settle(runs, run_id, new_keys, by=by, forced=forced, reason=reason)
+    if lock is None:
+        return settled
+    measured = dataclasses.replace(settled, open_paths=lock.open_paths, open_model_paths=lock.open_model_paths)
+    runs.update(run_id, resident=measured)
+    return measured
+
+
+def _restart_engine(base: str, record: Record, serve: Any) -> None:
     with dk.docker_errors("restarting the engine with its new key"):
         dk.restart(serve)
-    base = _base(runs, record, host)
 
     def watch() -> None:
         state = dk.container_state(serve)
@@ -80,10 +104,6 @@ def rotate_key(
             raise LabctlError(f"the engine {state['status']} after the key rotation (exit code {state['exit_code']})")
 
     wait_until_ready(base, record.probe, 900, watch, probe_timeout=record.probe_timeout_s)
-    check_openai_api(base, record.served_model_name, new_keys[0], None)
-    if status_without_key(base) != 401:
-        raise LabctlError(f"run {run_id} answers without a key after the rotation: stop it (labctl down {run_id}).")
-    return _settle(runs, run_id, new_keys, by=by, forced=forced, reason=reason)
 
 
 def finish_rotation(runs: Runs, record: Record, host: HostEntry) -> list[str]:
@@ -102,7 +122,7 @@ def finish_rotation(runs: Runs, record: Record, host: HostEntry) -> list[str]:
         _settle(runs, run_id, new_keys, by=resident.rotating_by or "", finished_by_status=True)
         return [f"finished the key rotation of run {run_id}: the engine runs with the new keys"]
     if old_keys and status_with_key(base, old_keys[0]) == 200:
-        _hand_to_engine(runs, record, old_keys)
+        _hand_to_engine(runs, record, old_keys, base, new_keys[0] if new_keys else None)
         store.drop_previous(run_id)
         runs.update(run_id, resident=_cleared(resident))
         runs.event(run_id, "key rotation undone", reason="interrupted before the engine ran with the new keys")
@@ -143,12 +163,14 @@ def _cleared(resident: ResidentInfo) -> ResidentInfo:
     return dataclasses.replace(resident, rotating_since=None, rotating_process=None, rotating_by=None, rotating_to=())
 
 
-def _hand_to_engine(runs: Runs, record: Record, keys: list[str]) -> None:
+def _hand_to_engine(runs: Runs, record: Record, keys: list[str], base: str, replaced: str | None) -> None:
     """Where the engine reads its keys at its next start: the key file here, and on a remote host the copy in
-    its key volume there."""
+    its key volume there. A proxy in front reads them at once, and refuses the `replaced` key before this returns."""
     KeyStore(runs.home).write(record.run_id, keys, image_user_ids(record.image.user))
     if record.resident is not None and record.resident.auth_volume:
         put_keys(record.run_id, keys, record.image)
+    if record.resident is not None and record.resident.proxy:
+        reload_proxy(record.run_id, base, replaced)
 
 
 def _base(runs: Runs, record: Record, host: HostEntry) -> str:

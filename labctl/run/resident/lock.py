@@ -1,0 +1,121 @@
+"""Whether a resident deployment is locked: every route that runs the model (its engine's HTTP contract says
+which) refuses a request without the key. Where the engine's own key leaves such a route open, labctl's
+authenticating proxy fronts it (templates/auth-proxy/), and the engine listens on loopback behind it."""
+
+from __future__ import annotations
+
+import re
+import time
+from dataclasses import dataclass
+
+from labctl.catalog.http_contracts import HttpContract
+from labctl.catalog.profiles import Profile
+from labctl.compose.render import ProxySetup
+from labctl.errors import BadInput, LabctlError
+from labctl.host import docker as dk
+from labctl.host.auth_proxy import RELOAD_TIMEOUT_S, free_loopback_port, reload_keys
+from labctl.host.open_routes import probe_open_routes
+from labctl.host.probes import status_with_key
+
+# Built by `make auth-proxy-image` (scripts/auth-proxy-image.sh): Debian 12's nginx, never pulled.
+AUTH_PROXY_IMAGE = "labctl/auth-proxy:1"
+PROXY_SERVICE = "auth-proxy"
+# What the proxy writes into its nginx map unquoted (templates/auth-proxy/labctl-auth-proxy checks it again).
+PROXY_KEY = re.compile(r"[A-Za-z0-9._~+/=-]+")
+OPEN_PATH = re.compile(r"/[A-Za-z0-9._/-]{0,200}")
+
+
+@dataclass(frozen=True)
+class LockState:
+    open_paths: tuple[str, ...]
+    open_model_paths: tuple[str, ...]
+
+
+def needs_proxy(contract: HttpContract | None) -> bool:
+    return contract is not None and bool(contract.open_model_routes())
+
+
+def check_proxied(profile: Profile, keys: list[str], remote: bool) -> None:
+    """What a deployment fronted by the proxy needs, refused before anything is asked or written."""
+    what = f"{profile.engine.name}/{profile.name}"
+    why = f"{what} leaves routes that run the model open without its key, so labctl fronts it with its proxy"
+    check_proxy_keys(keys, "--key-file")
+    if remote:
+        raise BadInput(f"{why}, which is not yet set up on remote hosts: run this resident deployment on a local host.")
+    if profile.network != "host":
+        raise BadInput(f"{why}, which runs only with `network: host` (the engine on 127.0.0.1 behind it).")
+    if not OPEN_PATH.fullmatch(profile.engine.readiness.probe):
+        raise BadInput(
+            f"{why}, which leaves only plain paths open (letters, digits and ._/-), not the readiness probe "
+            f"{profile.engine.readiness.probe!r}: change readiness.probe in its engine.yaml."
+        )
+
+
+def plan_proxy(readiness_probe: str) -> ProxySetup:
+    """The proxy's setup: its image must be on this host; the engine gets a free loopback port."""
+    if dk.image_facts(AUTH_PROXY_IMAGE) is None:
+        raise LabctlError(
+            f"this engine leaves routes that run the model open without its key, so labctl fronts it with its "
+            f"authenticating proxy, but the image {AUTH_PROXY_IMAGE} is not on this host: build it with "
+            "`make auth-proxy-image` (offline after the first run)."
+        )
+    return ProxySetup(image=AUTH_PROXY_IMAGE, engine_port=free_loopback_port(), open_paths=(readiness_probe,))
+
+
+def check_proxy_keys(keys: list[str], what: str) -> None:
+    """Refused before anything is written or started: a key the proxy would refuse to serve with."""
+    if any(not PROXY_KEY.fullmatch(k) for k in keys):
+        raise BadInput(
+            f"{what}: this deployment is fronted by labctl's authenticating proxy, which takes keys made of "
+            "letters, digits and ._~+/=- only; give such keys (or let labctl generate them)."
+        )
+
+
+def measure_lock(base: str, contract: HttpContract | None) -> LockState | None:
+    """What answers without a key at `base` (None: no contract says which routes to try)."""
+    if contract is None:
+        return None
+    found = probe_open_routes(base, contract.routes)
+    return LockState(tuple(r.path for r in found), tuple(r.path for r in found if r.runs_model))
+
+
+def check_locked(base: str, contract: HttpContract | None, what: str) -> LockState | None:
+    state = measure_lock(base, contract)
+    if state is not None and state.open_model_paths:
+        raise LabctlError(
+            f"{what}: {', '.join(state.open_model_paths)} ran the model for a request without the key (measured "
+            f"at {base}): the deployment is not locked. It was taken down; see its logs (labctl logs RUN_ID)."
+        )
+    return state
+
+
+def describe_open(open_paths: tuple[str, ...] | None, model_paths: tuple[str, ...], readiness: str) -> str:
+    """One line for people: which paths answer without a key, measured at the endpoint."""
+    if open_paths is None:
+        return "open without a key: not measured (no HTTP contract for this engine version lists its routes)"
+    if not open_paths:
+        return "open without a key: nothing (every route tried refused a request without the key)"
+    shown = ", ".join(
+        p + (" (runs the model!)" if p in model_paths else " (readiness)" if p == readiness else "") for p in open_paths
+    )
+    return f"open without a key: {shown}"
+
+
+def reload_proxy(run_id: str, base: str, refused_key: str | None) -> None:
+    """After the key file changed: the proxy re-reads it and reloads nginx; waits until `refused_key` (the
+    old key) is refused, since a reload hands new connections to new workers a moment later."""
+    proxy = next(
+        (c for c in dk.labctl_containers(run_id=run_id, all_states=False) if dk.service_of(c) == PROXY_SERVICE), None
+    )
+    if proxy is None:
+        raise LabctlError(
+            f"run {run_id}: its authenticating proxy is not running; take it down (labctl down {run_id})."
+        )
+    problem = reload_keys(str(proxy.name))
+    if problem:
+        raise LabctlError(f"run {run_id}: reloading its authenticating proxy failed: {problem}")
+    deadline = time.monotonic() + RELOAD_TIMEOUT_S
+    while refused_key and status_with_key(base, refused_key) == 200:
+        if time.monotonic() > deadline:
+            raise LabctlError(f"run {run_id}: its proxy still takes the old key {RELOAD_TIMEOUT_S:g} s after a reload.")
+        time.sleep(0.05)

@@ -1,0 +1,313 @@
+"""One (cell, repeat) of a study: up, a canary at the lowest level, the ladder, the suites, down — through the
+library's own up, bench, eval and down. Every failure is classified and kept with the engine's logs; the
+cell's state is written at each step, and whatever happens the engine is taken down."""
+
+from __future__ import annotations
+
+import signal
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any
+
+from labctl.bench.session import BenchRequest, find_result, list_results, run_bench, save_result
+from labctl.bench.workloads import with_overrides
+from labctl.catalog.lab import Lab
+from labctl.errors import Conflict, LabctlError, describe_error
+from labctl.host.hosts import HostEntry
+from labctl.quality.evaluate import run_eval
+from labctl.quality.lm_eval_run import run_lm_eval
+from labctl.run.lifecycle.down import stop_run
+from labctl.run.lifecycle.up import up
+from labctl.run.lifecycle.up_plan import UpRequest
+from labctl.run.records.record import Record, now
+from labctl.run.records.store import Runs
+from labctl.study.failures import classify_start, engine_state, meets_slo
+from labctl.study.fingerprint import Fingerprint
+from labctl.study.plan import CellPlan, StudyPlan, TaskSuite
+from labctl.study.state import FINISHED, StudyState
+
+Say = Callable[[str], None]
+CLAIM_POLL_S = 5.0  # how often a cell whose GPUs another run holds asks again (the on-host claim decides)
+
+
+@dataclass
+class CellContext:
+    lab: Lab
+    runs: Runs
+    plan: StudyPlan
+    state: StudyState
+    host: HostEntry
+    say: Say
+    redo_failed: bool = False
+
+
+def should_skip(stored: dict[str, Any] | None, digest: str, redo_failed: bool) -> bool:
+    """Only a finished (cell, repeat) whose fingerprint still matches is reused."""
+    if not stored or stored.get("fingerprint_digest") != digest:
+        return False
+    return stored.get("state") in FINISHED and not (redo_failed and stored.get("state") == "failed")
+
+
+@contextmanager
+def _signals_held() -> Iterator[None]:
+    """A second Ctrl-C or SIGTERM cannot cut a take-down short (as `up` does when it cleans up)."""
+    previous = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM, signal.SIGHUP})
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, previous)
+
+
+class CellRun:
+    def __init__(self, ctx: CellContext, cell: CellPlan, repeat: int) -> None:
+        self.ctx, self.cell, self.repeat = ctx, cell, repeat
+        self.fingerprint = cell.fingerprints[repeat - 1]
+        study = ctx.plan.study
+        self.tag = {"study": study.name, "cell": cell.cell.key, "repeat": repeat}
+        self.data: dict[str, Any] = {
+            "cell": cell.cell.key,
+            "repeat": repeat,
+            "host": cell.cell.host,
+            "state": "running",
+            "level": "up",
+            "fingerprint": self.fingerprint.fields,
+            "fingerprint_digest": self.fingerprint.digest,
+            "run_id": None,
+            "benches": [],
+            "evals": [],
+            "censored": {},
+            "failure": None,
+            "findings": [],
+            "caveats": [],
+            "times": {"cold_start_s": 0.0, "measuring_s": 0.0, "waiting_s": 0.0},
+            "gpus": max(cell.cell.profile.gpu_count, 1) if cell.cell.profile.engine.needs_gpu else 0,
+            "started_at": now(),
+            "finished_at": None,
+        }
+        previous = ctx.state.load_cell(cell.cell.key, repeat)
+        if (
+            previous
+            and previous.get("fingerprint_digest")
+            and previous["fingerprint_digest"] != self.fingerprint.digest
+        ):
+            self.data["redone_because"] = self.fingerprint.changed(previous.get("fingerprint"))
+        self.run_id: str | None = None  # the run this (cell, repeat) started, kept for its logs
+        self.engine_up = False
+
+    def save(self, **changes: Any) -> None:
+        self.data.update(changes)
+        self.ctx.state.save_cell(self.data)
+
+    def fail(self, kind: str, reason: str) -> None:
+        logs = None
+        if self.run_id:
+            path = self.ctx.runs.dir(self.run_id) / "serve.log"
+            logs = str(path) if path.is_file() else None
+        self.data["failure"] = {"class": kind, "reason": reason.splitlines()[0][:500], "logs": logs}
+        self.ctx.say(f"{self.cell.cell.key} r{self.repeat}: {kind}: {reason.splitlines()[0][:200]}")
+
+    # --- the steps -------------------------------------------------------------------------------
+    def run(self) -> dict[str, Any]:
+        self.save()
+        try:
+            if not self.cell.fits:
+                self.fail("start: memory", f"does not fit {self.cell.fit_target} (the plan's memory-fit estimate)")
+                return self.finish("failed")
+            record = self.start()
+            if record is None:
+                return self.finish("failed")
+            ok = self.measure(record)
+            return self.finish("done" if ok else "failed")
+        except KeyboardInterrupt as exc:
+            self.fail("interrupted", f"interrupted ({exc.args[0] if exc.args else 'Ctrl-C'})")
+            self.finish("interrupted")
+            raise
+        except Exception as exc:  # a bug or a full disk in one cell never stops the others
+            self.fail("error", describe_error(exc))
+            return self.finish("failed")
+
+    def finish(self, state: str) -> dict[str, Any]:
+        if self.engine_up:
+            with _signals_held():
+                self.data["caveats"].extend(self.take_down())
+        self.save(state=state, level=None, finished_at=now())
+        return self.data
+
+    def take_down(self) -> list[str]:
+        assert self.run_id is not None
+        run_id, self.engine_up = self.run_id, False
+        if self.ctx.runs.exists(run_id) and self.ctx.runs.load(run_id).status in ("stopped", "failed", "aborted"):
+            return []
+        try:
+            return stop_run(
+                self.ctx.runs, run_id, by=f"study {self.tag['study']}", reason=f"study cell {self.tag['cell']}"
+            )
+        except LabctlError as exc:
+            return [f"taking run {run_id} down: {exc}"]
+
+    def start(self) -> Record | None:
+        ctx, profile = self.ctx, self.cell.cell.profile
+        study = ctx.plan.study
+        request = UpRequest(
+            engine=profile.engine.name,
+            profile=profile.name,
+            profile_override=profile,
+            port=profile.port,
+            timeout=float(study.spec["timeout_s"]),
+            allow_unpinned=bool(study.spec["allow_unpinned"]),
+            fetch=bool(study.spec["fetch"]),
+            host=ctx.host,
+            home=ctx.runs.home,
+        )
+        flaked = False
+        waited = 0.0
+        while True:
+            before = set(ctx.runs.all_ids())
+            t0 = time.monotonic()
+            try:
+                record = up(ctx.lab, ctx.runs, request, say=lambda _line: None)
+            except Conflict as exc:  # another run holds the GPUs or the port: the claim decides, the cell waits
+                new = set(ctx.runs.all_ids()) - before
+                if waited >= study.spec["timeout_s"]:
+                    self.run_id = max(new) if new else None
+                    self.fail("start: waiting", str(exc))
+                    return None
+                self.save(level="waiting for the GPUs")
+                time.sleep(CLAIM_POLL_S)
+                waited += time.monotonic() - t0
+                self.data["times"]["waiting_s"] = round(waited, 3)
+                continue
+            except LabctlError as exc:
+                new = set(ctx.runs.all_ids()) - before
+                self.run_id = max(new) if new else None
+                kind, flake = classify_start(str(exc))
+                if flake and not flaked:  # a pull or SSH flake: once more
+                    flaked = True
+                    self.data["caveats"].append(f"retried once after: {str(exc).splitlines()[0][:200]}")
+                    self.run_id = None
+                    continue
+                self.fail(kind, str(exc))  # `up` took down whatever it started, its logs saved
+                return None
+            self.run_id, self.engine_up = record.run_id, True
+            self.note_image(record)
+            self.data["times"]["cold_start_s"] = round(time.monotonic() - t0, 3)
+            ctx.runs.event(record.run_id, "study", **self.tag)
+            self.save(run_id=record.run_id, level="canary")
+            return record
+
+    def note_image(self, record: Record) -> None:
+        """An unpinned image is known only once it is on the host: the fingerprint keeps the image that ran."""
+        profile = self.cell.cell.profile
+        ran = profile.image_digest or record.image.image_id
+        if ran and ran != self.fingerprint.fields["image"]:
+            self.fingerprint = Fingerprint({**self.fingerprint.fields, "image": ran})
+            self.data.update(fingerprint=self.fingerprint.fields, fingerprint_digest=self.fingerprint.digest)
+
+    def measure(self, record: Record) -> bool:
+        ctx = self.ctx
+        study = ctx.plan.study
+        t0 = time.monotonic()
+        try:
+            for name, workload in ctx.plan.workloads.items():
+                levels = self.cell.levels.get(name) or []
+                if not levels:
+                    continue
+                canary = self.bench(with_overrides(workload, [levels[0]]), f"{name} canary c={levels[0]}", canary=True)
+                if not self.bench_ok(canary, name, [levels[0]]):
+                    return False
+                ladder = self.bench(with_overrides(workload, levels), name, canary=False)
+                if not self.bench_ok(ladder, name, levels):
+                    return False
+                if study.slo and ladder and not any(meets_slo(lv) for lv in ladder.get("levels") or []):
+                    # its numbers stand (the cell is done); the class says no level met the SLO
+                    self.fail("SLO out of reach", f"no level of {name} met {study.slo}")
+            for name, suite in ctx.plan.suites.items():
+                self.save(level=f"eval {name}")
+                request = BenchRequest(workload=None, run_id=record.run_id, host=ctx.host)
+                if isinstance(suite, TaskSuite):
+                    named = f"{suite.name}@{suite.version}"
+                    result, path = run_lm_eval(ctx.runs, ctx.lab, named, request, 8, 300.0)
+                else:
+                    result, path = run_eval(ctx.runs, suite, request, 8, 300.0, lambda _d, _t: None)
+                result["study"] = self.tag
+                save_result(path, result)
+                self.data["evals"].append(
+                    {"suite": name, "eval_id": result["eval_id"], "score": result["score"], "status": result["status"]}
+                )
+            return True
+        finally:
+            self.data["times"]["measuring_s"] = round(time.monotonic() - t0, 3)
+
+    def bench(self, workload: Any, label: str, canary: bool) -> dict[str, Any] | None:
+        ctx = self.ctx
+        assert self.run_id is not None
+        study = ctx.plan.study
+        self.save(level=label)
+
+        def progress(phase: str, done: int, total: int, eta: float | None) -> None:
+            where = f"{label} {phase}"
+            if where != self.data["level"]:
+                self.save(level=where, level_eta_s=eta)
+
+        request = BenchRequest(
+            workload=workload,
+            run_id=self.run_id,
+            host=ctx.host,
+            max_error_rate=float(study.spec["max_error_rate"]),
+            telemetry=not canary,
+        )
+        try:
+            result, path = run_bench(ctx.runs, request, progress, lambda _line: None)
+        except LabctlError as exc:
+            found = [
+                r for r in list_results(ctx.runs, self.run_id) if r.get("workload", {}).get("name") == workload.name
+            ]
+            if not found or found[-1].get("bench_id") in {b["bench_id"] for b in self.data["benches"]}:
+                self.fail("error", str(exc))  # refused before it measured anything
+                return None
+            result, path = find_result(ctx.runs, str(found[-1]["bench_id"]))
+            result["failure"] = result.get("failure") or str(exc).splitlines()[0]
+        result["study"] = {**self.tag, "canary": canary}
+        if path.is_file():
+            save_result(path, result)
+        self.data["benches"].append(
+            {"workload": workload.name, "bench_id": result["bench_id"], "canary": canary, "status": result["status"]}
+        )
+        self.save()
+        return result
+
+    def bench_ok(self, result: dict[str, Any] | None, name: str, levels: list[int]) -> bool:
+        """A crash or an out-of-memory censors this level and every higher one; too many errors fail the cell."""
+        if result is None:
+            return False
+        bad = next((lv for lv in result.get("levels") or [] if lv.get("partial") or not lv.get("completed")), None)
+        if result.get("status") == "complete" and bad is None:
+            return True
+        alive, oom = engine_state(self.run_id or "")
+        at = int(bad["concurrency"]) if bad else None
+        if at is None:
+            measured = {int(lv.get("concurrency") or 0) for lv in result.get("levels") or []}
+            at = next((c for c in levels if c not in measured), levels[-1])
+        censored = [c for c in levels if c >= at]
+        if not alive or oom:
+            self.data["censored"][name] = censored
+            with _signals_held():  # its logs are saved beside the record as it goes
+                self.data["caveats"].extend(self.take_down())
+            kind = "out of memory" if oom else "crash"
+            self.fail(kind, f"the engine {'ran out of memory' if oom else 'exited'} at c={at} on {name}")
+            return False
+        self.fail(
+            "error rate",
+            f"more than {self.ctx.plan.study.spec['max_error_rate']:.0%} of requests failed at c={at} on {name}",
+        )
+        return False
+
+
+def run_cell(ctx: CellContext, cell: CellPlan, repeat: int) -> dict[str, Any] | None:
+    """The (cell, repeat), or None when a finished one with the same fingerprint is reused."""
+    stored = ctx.state.load_cell(cell.cell.key, repeat)
+    if should_skip(stored, cell.fingerprints[repeat - 1].digest, ctx.redo_failed):
+        return None
+    return CellRun(ctx, cell, repeat).run()

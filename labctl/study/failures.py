@@ -1,0 +1,47 @@
+"""Why a cell failed, in the study's classes: start failures (contract, memory, pull, readiness), a crash or an
+out-of-memory in the middle, an error rate above the study's limit, the SLO out of reach, interrupted."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from labctl.host import docker as dk
+
+GOODPUT_SHARE = 0.9  # a level meets the SLO when this share of its requests met every bound (as --find-max-rate)
+
+# (words in a refusal, its class, whether it is an infrastructure flake worth one more try)
+_START = (
+    (("does not fit",), "start: memory", False),
+    (("contract", "not accepted", "unknown option", "rejected"), "start: contract", False),
+    (("pull", "manifest", "registry"), "start: pull", True),
+    (("ssh", "connection reset", "broken pipe"), "start: ssh", True),
+    (("ready", "readiness", "timed out", "timeout"), "start: readiness timeout", False),
+)
+
+
+def classify_start(message: str) -> tuple[str, bool]:
+    text = message.lower()
+    for words, kind, flake in _START:
+        if any(word in text for word in words):
+            return kind, flake
+    return "start: other", False
+
+
+def engine_state(run_id: str) -> tuple[bool, bool]:
+    """(whether the run's engine still runs, whether the kernel killed it for memory)."""
+    try:
+        containers = dk.labctl_containers(run_id=run_id)
+    except Exception:  # noqa: BLE001 - a host that no longer answers: the engine is gone for this cell
+        return False, False
+    serve = [c for c in containers if dk.service_of(c) in ("serve", "")]
+    if not serve:
+        return False, False
+    state = serve[0].state
+    return bool(state.running), bool(getattr(state, "oom_killed", False))
+
+
+def meets_slo(level: dict[str, Any]) -> bool:
+    goodput, rate = level.get("goodput"), level.get("request_throughput")
+    if level.get("partial") or not isinstance(goodput, (int, float)) or not isinstance(rate, (int, float)) or not rate:
+        return False
+    return goodput >= GOODPUT_SHARE * rate

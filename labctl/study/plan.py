@@ -1,0 +1,292 @@
+"""`labctl study plan`: the study file expanded into cells and checked before any GPU time — the same-rules
+gate, each cell's memory fit on its target GPU, the levels whose KV cache fits, the disk the models and
+images need (and what is cached), what the hosts can give, and a duration estimated from past records."""
+
+from __future__ import annotations
+
+import hashlib
+import statistics
+from dataclasses import dataclass, field
+from typing import Any
+
+from labctl.bench.client import CLIENT_VERSION
+from labctl.bench.workloads import Workload, load_workload, with_overrides
+from labctl.catalog.fit import Target, architecture_for, default_target, fit
+from labctl.catalog.lab import Lab
+from labctl.catalog.limits import MAX_CONCURRENCY
+from labctl.catalog.memory import Estimate
+from labctl.catalog.profiles import with_overrides as with_port
+from labctl.compose.render import serve_command
+from labctl.errors import BadInput
+from labctl.host.hosts import load_hosts
+from labctl.quality.suites import Suite, load_suite
+from labctl.quality.tasks import load_task
+from labctl.run.records.store import Runs
+from labctl.study.cells import Cell, expand_cells
+from labctl.study.facts import HostFacts, host_facts, image_identity, model_cached, revision_commit
+from labctl.study.fingerprint import Fingerprint, argv_hash, make_fingerprint
+from labctl.study.gate import check_same_rules
+from labctl.study.spec import LM_EVAL, TARGET_GPUS, Study
+
+
+@dataclass
+class CellPlan:
+    cell: Cell
+    accelerator: str
+    fingerprints: list[Fingerprint]  # one per repeat
+    levels: dict[str, list[int]]  # per workload: the levels this cell runs
+    kv_skipped: dict[str, list[int]]  # per workload: levels whose KV cache does not fit
+    fit: Estimate | None
+    fit_target: str
+    image: str
+    image_cached: bool
+    model_gib: float | None
+    model_cached: bool
+    estimate_s: float | None
+    findings: list[str] = field(default_factory=list)
+
+    @property
+    def fits(self) -> bool:
+        return self.fit is None or self.fit.fits
+
+
+@dataclass
+class StudyPlan:
+    study: Study
+    hosts: dict[str, HostFacts]
+    workloads: dict[str, Workload]
+    suites: dict[str, Suite | TaskSuite]
+    cells: list[CellPlan]
+    findings: list[str]  # said by plan; those in `refusals` also stop run
+    refusals: list[str]
+
+    def order(self) -> list[tuple[CellPlan, int]]:
+        """Repeats interleaved across cells (A1 B1 C1 A2 …), so that a host's drift touches every engine alike."""
+        return [(cell, r) for r in range(1, self.study.repeats + 1) for cell in self.cells]
+
+
+def study_workloads(lab: Lab, study: Study) -> dict[str, Workload]:
+    chosen: dict[str, Workload] = {}
+    for entry in study.workloads:
+        base = load_workload(lab, entry.name)
+        ladder = list(entry.concurrency or base.concurrency)
+        if entry.unlimited:  # every request of the top level in flight at once: no concurrency limit
+            sized = with_overrides(base, ladder, entry.requests)
+            ladder.append(min(sized.requests_for(max(ladder)), MAX_CONCURRENCY))
+        chosen[entry.name] = with_overrides(base, sorted(set(ladder)), entry.requests, slo=study.slo)
+    return chosen
+
+
+@dataclass(frozen=True)
+class TaskSuite:
+    """An lm-evaluation-harness task set as a study's suite: its version and the hash of its files."""
+
+    name: str  # lm-eval:TASK
+    version: str
+    full_version: str
+
+
+def task_suite(lab: Lab, name: str) -> TaskSuite:
+    task = load_task(lab, name.removeprefix(LM_EVAL))
+    digest = hashlib.sha256()
+    for path in sorted(p for p in task.folder.rglob("*") if p.is_file()):
+        digest.update(str(path.relative_to(task.folder)).encode() + b"\0" + path.read_bytes())
+    return TaskSuite(name, task.version, f"{task.version} +{digest.hexdigest()[:12]} ({task.source})")
+
+
+def study_suites(lab: Lab, study: Study) -> dict[str, Suite | TaskSuite]:
+    chosen: dict[str, Suite | TaskSuite] = {}
+    for name, version in study.suites:
+        suite = task_suite(lab, name) if name.startswith(LM_EVAL) else load_suite(lab, name)
+        if version is not None and suite.version != version:
+            raise BadInput(
+                f"{study.path}: suite {name} is version {suite.version} in this lab and the study fixes {version}: "
+                "update the study or the suite."
+            )
+        chosen[name] = suite
+    return chosen
+
+
+def cell_accelerator(cell: Cell, facts: HostFacts) -> str:
+    if facts.entry.simulated or cell.profile.engine.name == "harness":
+        return "simulated"
+    if not cell.profile.engine.needs_gpu:
+        return "cpu"
+    return facts.accelerator
+
+
+def fit_target(cell: Cell, facts: HostFacts) -> Target:
+    if cell.entry.target_gpu:
+        memory, unified = TARGET_GPUS[cell.entry.target_gpu]
+        return Target(f"{cell.entry.target_gpu} (named by the study)", memory, unified)
+    if facts.gpus:
+        gpu = facts.gpus[0]
+        if gpu.unified_memory:
+            return Target(f"{gpu.name} (unified memory)", facts.entry.unified_memory_gib or 119.6, True)
+        total = gpu.memory_total_mib.replace("MiB", "").strip()
+        if total.isdigit():
+            return Target(gpu.name, int(total) / 1024)
+    return default_target(cell.profile)
+
+
+def kv_levels(workload: Workload, estimate: Estimate | None, levels: list[int]) -> tuple[list[int], list[int]]:
+    """The levels whose sequences all fit the KV cache at once (prompt plus output tokens each)."""
+    dataset = workload.spec["dataset"]
+    per_request = int(dataset.get("input_len") or 0) + int(dataset.get("output_len") or 0)
+    if estimate is None or per_request <= 0 or estimate.max_tokens_fit <= 0:
+        return levels, []
+    most = max(1, estimate.max_tokens_fit // per_request)
+    return [c for c in levels if c <= most], [c for c in levels if c > most]
+
+
+def estimate_seconds(
+    runs: Runs, cell: Cell, workloads: dict[str, Workload], levels: dict[str, list[int]]
+) -> float | None:
+    """Cold start, then level by level, from this home's past records of the same setup on the same host."""
+    from labctl.bench.session import list_results
+
+    cold: list[float] = []
+    per_level: dict[tuple[str, int], list[float]] = {}
+    for run_id in runs.all_ids()[-200:]:
+        record = runs.try_load(run_id)
+        if record is None or record.engine != cell.profile.engine.name or record.profile != cell.profile.name:
+            continue
+        if record.host_entry != cell.host:
+            continue
+        if record.timings.cold_start_s:
+            cold.append(record.timings.cold_start_s)
+        for result in list_results(runs, run_id):
+            name = str((result.get("workload") or {}).get("name"))
+            for level in result.get("levels") or []:
+                if isinstance(level, dict) and isinstance(level.get("duration_s"), (int, float)):
+                    per_level.setdefault((name, int(level.get("concurrency") or 0)), []).append(
+                        float(level["duration_s"])
+                    )
+    if not cold:
+        return None
+    total = statistics.median(cold)
+    for name, chosen in levels.items():
+        for c in chosen:
+            seen = per_level.get((name, c))
+            if not seen:
+                return None
+            total += statistics.median(seen)
+    return total
+
+
+def plan_cell(
+    study: Study,
+    cell: Cell,
+    facts: HostFacts,
+    workloads: dict[str, Workload],
+    suites: dict[str, Suite | TaskSuite],
+    runs: Runs,
+) -> CellPlan:
+    from labctl.host.hosts import activate
+
+    activate(facts.entry)
+    profile = cell.profile
+    image, cached = image_identity(profile)
+    command = serve_command(with_port(profile, port=1), None)  # where it listens is placement, not setup
+    target = fit_target(cell, facts)
+    estimate = fit(profile, target)
+    levels: dict[str, list[int]] = {}
+    skipped: dict[str, list[int]] = {}
+    for name, workload in workloads.items():
+        levels[name], skipped[name] = kv_levels(workload, estimate, list(workload.concurrency))
+    arch = architecture_for(profile, None)
+    fingerprints = [
+        make_fingerprint(
+            cell.key,
+            repeat,
+            image,
+            argv_hash(command.entrypoint, command.words),
+            revision_commit(profile),
+            {name: w.sha256 for name, w in workloads.items()},
+            {name: s.full_version for name, s in suites.items()},
+            CLIENT_VERSION,
+            facts.gpu_text,
+        )
+        for repeat in range(1, study.repeats + 1)
+    ]
+    plan = CellPlan(
+        cell=cell,
+        accelerator=cell_accelerator(cell, facts),
+        fingerprints=fingerprints,
+        levels=levels,
+        kv_skipped=skipped,
+        fit=estimate,
+        fit_target=target.name,
+        image=image,
+        image_cached=cached,
+        model_gib=round(arch.parameters_b * arch.weight_bytes, 1) if arch else None,
+        model_cached=model_cached(profile),
+        estimate_s=estimate_seconds(runs, cell, workloads, levels),
+    )
+    if estimate is not None and not estimate.fits:
+        plan.findings.append(f"{cell.key}: does not fit {target.name}: up would refuse it")
+    for name, over in skipped.items():
+        if over:
+            plan.findings.append(f"{cell.key}: {name} skips c={','.join(map(str, over))} (KV cache does not fit)")
+    return plan
+
+
+def plan_study(
+    lab: Lab, study: Study, runs: Runs, default_host: str | None = None, port: int | None = None
+) -> StudyPlan:
+    """Everything `run` would do, checked; refusals of the file itself raise BadInput before a host is asked."""
+    workloads = study_workloads(lab, study)
+    suites = study_suites(lab, study)
+    configured = load_hosts(lab.root)
+    names = study.hosts or [configured.get(default_host).name]
+    entries = {name: configured.get(name) for name in names}
+    cells = expand_cells(lab, study, names, port)
+    check_same_rules(study, cells)
+    facts = {name: host_facts(entry) for name, entry in entries.items()}
+    plans = [plan_cell(study, c, facts[c.host], workloads, suites, runs) for c in cells]
+    findings: list[str] = []
+    refusals: list[str] = []
+    for name, fact in facts.items():
+        if fact.problem:
+            refusals.append(f"host {name} did not answer: {fact.problem}")
+    for plan in plans:
+        if plan.accelerator != study.environment:
+            refusals.append(
+                f"environment: the study expects {study.environment} and cell {plan.cell.key} runs on "
+                f"{plan.accelerator} (host {plan.cell.host}{', simulated' if facts[plan.cell.host].entry.simulated else ''})"
+            )
+        findings.extend(plan.findings)
+    gpu_models = {facts[p.cell.host].gpu_model for p in plans if p.cell.profile.engine.needs_gpu}
+    if len(gpu_models) > 1:
+        findings.append(
+            f"GPU model differs across cells ({'; '.join(sorted(gpu_models))}): the report compares them only marked"
+        )
+    return StudyPlan(study, facts, workloads, suites, plans, findings + refusals, refusals)
+
+
+def describe(plan: StudyPlan) -> dict[str, Any]:
+    """The plan as data (`--json`)."""
+    return {
+        "study": plan.study.name,
+        "file": str(plan.study.path),
+        "repeats": plan.study.repeats,
+        "cells": [
+            {
+                "cell": p.cell.key,
+                "placement": {"kind": p.cell.placement.kind, "name": p.cell.host},
+                "port": p.cell.profile.port,
+                "accelerator": p.accelerator,
+                "levels": p.levels,
+                "kv_skipped": p.kv_skipped,
+                "fit": None if p.fit is None else {"target": p.fit_target, "fits": p.fit.fits},
+                "image": p.image,
+                "image_cached": p.image_cached,
+                "model_gib": p.model_gib,
+                "model_cached": p.model_cached,
+                "estimate_s": p.estimate_s,
+            }
+            for p in plan.cells
+        ],
+        "findings": plan.findings,
+        "refusals": plan.refusals,
+    }

@@ -1,0 +1,315 @@
+"""A study's report: per (cell, repeat) its state, failure class, censored levels, prep parts, GPU-hours and
+quality, then, per workload, the comparison (labctl.compare: checklist, tables, plots) of every cell that
+measured. Rewritten after every finished cell, so an interrupted study has a complete report of what it
+measured; the folder carries labctl's marker and only such a folder is replaced."""
+
+from __future__ import annotations
+
+import contextlib
+import html
+import json
+import warnings
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from labctl import __version__
+from labctl.bench.intervals import mean_interval
+from labctl.bench.session import find_result
+from labctl.compare.pivot import interval_of, value_of
+from labctl.compare.report import markdown, page
+from labctl.compare.rules import Entry, checklist, rows
+from labctl.errors import LabctlError
+from labctl.host.files import write_atomically
+from labctl.host.lock import file_lock
+from labctl.host.outputs import write_report_folder
+from labctl.quality.evaluate import find_eval
+from labctl.run.records.prep_view import seconds
+from labctl.run.records.record import now
+from labctl.run.records.store import Runs
+from labctl.study.failures import meets_slo
+from labctl.study.prefetch import overlaps
+from labctl.study.state import StudyState
+
+SUMMARY_COLUMNS = (
+    "cell",
+    "repeat",
+    "state",
+    "failure",
+    "censored",
+    "pull s",
+    "fetch s",
+    "build s",
+    "cold start s",
+    "measuring h",
+    "cold start h",
+    "waiting h",
+    "quality",
+    "max level meeting SLO",
+)
+
+
+def _hours(seconds_: float, gpus: int) -> float:
+    return round(seconds_ * max(gpus, 1) / 3600, 4)
+
+
+def _number(value: Any) -> str:
+    return "-" if value is None else (f"{value:.3g}" if isinstance(value, float) else str(value))
+
+
+def ladder_entries(runs: Runs, cells: list[dict[str, Any]]) -> dict[str, list[Entry]]:
+    """Per workload, one comparison entry per (cell, repeat) that measured its ladder; a crashed ladder
+    keeps the levels measured before its censored ones."""
+    out: dict[str, list[Entry]] = {}
+    for data in cells:
+        for bench in data.get("benches") or []:
+            if bench.get("canary"):
+                continue
+            try:
+                result, _ = find_result(runs, str(bench["bench_id"]))
+                record = runs.load(str(result["run_id"]))
+            except (LabctlError, KeyError):
+                continue
+            censored = set((data.get("censored") or {}).get(bench.get("workload")) or [])
+            levels = [lv for lv in result.get("levels") or [] if int(lv.get("concurrency") or 0) not in censored]
+            levels = [lv for lv in levels if lv.get("completed")]
+            if not levels:
+                continue
+            evals = {}
+            for ev in data.get("evals") or []:
+                with contextlib.suppress(LabctlError, KeyError):
+                    evals[str(ev["suite"])] = find_eval(runs, str(ev["eval_id"]))
+            given = f"{data['cell']} r{data['repeat']}"
+            out.setdefault(str(bench["workload"]), []).append(
+                Entry(
+                    given, {**result, "levels": levels, "censored_levels": sorted(censored)}, record, evals, name=given
+                )
+            )
+    return out
+
+
+def summary_rows(runs: Runs, cells: list[dict[str, Any]]) -> list[dict[str, str]]:
+    table = []
+    for data in sorted(cells, key=lambda c: (int(c.get("repeat") or 0), str(c.get("cell")))):
+        times, gpus = data.get("times") or {}, int(data.get("gpus") or 0)
+        record = runs.try_load(str(data["run_id"])) if data.get("run_id") else None
+        prep = record.prep if record is not None else {}
+        failure = data.get("failure") or {}
+        best = []
+        for bench in data.get("benches") or []:
+            if bench.get("canary"):
+                continue
+            try:
+                result, _ = find_result(runs, str(bench["bench_id"]))
+            except LabctlError:
+                continue
+            meeting = [lv for lv in result.get("levels") or [] if meets_slo(lv)]
+            if meeting:
+                top = max(meeting, key=lambda lv: int(lv.get("concurrency") or 0))
+                rate, ci = value_of(top, "request_throughput"), interval_of(top, "request_throughput")
+                span = f" [{ci[0]:.2f}, {ci[1]:.2f}]" if ci else ""
+                best.append(f"{bench['workload']} c={top['concurrency']} ({_number(rate)} req/s{span})")
+            elif result.get("levels"):
+                best.append(f"{bench['workload']}: none")
+        table.append(
+            {
+                "cell": str(data.get("cell")),
+                "repeat": str(data.get("repeat")),
+                "state": str(data.get("state")) + (f" ({data['level']})" if data.get("level") else ""),
+                "failure": f"{failure.get('class')}: {failure.get('reason')}" if failure else "-",
+                "censored": "; ".join(f"{w} c≥{min(c)}" for w, c in (data.get("censored") or {}).items() if c) or "-",
+                "pull s": _number(seconds(prep, "image_pull")),
+                "fetch s": _number(seconds(prep, "model_fetch")),
+                "build s": _number(seconds(prep, "engine_build")),
+                "cold start s": _number(record.timings.cold_start_s if record else None),
+                "measuring h": _number(_hours(float(times.get("measuring_s") or 0), gpus)),
+                "cold start h": _number(_hours(float(times.get("cold_start_s") or 0), gpus)),
+                "waiting h": _number(_hours(float(times.get("waiting_s") or 0), gpus)),
+                "quality": ", ".join(f"{e['suite']} {e['score']:.0%}" for e in data.get("evals") or []) or "-",
+                "max level meeting SLO": "; ".join(best) or "-",
+            }
+        )
+    return table
+
+
+def gpu_hours(cells: list[dict[str, Any]]) -> list[str]:
+    """The study's GPU-hours: measuring, cold start and waiting (for claims), and the waiting's share."""
+    totals = {"measuring_s": 0.0, "cold_start_s": 0.0, "waiting_s": 0.0}
+    for data in cells:
+        gpus = int(data.get("gpus") or 0)
+        for key in totals:
+            totals[key] += float((data.get("times") or {}).get(key) or 0) * max(gpus, 1)
+    if not any(totals.values()):
+        return []
+    hours = {k: v / 3600 for k, v in totals.items()}
+    beyond = hours["measuring_s"] + hours["waiting_s"]
+    share = hours["waiting_s"] / beyond if beyond else 0.0
+    return [
+        f"study total: {sum(hours.values()):.4f} GPU-hours: measuring {hours['measuring_s']:.4f}, cold start "
+        f"{hours['cold_start_s']:.4f}, waiting {hours['waiting_s']:.4f} ({share:.1%} of the hours beyond cold starts)"
+    ]
+
+
+def _per_cell(runs: Runs, cells: list[dict[str, Any]]) -> dict[str, dict[str, dict[int, list[dict[str, Any]]]]]:
+    """workload -> cell -> level -> that level of each repeat's ladder (censored levels left out)."""
+    out: dict[str, dict[str, dict[int, list[dict[str, Any]]]]] = {}
+    for data in cells:
+        for bench in data.get("benches") or []:
+            if bench.get("canary"):
+                continue
+            try:
+                result, _ = find_result(runs, str(bench["bench_id"]))
+            except LabctlError:
+                continue
+            censored = set((data.get("censored") or {}).get(bench.get("workload")) or [])
+            for level in result.get("levels") or []:
+                c = int(level.get("concurrency") or 0)
+                if c not in censored and level.get("completed"):
+                    out.setdefault(str(bench["workload"]), {}).setdefault(str(data["cell"]), {}).setdefault(
+                        c, []
+                    ).append(level)
+    return out
+
+
+def _interval(levels: list[dict[str, Any]], key: str) -> tuple[float, float] | None:
+    """Across repeats, the bootstrap interval of the mean of the per-run values; one run, its own interval."""
+    if len(levels) > 1:
+        found = mean_interval([v for v in (value_of(lv, key) for lv in levels) if v is not None])
+        return (found[0], found[1]) if found else None
+    return interval_of(levels[0], key) if levels else None
+
+
+VERDICT_KEYS = (("output_throughput", "output tokens/s"), ("median_ttft_ms", "TTFT p50"))
+
+
+def verdicts(per_cell: dict[str, dict[str, dict[int, list[dict[str, Any]]]]]) -> list[str]:
+    """Per workload and level, each pair of cells: where the 95 % intervals overlap, not distinguishable."""
+    lines = []
+    for workload, by_cell in per_cell.items():
+        names = sorted(by_cell)
+        levels = sorted({c for cell in by_cell.values() for c in cell})
+        for level in levels:
+            for key, title in VERDICT_KEYS:
+                for i, a in enumerate(names):
+                    for b in names[i + 1 :]:
+                        ca = _interval(by_cell[a].get(level, []), key)
+                        cb = _interval(by_cell[b].get(level, []), key)
+                        if not ca or not cb:
+                            continue
+                        if ca[0] <= cb[1] and cb[0] <= ca[1]:
+                            verdict = "not distinguishable"
+                        else:
+                            verdict = f"{a if ca[0] > cb[1] else b} higher"
+                        lines.append(
+                            f"{workload} c={level} {title}: {a} [{ca[0]:.4g}, {ca[1]:.4g}] vs {b} "
+                            f"[{cb[0]:.4g}, {cb[1]:.4g}]: {verdict}"
+                        )
+    return lines
+
+
+def slo_lines(per_cell: dict[str, dict[str, dict[int, list[dict[str, Any]]]]]) -> list[str]:
+    """Per workload and cell: the highest level every repeat measured within the SLO, its rate and interval."""
+    lines = []
+    for workload, by_cell in per_cell.items():
+        for cell, levels in sorted(by_cell.items()):
+            meeting = [c for c, found in levels.items() if found and all(meets_slo(lv) for lv in found)]
+            if not meeting:
+                lines.append(f"{workload} {cell}: no level met the SLO in every repeat")
+                continue
+            top = max(meeting)
+            found = levels[top]
+            rates = [v for v in (value_of(lv, "request_throughput") for lv in found) if v is not None]
+            ci = _interval(found, "request_throughput")
+            span = f", 95% [{ci[0]:.3g}, {ci[1]:.3g}]" if ci else ""
+            mean = sum(rates) / len(rates) if rates else 0.0
+            lines.append(f"{workload} {cell}: c={top}, {mean:.3g} req/s over {len(found)} repeat(s){span}")
+    return lines
+
+
+def _markdown(
+    name: str, table: list[dict[str, str]], caveats: list[str], found: list[str], slo: list[str], sections: list[str]
+) -> str:
+    head = "| " + " | ".join(SUMMARY_COLUMNS) + " |\n|" + "---|" * len(SUMMARY_COLUMNS) + "\n"
+    body = "".join("| " + " | ".join(r[c].replace("|", "/") for c in SUMMARY_COLUMNS) + " |\n" for r in table)
+    text = f"# Study {name}\n\n{head}{body}\n"
+    if slo:
+        text += "## Highest level meeting the SLO\n\n" + "".join(f"- {line}\n" for line in slo) + "\n"
+    if found:
+        text += "## Verdicts\n\n" + "".join(f"- {line}\n" for line in found) + "\n"
+    if caveats:
+        text += "## Caveats\n\n" + "".join(f"- {line}\n" for line in caveats) + "\n"
+    text += "## Comparisons\n\n" + "".join(f"- [{w}]({w}/index.html)\n" for w in sections)
+    return text
+
+
+def _html(
+    name: str, table: list[dict[str, str]], caveats: list[str], found: list[str], slo: list[str], sections: list[str]
+) -> str:
+    esc = html.escape
+    head = "".join(f"<th>{esc(c)}</th>" for c in SUMMARY_COLUMNS)
+    body = "".join("<tr>" + "".join(f"<td>{esc(r[c])}</td>" for c in SUMMARY_COLUMNS) + "</tr>" for r in table)
+    items = "".join(f"<li>{esc(line)}</li>" for line in found)
+    best = "".join(f"<li>{esc(line)}</li>" for line in slo)
+    notes = "".join(f"<li>{esc(line)}</li>" for line in caveats)
+    links = "".join(f'<li><a href="{esc(w)}/index.html">{esc(w)}</a></li>' for w in sections)
+    return (
+        f"<!doctype html><html><head><meta charset=utf-8><title>Study {esc(name)}</title></head><body>"
+        f"<h1>Study {esc(name)}</h1><table border=1><tr>{head}</tr>{body}</table>"
+        f"<h2>Highest level meeting the SLO</h2><ul>{best}</ul><h2>Verdicts</h2><ul>{items}</ul><h2>Caveats</h2><ul>{notes}</ul><h2>Comparisons</h2><ul>{links}</ul>"
+        "</body></html>\n"
+    )
+
+
+def write_study_report(runs: Runs, state: StudyState, target: Path | None = None, overwrite: bool = False) -> Path:
+    folder = target or state.report_dir
+    cells = state.all_cells()
+    table = summary_rows(runs, cells)
+    entries = ladder_entries(runs, cells)
+    caveats = [f"{c['cell']} r{c['repeat']}: {note}" for c in cells for note in c.get("caveats") or []]
+    caveats += [f"{c['cell']} r{c['repeat']}: {note}" for c in cells for note in c.get("findings") or []]
+    caveats += overlaps(state, cells)
+    caveats += gpu_hours(cells)
+    per_cell = _per_cell(runs, cells)
+    found, slo = verdicts(per_cell), slo_lines(per_cell)
+
+    def build(work: Path) -> None:
+        for workload, chosen in entries.items():
+            section = work / workload
+            section.mkdir()
+            checks = checklist(chosen)
+            table_rows = rows(chosen, checks)
+            plots = _plots(section, chosen, checks, caveats)
+            write_atomically(section / "report.md", markdown(checks, table_rows, chosen, plots))
+            write_atomically(section / "index.html", page(checks, table_rows, chosen, plots))
+        sections = sorted(entries)
+        write_atomically(work / "report.md", _markdown(state.name, table, caveats, found, slo, sections))
+        write_atomically(work / "index.html", _html(state.name, table, caveats, found, slo, sections))
+        write_atomically(work / "cells.json", json.dumps(cells, indent=1) + "\n")
+
+    marker = {"kind": "study report", "study": state.name, "labctl_version": __version__, "written_at": now()}
+    with file_lock(state.folder / ".report.lock"):
+        return write_report_folder(folder, marker, overwrite, build)
+
+
+def _plots(folder: Path, entries: list[Entry], checks: list[Any], caveats: list[str]) -> list[str]:
+    from labctl.compare.plots import draw_plots
+
+    try:
+        with warnings.catch_warnings():  # many series make matplotlib's legend placement slow, and say so
+            warnings.simplefilter("ignore", UserWarning)
+            return draw_plots(folder, entries, checks)
+    except (ImportError, LabctlError) as exc:  # labctl[report] not installed: the tables are the report
+        caveats.append(f"no plots in {folder.name}: {exc}")
+        return []
+
+
+def report_writer(runs: Runs, state: StudyState, say: Callable[[str], None]) -> Callable[[], None]:
+    """For the runner: a report that cannot be written is said, never the end of the study."""
+
+    def write() -> None:
+        try:
+            write_study_report(runs, state)
+        except Exception as exc:  # noqa: BLE001 - the measurements are safe in the records; the report is redone
+            say(f"warning: the study report was not rewritten: {type(exc).__name__}: {exc}")
+
+    return write
