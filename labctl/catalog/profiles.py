@@ -384,6 +384,10 @@ def _check_cpu(engine: Engine, src: SourceFile, spec: dict[str, Any]) -> None:
             (),
             f"{engine.name} runs on CPU: say where, e.g. 'cpu: {{cores: \"0-1\", memory_gib: 6, kv_cache_gib: 1}}'.",
         )
+    backend = engine.cpu_backend
+    given = sorted(set(spec["env"]) & {backend.kv_cache_env, backend.cores_env})
+    if given:
+        raise src.problem(("env",), f"{', '.join(given)} comes from 'cpu:' (rendered from it): remove it from env.")
     for part in cpu["cores"].split(","):
         first, _, last = part.partition("-")
         if last and int(last) < int(first):

@@ -58,6 +58,14 @@ def test_a_bad_cpu_block_is_refused_naming_the_field(lab: Path, cpu: dict[str, o
         load_profile(Lab(lab), "vllm-cpu", "tiny-qwen3")
 
 
+def test_the_engines_cpu_variables_come_from_the_block_never_from_env(lab: Path) -> None:
+    path = tiny(lab)
+    path.write_text(path.read_text() + "env: [VLLM_CPU_OMP_THREADS_BIND]\n")
+    message = "VLLM_CPU_OMP_THREADS_BIND comes from 'cpu:'"
+    with pytest.raises(BadInput, match=message):
+        load_profile(Lab(lab), "vllm-cpu", "tiny-qwen3")
+
+
 def test_an_engine_on_cpu_needs_the_block_and_other_engines_refuse_it(lab: Path) -> None:
     path = tiny(lab)
     data = yaml.safe_load(path.read_text())
