@@ -198,7 +198,12 @@ def test_ctrl_c_saves_a_partial_result(lab: Path, tmp_path: Path) -> None:
             stderr=subprocess.PIPE,
             text=True,
         )
-        time.sleep(6)
+        assert proc.stderr is not None
+        line = ""
+        while not line.startswith("lengths in"):  # said just before the level starts: startup is over
+            line = proc.stderr.readline()
+            assert line, "the bench ended before it measured"
+        time.sleep(4)  # about four requests of 20 tokens at 50 ms: some finished, most are still to come
         proc.send_signal(signal.SIGINT)
         assert proc.wait(30) == 130
     results = list(home.glob("runs/*/bench/*.json"))
