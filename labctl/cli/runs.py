@@ -205,8 +205,6 @@ def _up_on_cluster(
     as_json: bool,
     keys: int,
 ) -> None:
-    from dataclasses import asdict
-
     from labctl.catalog.profiles import parse_port
     from labctl.errors import BadInput
     from labctl.run.lifecycle.cluster_run import up_on_cluster
@@ -232,7 +230,8 @@ def _up_on_cluster(
         keys=keys,
     )
     if as_json:
-        print(json.dumps(asdict(record)))
+        run = state.runs().load(record.run_id)
+        print(json.dumps({**run.summary(), "slurm": run.to_json()["slurm"]}))
         return
     out(f"ready: {engine}/{profile} run {record.run_id} on cluster {record.cluster}")
     out(f"  OpenAI base URL  {record.base_url}")
@@ -283,10 +282,12 @@ def down(
 def _down_on_cluster(run_id: str) -> bool:
     from labctl.errors import BadInput
     from labctl.host.clusters import get_cluster
-    from labctl.run.lifecycle.cluster_run import down_on_cluster, load, record_path
+    from labctl.run.lifecycle.cluster_record import is_cluster_run
+    from labctl.run.lifecycle.cluster_run import down_on_cluster, load
+    from labctl.run.records.store import is_run_id
 
     home = state.runs().home
-    if not record_path(home, run_id).is_file():
+    if not is_run_id(run_id) or not is_cluster_run(state.runs(), run_id):
         return False
     record = load(home, run_id)
     cluster = get_cluster(state.lab().root, record.cluster)

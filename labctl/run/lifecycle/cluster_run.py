@@ -1,15 +1,14 @@
 """One engine run on a Slurm cluster: render here, submit a batch job, wait while Slurm queues it (the wait is
 its own prep part, never cold start), then readiness on the node Slurm chose; down cancels the job and waits
 until its containers are gone; gc finds containers whose job has ended. Slurm alone chooses the node and the
-GPUs: labctl reads them back (squeue, sacct, scontrol) and records them in the run's `slurm.json`."""
+GPUs: labctl reads them back (squeue, sacct, scontrol) and records them in the run's record (its `slurm`
+block, see cluster_record)."""
 
 from __future__ import annotations
 
-import json
 import shutil
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -29,64 +28,33 @@ from labctl.host.identity import current_user, host_name
 from labctl.host.probes import wait_until_ready
 from labctl.host.slurm_job import JOB_LABEL, cluster_compose, job_script, sbatch_options
 from labctl.host.slurm_output import JobState
+from labctl.run.lifecycle import cluster_record
+from labctl.run.lifecycle.cluster_record import ClusterRecord
 from labctl.run.lifecycle.down import project_name
 from labctl.run.records.record import ImageInfo, now
-from labctl.run.records.store import new_run_id
+from labctl.run.records.store import Runs, new_run_id
 from labctl.run.resident.host_keys import file_owner, fill_image
 from labctl.run.resident.keys import KeyStore, generate_keys
 
 Say = Callable[[str], None]
 POLL_S = 0.5
-RECORD = "slurm.json"
-
-
-@dataclass
-class ClusterRecord:
-    """What a run on a cluster adds to its record: the job, where Slurm put it, and how it ended."""
-
-    run_id: str
-    cluster: str
-    engine: str
-    profile: str
-    job_id: str = ""
-    port: int = 0
-    gpus_requested: int = 0
-    time_limit_min: int = 0
-    submitted_at: str = ""
-    node: str = ""
-    gpu_indexes: list[int] = field(default_factory=list)
-    gpu_uuids: list[str] = field(default_factory=list)
-    queue_wait_s: float | None = None  # a prep part of its own: never in cold start
-    ready_s: float | None = None  # from the job running to the engine answering
-    state: str = "SUBMITTED"
-    reason: str = ""
-    exit_code: str = ""
-    state_source: str = ""  # squeue, sacct, scontrol, or unknown
-    simulated: bool = False
-    resident_keys: int = 0  # a resident run: how many API keys (the keys live in the home's key store only)
-    base_url: str = ""
-    forward: str = ""  # the managed SSH forward's process (pid:start time) when the node is reached over SSH
-    events: list[str] = field(default_factory=list)
-
-
-def record_path(home: Path, run_id: str) -> Path:
-    return home / "runs" / run_id / RECORD
 
 
 def save(home: Path, record: ClusterRecord) -> None:
-    write_atomically(record_path(home, record.run_id), json.dumps(asdict(record), indent=2, sort_keys=True) + "\n")
+    cluster_record.save(Runs(home), record)
 
 
 def load(home: Path, run_id: str) -> ClusterRecord:
-    path = record_path(home, run_id)
-    if not path.is_file():
-        raise BadInput(f"run {run_id} has no cluster record ({path}).")
-    return ClusterRecord(**json.loads(path.read_text(encoding="utf-8")))
+    return cluster_record.load(Runs(home), run_id)
+
+
+def record_path(home: Path, run_id: str) -> Path:
+    return Runs(home).record_path(run_id)
 
 
 def render_for_cluster(
     lab: Lab, cluster: ClusterEntry, profile: Profile, run_id: str, gpus: int, home: Path, keys: bool = False
-) -> str:
+) -> tuple[str, RunLabels]:
     labels = RunLabels(
         run_id=run_id,
         owner=current_user(),
@@ -103,7 +71,7 @@ def render_for_cluster(
         environment_label="harness-check" if cluster.simulated else None,
         secrets_volume=key_volume.volume_name(run_id) if keys else None,
     )
-    return cluster_compose(render_compose(lab, profile, options), gpus)
+    return cluster_compose(render_compose(lab, profile, options), gpus), labels
 
 
 def submit_run(
@@ -132,7 +100,9 @@ def submit_run(
     limit = minutes or cluster.time_minutes
     run_id = new_run_id()
     folder = home / "runs" / run_id
-    compose_text = render_for_cluster(lab, cluster, profile, run_id, count, home, keys=keys > 0)
+    compose_text, labels = render_for_cluster(lab, cluster, profile, run_id, count, home, keys=keys > 0)
+    runs = Runs(home)
+    runs.make_dir(run_id)
     write_atomically(folder / "compose.yaml", compose_text)
     if keys:
         KeyStore(home).write(run_id, generate_keys(keys))
@@ -160,10 +130,12 @@ def submit_run(
         gpus_requested=count,
         time_limit_min=limit,
         submitted_at=now(),
+        cpus=cpus,
+        mem_mib=mem_mib,
         simulated=cluster.simulated,
         resident_keys=keys,
     )
-    save(home, record)
+    runs.save(cluster_record.base_record(lab, runs, record, profile, compose_text, labels, project_name(run_id)))
     record.job_id = slurm.submit(cluster, options, script)
     record.events.append(f"{now()} submitted job {record.job_id}")
     save(home, record)
@@ -190,6 +162,7 @@ def wait_running(home: Path, cluster: ClusterEntry, record: ClusterRecord, say: 
     apply_state(record, state)
     if state.running:
         record.node = state.node
+        record.docker = cluster.node(record.node).docker
         record.gpu_indexes = list(slurm.job_gpus(cluster, record.job_id))
         record.gpu_uuids = node_gpu_uuids(cluster, record.node, record.gpu_indexes)
     save(home, record)
@@ -358,32 +331,33 @@ def up_on_cluster(
         take_down(home, cluster, record)
         raise
     record.base_url = (forward.base if forward else f"http://127.0.0.1:{record.port}") + "/v1"
-    record.forward = forward.process if forward else ""
+    record.forward = forward
     save(home, record)
     return record
 
 
 def down_on_cluster(home: Path, cluster: ClusterEntry, record: ClusterRecord) -> ClusterRecord:
-    if record.forward:
-        close_forward(Forward(process=record.forward))
+    close_forward(record.forward)
     return take_down(home, cluster, record)
 
 
 def cluster_runs(home: Path, cluster: ClusterEntry) -> list[ClusterRecord]:
     """This home's runs on the cluster, each refreshed from squeue/sacct while it has not been seen to end."""
-    runs = home / "runs"
+    runs = Runs(home)
     found = []
-    for path in sorted(runs.glob(f"*/{RECORD}")) if runs.is_dir() else []:
-        record = load(home, path.parent.name)
-        if record.cluster != cluster.name or not record.job_id:
-            continue
-        if record.state in ("SUBMITTED", "PENDING", "RUNNING", "COMPLETING", "CONFIGURING", "SUSPENDED"):
-            state = slurm.job_state(cluster, record.job_id)
-            apply_state(record, state)
-            if state.ended:
-                record.events.append(
-                    f"{now()} seen ended {state.state} exit {state.exit_code or '?'} (from {state.source})"
-                )
-            save(home, record)
+    for run_id in cluster_record.cluster_run_ids(runs, cluster.name):
+        record = load(home, run_id)
+        if record.job_id and not record.ended:
+            refresh(home, cluster, record)
         found.append(record)
     return found
+
+
+def refresh(home: Path, cluster: ClusterEntry, record: ClusterRecord) -> ClusterRecord:
+    """The job's state now; a job seen to end for the first time says so in the record."""
+    state = slurm.job_state(cluster, record.job_id)
+    apply_state(record, state)
+    if state.ended:
+        record.events.append(f"{now()} seen ended {state.state} exit {state.exit_code or '?'} (from {state.source})")
+    save(home, record)
+    return record
