@@ -112,6 +112,14 @@ PROFILE_FIELDS: dict[str, Field] = {
             "count": Field("int", "a whole number of GPUs >= 1", check=lambda v: v >= 1),
         },
     ),
+    "resources": Field(
+        "map",
+        "what a scheduler grants the engine besides GPUs (a Slurm cluster: --cpus-per-task, --mem)",
+        fields={
+            "cpus": Field("int", "CPU cores, 1-1024", check=lambda v: 0 < v <= 1024),
+            "memory_gib": Field("float", "host memory in GiB, 0.5-16384", check=lambda v: 0.5 <= v <= 16384),
+        },
+    ),
     "port": Field("int", "a TCP port 1-65535", check=lambda v: 0 < v < 65536),
     "host": Field("str", "an IP address to bind, e.g. 127.0.0.1", default="127.0.0.1", check=_is_address),
     "network": Field("str", "host or ports", default="host", check=lambda v: v in ("host", "ports")),
@@ -243,6 +251,15 @@ class Profile:
         return int(gpus.get("count") or 0)
 
     @property
+    def cpus(self) -> int | None:
+        return (self.spec.get("resources") or {}).get("cpus")
+
+    @property
+    def memory_mib(self) -> int | None:
+        gib = (self.spec.get("resources") or {}).get("memory_gib")
+        return None if gib is None else round(gib * 1024)
+
+    @property
     def support_problem(self) -> str | None:
         model = self.spec["model"]
         return self.engine.support_status(model["family"], model["quantization"])
@@ -259,6 +276,8 @@ HOST_SPECIFIC = ("port", "host")
 def defining_spec(spec: dict[str, Any]) -> dict[str, Any]:
     """The resolved profile less its host-specific values; GPU ids count only as a number of GPUs."""
     out = {k: v for k, v in spec.items() if k not in HOST_SPECIFIC}
+    if out.get("resources") is None:  # profiles written before the field keep their hash
+        out.pop("resources", None)
     gpus = spec.get("gpus") or {}
     out["gpus"] = len(gpus["device_ids"]) if gpus.get("device_ids") else gpus.get("count", 0)
     return out

@@ -59,6 +59,7 @@ class ClusterRecord:
     exit_code: str = ""
     state_source: str = ""  # squeue, sacct, scontrol, or unknown
     simulated: bool = False
+    needs_gpu: bool = True  # False: an engine that uses none (the harness) holds the granted GPUs unused
     resident_keys: int = 0  # a resident run: how many API keys (the keys live in the home's key store only)
     base_url: str = ""
     forward: Forward | None = None  # the managed SSH forward when the node is reached over SSH
@@ -70,7 +71,7 @@ class ClusterRecord:
 
 
 def base_record(
-    lab: Lab, runs: Runs, record: ClusterRecord, profile: Profile, compose_text: str, labels: RunLabels, project: str
+    lab: Lab, runs: Runs, record: ClusterRecord, profile: Profile, labels: RunLabels, project: str
 ) -> Record:
     """The record as submitted: what would run, before Slurm chose where."""
     engine = profile.engine
@@ -90,20 +91,26 @@ def base_record(
         probe_timeout_s=engine.readiness.probe_timeout_s,
         metrics_path=engine.metrics_path,
         image=ImageInfo(reference=profile.image_text, digest=profile.image_digest, pinned=profile.pinned),
-        compose=ComposeInfo(file="compose.yaml", project=project, command=("docker", "compose", "up", "serve")),
+        compose=ComposeInfo(
+            file="compose.yaml",
+            project=project,
+            command=("docker", "compose", "up", "serve"),
+            render_options={"cache_dir": None, "engine_store": None},
+        ),
         env_names=profile.env_names,
         accelerator="simulated" if record.simulated or not engine.needs_gpu else "gpu",
         host_entry=record.cluster,
         docker_endpoint="",
         run_labels=labels,
-        setup={
-            "compose_sha256": sha256_text(
-                canonical_compose(lab, engine, profile.name, profile.spec, profile.image_digest, False)
-            )
-        },
+        setup=setup_hash(lab, profile, profile.image_digest),
         slurm=slurm_block(record),
         gpus=gpu_set(record),
     )
+
+
+def setup_hash(lab: Lab, profile: Profile, digest: str | None) -> dict[str, str]:
+    canonical = canonical_compose(lab, profile.engine, profile.name, profile.spec, digest, False)
+    return {"compose_sha256": sha256_text(canonical)}
 
 
 def slurm_block(record: ClusterRecord) -> SlurmJob:
@@ -134,9 +141,9 @@ def gpu_set(record: ClusterRecord) -> GpuSet:
     )
     return GpuSet(
         ids=tuple(str(i) for i in record.gpu_indexes),
-        count=len(record.gpu_indexes) or record.gpus_requested,
+        count=(len(record.gpu_indexes) or record.gpus_requested) if record.needs_gpu else 0,
         devices=devices,
-        note="simulated GPU" if record.simulated else None,
+        note=("simulated GPU" if record.simulated else None) if record.needs_gpu else "no GPU",
         simulated=record.simulated,
     )
 
@@ -208,6 +215,7 @@ def from_record(run: Record) -> ClusterRecord:
         exit_code=job.exit_code,
         state_source=job.state_source,
         simulated=run.gpus.simulated,
+        needs_gpu=run.gpus.note != "no GPU",
         resident_keys=job.resident_keys,
         base_url=run.endpoint.base_url,
         forward=run.forward,

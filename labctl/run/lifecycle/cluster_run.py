@@ -12,6 +12,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from labctl.catalog.image import digests_of
 from labctl.catalog.lab import Lab
 from labctl.catalog.profiles import Profile, load_profile, with_overrides
 from labctl.compose.labels import RunLabels
@@ -37,6 +38,7 @@ from labctl.run.resident.host_keys import file_owner, fill_image
 from labctl.run.resident.keys import KeyStore, generate_keys
 
 Say = Callable[[str], None]
+JOB_COMPOSE = "job-compose.yaml"  # what the job starts: compose.yaml with device_ids left to Slurm
 POLL_S = 0.5
 
 
@@ -53,8 +55,9 @@ def record_path(home: Path, run_id: str) -> Path:
 
 
 def render_for_cluster(
-    lab: Lab, cluster: ClusterEntry, profile: Profile, run_id: str, gpus: int, home: Path, keys: bool = False
+    lab: Lab, cluster: ClusterEntry, profile: Profile, run_id: str, home: Path, keys: bool = False
 ) -> tuple[str, RunLabels]:
+    """The setup's compose file as for any host (what export and reproduce read), with the run's labels."""
     labels = RunLabels(
         run_id=run_id,
         owner=current_user(),
@@ -71,7 +74,7 @@ def render_for_cluster(
         environment_label="harness-check" if cluster.simulated else None,
         secrets_volume=key_volume.volume_name(run_id) if keys else None,
     )
-    return cluster_compose(render_compose(lab, profile, options), gpus), labels
+    return render_compose(lab, profile, options), labels
 
 
 def submit_run(
@@ -89,21 +92,27 @@ def submit_run(
     allow_unpinned: bool = False,
     docker_bin: str = "docker",
     keys: int = 0,
+    profile: Profile | None = None,
 ) -> ClusterRecord:
-    """Render, write the run's folder, and `sbatch --parsable`. Nothing secret goes into the job."""
-    profile = with_overrides(load_profile(lab, engine, profile_name), port=port)
+    """Render, write the run's folder, and `sbatch --parsable`. Nothing secret goes into the job. A reproduction
+    gives its pinned `profile` instead of a profile name's."""
+    profile = with_overrides(profile or load_profile(lab, engine, profile_name), port=port)
     if not profile.pinned and not allow_unpinned:
         raise BadInput(f"profile {engine}/{profile_name} is not pinned by digest: pin it, or pass --allow-unpinned.")
     count = gpus if gpus is not None else max(profile.gpu_count, 1)
     if not 1 <= count <= 64:
         raise BadInput(f"--gpus {count}: a job asks for 1 to 64 GPUs.")
+    if profile.engine.needs_gpu:  # the setup runs on N GPUs; which ones is Slurm's to say
+        profile = Profile(profile.engine, profile.name, {**profile.spec, "gpus": {"count": count}}, profile.source)
     limit = minutes or cluster.time_minutes
     run_id = new_run_id()
     folder = home / "runs" / run_id
-    compose_text, labels = render_for_cluster(lab, cluster, profile, run_id, count, home, keys=keys > 0)
+    setup_text, labels = render_for_cluster(lab, cluster, profile, run_id, home, keys=keys > 0)
+    compose_text = cluster_compose(setup_text, count)  # the GPUs are Slurm's to grant: the job fills device_ids
     runs = Runs(home)
     runs.make_dir(run_id)
-    write_atomically(folder / "compose.yaml", compose_text)
+    write_atomically(folder / "compose.yaml", setup_text)
+    write_atomically(folder / JOB_COMPOSE, compose_text)
     if keys:
         KeyStore(home).write(run_id, generate_keys(keys))
     volume = ready_volume(run_id) if keys else None
@@ -114,8 +123,8 @@ def submit_run(
         profile=profile_name,
         gpus=count,
         minutes=limit,
-        cpus=cpus,
-        mem_mib=mem_mib,
+        cpus=cpus or profile.cpus,
+        mem_mib=mem_mib or profile.memory_mib,
         partition=cluster.partition,
         account=cluster.account,
         qos=cluster.qos,
@@ -130,12 +139,13 @@ def submit_run(
         gpus_requested=count,
         time_limit_min=limit,
         submitted_at=now(),
-        cpus=cpus,
-        mem_mib=mem_mib,
+        cpus=cpus or profile.cpus,
+        mem_mib=mem_mib or profile.memory_mib,
         simulated=cluster.simulated,
+        needs_gpu=profile.engine.needs_gpu,
         resident_keys=keys,
     )
-    runs.save(cluster_record.base_record(lab, runs, record, profile, compose_text, labels, project_name(run_id)))
+    runs.save(cluster_record.base_record(lab, runs, record, profile, labels, project_name(run_id)))
     record.job_id = slurm.submit(cluster, options, script)
     record.events.append(f"{now()} submitted job {record.job_id}")
     save(home, record)
@@ -192,6 +202,25 @@ def deliver_keys(home: Path, cluster: ClusterEntry, record: ClusterRecord, image
             dk.client().volume.create(ready_volume(record.run_id), labels={key_volume.LABEL: record.run_id})
     record.events.append(f"{now()} keys delivered to {record.node}")
     save(home, record)
+
+
+def note_image(lab: Lab, home: Path, cluster: ClusterEntry, record: ClusterRecord, profile: Profile) -> None:
+    """The image the node's Docker ran, by digest and id: what `reproduce` pulls elsewhere, and the setup's hash."""
+    with dk.on_endpoint(cluster.node(record.node).docker):
+        facts = dk.image_facts(profile.image_text)
+    if facts is None:
+        return
+    found = digests_of(facts.repo_digests, profile.image_repository)
+    digest = profile.image_digest or (found[0] if found else None)
+    image = ImageInfo(
+        reference=profile.image_text,
+        digest=digest,
+        pinned=profile.pinned,
+        repo_digests=tuple(facts.repo_digests),
+        image_id=facts.image_id,
+        user=facts.user,
+    )
+    Runs(home).update(record.run_id, image=image, setup=cluster_record.setup_hash(lab, profile, digest))
 
 
 def node_gpu_uuids(cluster: ClusterEntry, node: str, indexes: list[int]) -> list[str]:
@@ -300,10 +329,11 @@ def up_on_cluster(
     allow_unpinned: bool = False,
     timeout: float = 900.0,
     keys: int = 0,
+    profile: Profile | None = None,
 ) -> ClusterRecord:
     """Submit, wait while Slurm queues the job, then wait until the engine answers on the node Slurm chose.
     A failure or Ctrl-C cancels the job: nothing is left queued or running unaccounted."""
-    profile = load_profile(lab, engine, profile_name)
+    profile = profile or load_profile(lab, engine, profile_name)
     record = submit_run(
         lab,
         home,
@@ -315,6 +345,7 @@ def up_on_cluster(
         minutes=minutes,
         allow_unpinned=allow_unpinned,
         keys=keys,
+        profile=profile,
     )
     say(f"submitted job {record.job_id} to cluster {cluster.name} (run {record.run_id})")
     try:
@@ -327,6 +358,7 @@ def up_on_cluster(
         if keys:
             deliver_keys(home, cluster, record, profile.image_text)
         forward = wait_ready(home, cluster, record, profile.engine.readiness.probe, timeout)
+        note_image(lab, home, cluster, record, profile)
     except BaseException:
         take_down(home, cluster, record)
         raise
