@@ -26,6 +26,7 @@ WAIT_HELP = "Seconds to wait for another bench or eval on the same engine to fin
 
 if TYPE_CHECKING:
     from labctl.catalog.lab import Lab
+    from labctl.host.clusters import ClusterEntry
     from labctl.host.hosts import HostEntry
     from labctl.run.records.store import Runs
 
@@ -62,6 +63,15 @@ class State:
         lab = self.lab()
         lab.check_writable(what)
         return lab
+
+    def cluster(self, name: str | None) -> ClusterEntry | None:
+        """The Slurm cluster a --host names, if it names one: found without choosing the host this command drives."""
+        if not name:
+            return None
+        from labctl.catalog.lab import find_lab
+        from labctl.host.clusters import get_cluster
+
+        return get_cluster(self._lab.root if self._lab is not None else find_lab(self.lab_option).root, name)
 
     def host(self) -> HostEntry:
         self.lab()

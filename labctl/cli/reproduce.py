@@ -78,13 +78,12 @@ def reproduce(
     import json
 
     from labctl.catalog.profiles import parse_gpu_ids, parse_port
-    from labctl.host.clusters import get_cluster
     from labctl.host.hosts import LOCAL_HOST
     from labctl.run.lifecycle.cluster_reproduce import reproduce_on_cluster
     from labctl.run.lifecycle.reproduce import ReproduceRequest
     from labctl.run.lifecycle.reproduce import reproduce as rebuild
 
-    cluster = get_cluster(state.lab().root, host) if host else None
+    cluster = state.cluster(host)
     if cluster is None:
         state.choose_host(host)
     request = ReproduceRequest(

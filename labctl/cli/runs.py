@@ -188,9 +188,7 @@ def _gc_cluster(name: str, yes: bool, as_json: bool) -> None:
 
 
 def _cluster(name: str) -> Any:
-    from labctl.host.clusters import get_cluster
-
-    return get_cluster(state.lab().root, name)
+    return state.cluster(name)
 
 
 def _up_on_cluster(

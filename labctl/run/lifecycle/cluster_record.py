@@ -139,11 +139,13 @@ def gpu_set(record: ClusterRecord) -> GpuSet:
     devices = tuple(
         Gpu(str(i), "", uuid, "", "") for i, uuid in zip(record.gpu_indexes, record.gpu_uuids, strict=False)
     )
+    if not record.needs_gpu:  # the granted GPUs are in the slurm block; the setup itself holds none
+        return GpuSet(note="no GPU", simulated=record.simulated)
     return GpuSet(
         ids=tuple(str(i) for i in record.gpu_indexes),
-        count=(len(record.gpu_indexes) or record.gpus_requested) if record.needs_gpu else 0,
+        count=len(record.gpu_indexes) or record.gpus_requested,
         devices=devices,
-        note=("simulated GPU" if record.simulated else None) if record.needs_gpu else "no GPU",
+        note="simulated GPU" if record.simulated else None,
         simulated=record.simulated,
     )
 

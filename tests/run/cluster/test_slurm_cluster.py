@@ -224,7 +224,8 @@ def check_the_normal_record(home: Path, run_id: str, run: cr.ClusterRecord, env:
     data = json.loads((home / "runs" / run_id / "record.json").read_text())
     assert (data["status"], data["engine"], data["profile"]) == ("running", "harness", "smoke")
     assert data["environment_label"] == "harness-check" and data["accelerator"] == "simulated"
-    assert data["gpus"]["ids"] == [str(i) for i in run.gpu_indexes] and data["gpus"]["simulated"]
+    assert data["slurm"]["gpu_indexes"] == run.gpu_indexes and data["gpus"]["simulated"]
+    assert data["gpus"]["note"] == "no GPU"  # the harness holds its granted GPUs unused: no GPU in its setup
     assert data["host_entry"] == f"{data['slurm']['cluster']}/n1" and data["slurm"]["node"] == "n1"
     assert data["slurm"]["gpu_uuids"] == run.gpu_uuids and data["slurm"]["job_id"] == run.job_id
     assert data["prep"]["queue_wait"]["seconds"] == run.queue_wait_s and data["timings"]["cold_start_s"] is None
