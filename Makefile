@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test check docs format test-deps vllm-cpu-image auth-proxy-image tiny-models test-fast venv docker-lab harness-image bench-cli bench-harness bench-up bench-client typecheck lint clean
+.PHONY: demo test check docs format test-deps vllm-cpu-image auth-proxy-image tiny-models test-fast venv docker-lab harness-image bench-cli bench-harness bench-up bench-client bench-real typecheck lint clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -89,6 +89,11 @@ bench-up: $(STAMP) docker-lab harness-image
 
 bench-client: $(STAMP)
 	$(PY) scripts/bench_client.py
+
+# labctl's bench and vLLM's own `vllm bench serve` (same image) taking turns against one real vLLM CPU server
+# (core 0; the clients on core 1): TTFT, TPOT, ITL and output tok/s side by side and as ratios labctl / vllm.
+bench-real: $(STAMP) vllm-cpu-image tiny-models
+	$(PY) scripts/bench_real.py
 
 # The simulated GPU lab (two simulated GPU hosts, each a second dockerd with a no-op NVIDIA hook;
 # the main daemon is left alone). Writes build/sim-lab/hosts.yaml. Test lab only; refuses on GPU hosts.

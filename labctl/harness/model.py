@@ -102,8 +102,9 @@ class Settings:
     header_timeout: float = 10.0
     api_keys: list[str] = field(default_factory=list, repr=False)
     served_names: list[str] = field(default_factory=list)  # more names the model answers to (personas)
-    reasoning: bool = False  # a reasoning parser is set: thinking goes to reasoning_content
+    reasoning: bool = False  # a reasoning parser is set: thinking goes to reasoning (vLLM) or reasoning_content
     thinking_default: bool = True  # the server's default when a request does not say
+    dialect: str = "harness"  # whose request checks and error bodies: "harness", or "vllm" for its persona
     answers: dict[str, str] = field(default_factory=dict, repr=False)
     wrong_rate: float = 0.0
     # faults

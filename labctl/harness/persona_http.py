@@ -12,6 +12,8 @@ import json
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from labctl.harness import vllm_surface
+
 if TYPE_CHECKING:  # the plain harness image carries no contract code: import Persona for types only
     from labctl.harness.personas import Persona
 
@@ -88,11 +90,24 @@ def _line(name: str, kind: str, value: float, labels: str) -> list[str]:
     return [f"# TYPE {name} {kind}", f"{name}{{{labels}}} {value}"]
 
 
-def metrics_text(persona: Persona, counters: dict[str, int], running: int, waiting: int, max_num_seqs: int) -> str:
+def metrics_text(
+    persona: Persona, counters: dict[str, int], running: int, waiting: int, max_num_seqs: int, created: float = 0.0
+) -> str:
     model = persona.served_names[0]
     usage = round(running / max_num_seqs, 4) if max_num_seqs else 0.0
     engine = persona.engine
     lines: list[str] = []
+    if engine == "vllm" and persona.version_tuple() >= (0, 11):
+        values = {
+            "request_success": counters["requests_success_total"],
+            "prompt_tokens": counters["prompt_tokens_total"],
+            "generation_tokens": counters["generation_tokens_total"],
+            "prefix_cache_queries": counters["prompt_tokens_total"],
+            "num_requests_running": running,
+            "num_requests_waiting": waiting,
+            "kv_cache_usage_perc": usage,
+        }
+        return vllm_surface.metrics_text(model, values, created)
     if engine == "vllm":
         labels = f'model_name="{model}",engine="0"'
         kv = "vllm:kv_cache_usage_perc" if persona.version_tuple() >= (0, 11) else "vllm:gpu_cache_usage_perc"

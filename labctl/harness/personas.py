@@ -50,7 +50,7 @@ class Persona:
     model_arg: str  # the model argument as given (HF id or path)
     served_names: list[str]
     api_keys: list[str] = field(default_factory=list, repr=False)
-    reasoning: bool = False  # a reasoning parser is set: thinking goes to reasoning_content
+    reasoning: bool = False  # a reasoning parser is set: thinking goes to reasoning (vLLM) or reasoning_content
     thinking_default: bool = True
     server_args: dict[str, Any] = field(default_factory=dict)
     warnings: list[str] = field(default_factory=list)
@@ -401,6 +401,7 @@ def _settings(engine: str, persona: Persona, p: ParsedArgv, env: Mapping[str, st
         api_keys=[],
         reasoning=persona.reasoning,
         thinking_default=persona.thinking_default,
+        dialect="vllm" if engine == "vllm" else "harness",
     )
 
 

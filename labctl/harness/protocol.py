@@ -18,6 +18,7 @@ REASONS = {
     411: "Length Required",
     413: "Payload Too Large",
     431: "Request Header Fields Too Large",
+    501: "Not Implemented",
     503: "Service Unavailable",
 }
 ERROR_TYPES = {
@@ -29,20 +30,32 @@ ERROR_TYPES = {
     411: "BadRequestError",
     413: "RequestTooLarge",
     431: "BadRequestError",
+    501: "NotImplementedError",
     503: "ServiceUnavailableError",
 }
+# vLLM answers a body its request model cannot parse (FastAPI's validation) with this type and `body.FIELD`.
+VALIDATION_TYPE = "Bad Request"
 
 
 class HttpError(Exception):
-    def __init__(self, status: int, message: str, param: str | None = None) -> None:
+    def __init__(self, status: int, message: str, param: str | None = None, kind: str | None = None) -> None:
         super().__init__(message)
         self.status = status
         self.message = message
         self.param = param
+        self.kind = kind
 
 
-def error_body(status: int, message: str, param: str | None = None) -> dict[str, Any]:
-    return {"error": {"message": message, "type": ERROR_TYPES.get(status, "Error"), "param": param, "code": status}}
+def error_body(status: int, message: str, param: str | None = None, kind: str | None = None) -> dict[str, Any]:
+    kind = kind or ERROR_TYPES.get(status, "Error")
+    return {"error": {"message": message, "type": kind, "param": param, "code": status}}
+
+
+def _invalid(s: Settings, message: str, field: str | None) -> HttpError:
+    """A body that does not parse: in vLLM's words when the persona is vLLM, else the harness's own."""
+    if s.dialect == "vllm":
+        return HttpError(400, message, f"body.{field or 0}", VALIDATION_TYPE)
+    return HttpError(400, message, field)
 
 
 def usage_of(request: dict[str, Any], completion_tokens: int) -> dict[str, int]:
@@ -72,12 +85,12 @@ def parse_head(head: bytes) -> tuple[str, str, dict[str, str]]:
     return method, path, headers
 
 
-def _int_field(data: dict[str, Any], name: str) -> int | None:
+def _int_field(data: dict[str, Any], name: str, s: Settings) -> int | None:
     value = data.get(name)
     if value is None:
         return None
     if isinstance(value, bool) or not isinstance(value, int):
-        raise HttpError(400, f"'{name}' must be an integer", name)
+        raise _invalid(s, f"'{name}' must be an integer", name)
     return value
 
 
@@ -85,18 +98,18 @@ def parse_request(body: bytes, chat: bool, s: Settings) -> dict[str, Any]:
     try:
         data = json.loads(body)
     except (ValueError, UnicodeDecodeError):
-        raise HttpError(400, "the request body is not valid JSON") from None
+        raise _invalid(s, "the request body is not valid JSON", None) from None
     if not isinstance(data, dict):
-        raise HttpError(400, "the request body must be a JSON object")
+        raise _invalid(s, "the request body must be a JSON object", None)
     model = data.get("model")
     if not isinstance(model, str):
-        raise HttpError(400, "'model' is required and must be a string", "model")
+        raise _invalid(s, "'model' is required and must be a string", "model")
     if model != s.model and model not in s.served_names:
         raise HttpError(404, f"The model `{model}` does not exist.", "model")
     if chat:
         messages = data.get("messages")
         if not isinstance(messages, list) or not messages:
-            raise HttpError(400, "'messages' is required and must be a non-empty list", "messages")
+            raise _invalid(s, "'messages' is required and must be a non-empty list", "messages")
         texts = []
         for i, message in enumerate(messages):
             if not isinstance(message, dict) or not isinstance(message.get("role"), str):
@@ -115,17 +128,19 @@ def parse_request(body: bytes, chat: bool, s: Settings) -> dict[str, Any]:
         if isinstance(raw, list) and len(raw) == 1 and isinstance(raw[0], str):
             raw = raw[0]
         if not isinstance(raw, str):
-            raise HttpError(400, "'prompt' is required and must be a string", "prompt")
+            raise _invalid(s, "'prompt' is required and must be a string", "prompt")
         prompt = raw
         prompt_tokens = count_tokens(raw)
-    max_tokens = _int_field(data, "max_completion_tokens")
+    max_tokens = _int_field(data, "max_completion_tokens", s)
     if max_tokens is None:
-        max_tokens = _int_field(data, "max_tokens")
+        max_tokens = _int_field(data, "max_tokens", s)
     if max_tokens is None:
         max_tokens = min(s.default_max_tokens, max(1, s.max_model_len - prompt_tokens))
     if max_tokens < 1:
         raise HttpError(400, f"max_tokens must be at least 1, got {max_tokens}", "max_tokens")
-    if prompt_tokens + max_tokens > s.max_model_len:
+    if s.dialect == "vllm":
+        max_tokens = _vllm_fit(prompt_tokens, max_tokens, s.max_model_len)
+    elif prompt_tokens + max_tokens > s.max_model_len:
         raise HttpError(
             400,
             f"This model's maximum context length is {s.max_model_len} tokens. However, you requested "
@@ -134,15 +149,17 @@ def parse_request(body: bytes, chat: bool, s: Settings) -> dict[str, Any]:
             "max_tokens",
         )
     temperature = data.get("temperature", 1.0)
+    if s.dialect == "vllm" and isinstance(temperature, (int, float)) and temperature < 0:
+        raise HttpError(400, f"temperature must be non-negative, got {temperature}.", "temperature")
     if isinstance(temperature, bool) or not isinstance(temperature, (int, float)) or not 0 <= temperature <= 2:
         raise HttpError(400, "'temperature' must be a number between 0 and 2", "temperature")
-    seed = _int_field(data, "seed")
-    n = _int_field(data, "n")
+    seed = _int_field(data, "seed", s)
+    n = _int_field(data, "n", s)
     if n not in (None, 1):
         raise HttpError(400, "only n=1 is supported", "n")
     stream = data.get("stream", False)
     if not isinstance(stream, bool):
-        raise HttpError(400, "'stream' must be true or false", "stream")
+        raise _invalid(s, "'stream' must be true or false", "stream")
     options = data.get("stream_options") or {}
     if not isinstance(options, dict):
         raise HttpError(400, "'stream_options' must be an object", "stream_options")
@@ -164,3 +181,24 @@ def parse_request(body: bytes, chat: bool, s: Settings) -> dict[str, Any]:
         "seed": seed,
         "temperature": float(temperature),
     }
+
+
+def _vllm_fit(prompt_tokens: int, max_tokens: int, max_model_len: int) -> int:
+    """vLLM refuses a prompt or a max_tokens longer than the context, and shortens max_tokens to fit beside
+    the prompt (vllm/renderers/params.py and get_max_tokens in vllm/entrypoints/serve/utils/api_utils.py)."""
+    if prompt_tokens > max_model_len:
+        raise HttpError(
+            400,
+            f"This model's maximum context length is {max_model_len} tokens. However, your prompt contains "
+            f"{prompt_tokens} input tokens, which exceeds this limit even without any output tokens. Please "
+            "reduce the length of the input prompt.",
+            "input_tokens",
+        )
+    if max_tokens > max_model_len:
+        raise HttpError(
+            400,
+            f"max_tokens={max_tokens} cannot be greater than max_model_len={max_model_len}. Please request fewer "
+            "output tokens.",
+            "max_tokens",
+        )
+    return max(1, min(max_tokens, max_model_len - prompt_tokens))

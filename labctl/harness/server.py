@@ -20,6 +20,7 @@ from collections import deque
 from typing import TYPE_CHECKING, Any
 
 from labctl import __version__
+from labctl.harness import vllm_surface
 from labctl.harness.model import Answer, Schedule, Settings, make_answer, stable_seed
 from labctl.harness.persona_http import (
     METRICS_PATHS,
@@ -79,6 +80,11 @@ class Harness:
         self.created = int(time.time())
         self.arrived_at = 0.0
         self.stepper = Stepper()
+        # The vLLM persona answers in vLLM's shapes: thinking in `reasoning`, the finish reason on the last
+        # token's chunk, reasoning tokens in usage whenever a parser is set, a system fingerprint.
+        self.vllm = persona is not None and persona.engine == "vllm" and persona.version_tuple() >= (0, 11)
+        self.reasoning_field = "reasoning" if self.vllm else "reasoning_content"
+        self.fingerprint = f"vllm-{persona.version}-labctl-persona" if self.vllm and persona else None
 
     # --- lifecycle -------------------------------------------------------------------------------
     async def serve(self) -> None:
@@ -194,6 +200,8 @@ class Harness:
                 if self.persona.guards(path) and not self.key_ok(headers, self.persona.api_keys):
                     await self.send_reply(writer, unauthorized(self.persona))
                     return
+                if self.vllm and await self.vllm_route(method, path, body, writer, headers):
+                    return
                 reply = (
                     persona_reply(self.persona, path, self.ready(), self.s.max_model_len) if method == "GET" else None
                 )
@@ -204,7 +212,9 @@ class Harness:
                 elif path == METRICS_PATHS.get(self.persona.engine, "/metrics") and method == "GET":
                     if not self.persona.serves_metrics:
                         raise HttpError(404, "Not Found")
-                    text = metrics_text(self.persona, self.counters, self.running, self.waiting, self.s.max_num_seqs)
+                    text = metrics_text(
+                        self.persona, self.counters, self.running, self.waiting, self.s.max_num_seqs, self.created
+                    )
                     reply = Reply(200, text.encode(), "text/plain; version=0.0.4")
                 if reply is not None:
                     await self.send_reply(writer, reply)
@@ -266,7 +276,7 @@ class Harness:
         except HttpError as exc:
             if exc.status >= 400 and path in ("/v1/chat/completions", "/v1/completions"):
                 self.counters["requests_failed_total"] += 1
-            await self.send_json(writer, exc.status, error_body(exc.status, exc.message, exc.param))
+            await self.send_json(writer, exc.status, error_body(exc.status, exc.message, exc.param, exc.kind))
 
     @staticmethod
     def expect(method: str, wanted: str) -> None:
@@ -284,6 +294,39 @@ class Harness:
         if reply.delay:
             await asyncio.sleep(reply.delay)
         await self.send(writer, reply.status, reply.body, reply.content_type)
+
+    async def vllm_route(
+        self, method: str, path: str, body: bytes, writer: asyncio.StreamWriter, headers: dict[str, str]
+    ) -> bool:
+        """vLLM's routes besides completions, models, health, version and metrics; False when not one."""
+        answer: Any = None
+        if path == "/ping" and method in ("GET", "POST"):
+            await self.send(writer, 200, b"", "application/json")
+            return True
+        if method == "GET" and path == "/docs":
+            await self.send(writer, 200, vllm_surface.DOCS, "text/html; charset=utf-8")
+            return True
+        if method == "POST" and path == "/invocations":  # SageMaker's entry: chat or completion by the body
+            await self.complete(vllm_surface.is_chat(body), body, writer, headers.get("x-request-id", ""))
+            return True
+        if method == "GET":
+            answer = {
+                "/load": lambda: {"server_load": self.running + self.waiting},
+                "/kv_event_sources": dict,
+                "/openapi.json": vllm_surface.openapi,
+            }.get(path, lambda: None)()
+        elif path == "/tokenize":
+            answer = vllm_surface.tokenize_reply(body, self.s.max_model_len)
+        elif path == "/detokenize":
+            answer = vllm_surface.detokenize_reply(body)
+        elif path == "/is_scaling_elastic_ep":
+            answer = {"is_scaling_elastic_ep": False}
+        if answer is not None:
+            await self.send_json(writer, 200, answer)
+            return True
+        if vllm_surface.not_simulated(method, path):
+            raise HttpError(501, f"labctl persona: vLLM serves {method} {path}; the persona does not act it out")
+        return False
 
     # --- completions -----------------------------------------------------------------------------
     async def complete(self, chat: bool, body: bytes, writer: asyncio.StreamWriter, request_id: str = "") -> None:
@@ -350,7 +393,8 @@ class Harness:
         usage: dict[str, Any] = usage_of(request, len(answer.tokens))
         message: dict[str, Any] = {"role": "assistant", "content": text}
         if answer.reasoning:
-            message["reasoning_content"] = "".join(answer.tokens[: answer.reasoning])
+            message[self.reasoning_field] = "".join(answer.tokens[: answer.reasoning])
+        if answer.reasoning or (self.vllm and chat and self.s.reasoning):
             usage["completion_tokens_details"] = {"reasoning_tokens": answer.reasoning}
         if chat:
             choice: dict[str, Any] = {
@@ -364,18 +408,10 @@ class Harness:
             choice = {"index": 0, "text": text, "logprobs": None, "finish_reason": answer.finish_reason}
             obj = "text_completion"
         self._count(request, len(answer.tokens))
-        await self.send_json(
-            writer,
-            200,
-            {
-                "id": rid,
-                "object": obj,
-                "created": int(time.time()),
-                "model": self.s.model,
-                "choices": [choice],
-                "usage": usage,
-            },
-        )
+        reply = {"id": rid, "object": obj, "created": int(time.time()), "model": self.s.model, "choices": [choice]}
+        if self.fingerprint:
+            reply["system_fingerprint"] = self.fingerprint
+        await self.send_json(writer, 200, reply | {"usage": usage})
 
     async def stream(
         self, chat: bool, request: dict[str, Any], answer: Answer, schedule: Schedule, writer: asyncio.StreamWriter
@@ -387,13 +423,15 @@ class Harness:
                 {"id": rid, "object": "chat.completion.chunk", "created": created, "model": self.s.model}
             )[:-1]
             prefix = (head + ',"choices":[{"index":0,"delta":{"content":').encode()
-            thought = (head + ',"choices":[{"index":0,"delta":{"reasoning_content":').encode()
+            thought = (head + f',"choices":[{{"index":0,"delta":{{"{self.reasoning_field}":').encode()
             suffix = b'},"logprobs":null,"finish_reason":null}]}'
+            last = b'},"logprobs":null,"finish_reason":%b}]}' % json.dumps(answer.finish_reason).encode()
         else:
             head = json.dumps({"id": rid, "object": "text_completion", "created": created, "model": self.s.model})[:-1]
             prefix = (head + ',"choices":[{"index":0,"text":').encode()
             thought = prefix
             suffix = b',"logprobs":null,"finish_reason":null}]}'
+            last = b',"logprobs":null,"finish_reason":%b}]}' % json.dumps(answer.finish_reason).encode()
         writer.write(
             b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ncache-control: no-cache\r\n"
             b"transfer-encoding: chunked\r\n\r\n"
@@ -412,6 +450,8 @@ class Harness:
             writer, tokens, prefix, suffix, schedule.first, lambda: schedule.gap(self.running), self.lateness, drop_at
         )
         job.thought, job.thinking = thought, answer.reasoning
+        if self.vllm:
+            job.last_suffix = last
         if request["request_id"]:
             job.request_id, job.first_log = request["request_id"], self.first_tokens
         self.stepper.add(job)
@@ -420,8 +460,10 @@ class Harness:
             self.counters["streams_dropped_total"] += 1
         if outcome != "complete":
             return
-        tail = []
-        if chat:
+        tail: list[dict[str, Any]] = []
+        if self.vllm:
+            pass  # the last token's chunk carried the finish reason
+        elif chat:
             tail.append(
                 {
                     "id": rid,
@@ -442,16 +484,20 @@ class Harness:
                 }
             )
         if request["include_usage"]:
-            tail.append(
-                {
-                    "id": rid,
-                    "object": tail[0]["object"],
-                    "created": created,
-                    "model": self.s.model,
-                    "choices": [],
-                    "usage": usage_of(request, len(tokens)),
-                }
-            )
+            usage: dict[str, Any] = usage_of(request, len(tokens))
+            if self.vllm and chat and self.s.reasoning:
+                usage["completion_tokens_details"] = {"reasoning_tokens": answer.reasoning}
+            closing: dict[str, Any] = {
+                "id": rid,
+                "object": "chat.completion.chunk" if chat else "text_completion",
+                "created": created,
+                "model": self.s.model,
+                "choices": [],
+                "usage": usage,
+            }
+            if self.fingerprint:
+                closing["system_fingerprint"] = self.fingerprint
+            tail.append(closing)
         data = b"".join(b"data: " + json.dumps(t).encode() + b"\n\n" for t in tail) + b"data: [DONE]\n\n"
         self._count(request, len(tokens))
         writer.write(frame(data) + b"0\r\n\r\n")

@@ -40,6 +40,7 @@ class StreamJob:
         self.gap, self.lateness, self.drop_at = gap, lateness, drop_at
         self.index = 0
         self.thought, self.thinking = prefix, 0  # the first `thinking` tokens go out under `thought`
+        self.last_suffix: bytes | None = None  # the last token's suffix when it differs (vLLM: the finish reason)
         self.request_id = ""
         self.first_log: deque[tuple[str, float]] | None = None  # (X-Request-Id, when its first token was written)
         self.finished: asyncio.Future[str] = asyncio.get_running_loop().create_future()
@@ -53,13 +54,16 @@ class StreamJob:
         parts: list[bytes] = []
         started = self.index
         tokens, prefix, suffix = self.tokens, self.prefix, self.suffix
+        last_suffix = self.last_suffix or suffix
+        final = len(tokens) - 1 if self.last_suffix is not None else -1
         while self.index < len(tokens) and self.due <= now:
             if self.index == self.drop_at:
                 self.writer.write(frame(b"".join(parts)))
                 self.writer.transport.abort()
                 return self._finish("dropped")
             head = prefix if self.index >= self.thinking else self.thought
-            parts.append(b"data: " + head + json.dumps(tokens[self.index]).encode() + suffix + b"\n\n")
+            end = suffix if self.index != final else last_suffix
+            parts.append(b"data: " + head + json.dumps(tokens[self.index]).encode() + end + b"\n\n")
             self.index += 1
             if self.index < len(tokens):
                 self.due += self.gap()

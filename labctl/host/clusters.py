@@ -117,7 +117,7 @@ def _read_clusters(path: Path) -> dict[str, ClusterEntry]:
     src = load_yaml_mapping(path, display=str(path))
     spec = check_mapping(src, (), src.data, FILE_FIELDS)
     clusters = {}
-    for name, raw in spec["clusters"].items():
+    for name, raw in (spec["clusters"] or {}).items():
         if not isinstance(name, str) or not _NAME.match(name):
             raise src.problem(
                 ("clusters",), f"cluster name {name!r} is not allowed: lower-case letters, digits, '.', '_', '-'."

@@ -164,7 +164,7 @@ def _read_entries(path: Path) -> tuple[dict[str, HostEntry], str | None]:
     src = load_yaml_mapping(path, display=str(path))
     spec = check_mapping(src, (), src.data, FILE_FIELDS)
     entries = {}
-    for name, raw in spec["hosts"].items():
+    for name, raw in (spec["hosts"] or {}).items():
         if not isinstance(name, str) or not _NAME.match(name):
             raise src.problem(
                 ("hosts",), f"host name {name!r} is not allowed: lower-case letters, digits, '.', '_', '-'."
@@ -187,7 +187,7 @@ def _read_user_file() -> tuple[Path, dict[str, dict[str, object]], str | None]:
         return path, {}, None
     src = load_yaml_mapping(path, display=str(path))
     spec = check_mapping(src, (), src.data, FILE_FIELDS)
-    return path, dict(spec["hosts"]), spec["default"]
+    return path, dict(spec["hosts"] or {}), spec["default"]
 
 
 def _write_user_file(path: Path, entries: dict[str, dict[str, object]], default: str | None) -> None:

@@ -2,7 +2,8 @@
 
 A metric is a call to something named like a Counter, Gauge, Histogram or Summary class (prometheus_client's
 own, or an engine wrapper such as vLLM's `self._counter_cls`) whose `name=` (or first argument) is a string
-literal with the engine's prefix. Names are given as Prometheus exposes them: prometheus_client appends
+literal with the engine's prefix, or a variable the same file assigns such literals to (vLLM's
+`vllm:cache_config_info`, declared as `name=name`). Names are given as Prometheus exposes them: prometheus_client appends
 `_total` to a counter's name; a histogram is listed by its base name (`_bucket`, `_sum`, `_count` follow).
 """
 
@@ -21,20 +22,34 @@ def _callee(node: ast.Call) -> str:
 
 def names_in_source(text: str, prefix: str) -> dict[str, str]:
     """{exposed name: kind} of the metrics declared in one file."""
+    tree = ast.parse(text)
+    held: dict[str, list[str]] = {}  # variable → the prefixed string literals assigned to it in this file
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.Assign):
+            continue
+        value = node.value
+        if isinstance(value, ast.Constant) and isinstance(value.value, str) and value.value.startswith(prefix):
+            for target in node.targets:
+                if isinstance(target, ast.Name):
+                    held.setdefault(target.id, []).append(value.value)
     out: dict[str, str] = {}
-    for node in ast.walk(ast.parse(text)):
+    for node in ast.walk(tree):
         if not isinstance(node, ast.Call):
             continue
         kind = next((k for k in KINDS if k in _callee(node)), None)
         if kind is None:
             continue
         arg = next((k.value for k in node.keywords if k.arg == "name"), node.args[0] if node.args else None)
-        if not (isinstance(arg, ast.Constant) and isinstance(arg.value, str) and arg.value.startswith(prefix)):
+        if isinstance(arg, ast.Name):
+            literals = held.get(arg.id, [])
+        elif isinstance(arg, ast.Constant) and isinstance(arg.value, str) and arg.value.startswith(prefix):
+            literals = [arg.value]
+        else:
             continue
-        name = arg.value
-        if kind == "counter":
-            name = name.removesuffix("_total") + "_total"
-        out[name] = kind
+        for name in literals:
+            if kind == "counter":
+                name = name.removesuffix("_total") + "_total"
+            out[name] = kind
     return out
 
 

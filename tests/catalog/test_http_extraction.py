@@ -77,10 +77,15 @@ c = self._gauge_cls(name="eng:running", documentation="d")
 d = Histogram(name="eng:latency_seconds", documentation="d")
 e = Gauge(name="other:thing", documentation="d")
 f = Counter(name=prefix + "x", documentation="d")
+def info(kind):
+    if kind == "cache":
+        name = "eng:cache_info"
+    g = self._gauge_cls(name=name, documentation="d")
 """
     assert prometheus_names.names_in_source(text, "eng:") == {
         "eng:requests_total": "counter",
         "eng:tokens_total": "counter",
         "eng:running": "gauge",
         "eng:latency_seconds": "histogram",
+        "eng:cache_info": "gauge",  # a variable the file assigns the literal to, as vLLM's cache_config_info
     }

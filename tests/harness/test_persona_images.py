@@ -263,15 +263,15 @@ def test_key_guards_what_the_engine_guards(
     assert chat(base, served_name(engine, profile_name), KEY).choices[0].message.content
 
 
-def test_reasoning_content_when_a_request_turns_thinking_on(containers: Containers) -> None:
+def test_reasoning_when_a_request_turns_thinking_on(containers: Containers) -> None:
     port = free_port()
     containers.run(persona_image("vllm", "qwen3-32b"), rendered("vllm", "qwen3-32b", port))
     wait_port(port, containers)
     base = f"http://127.0.0.1:{port}"
     off = chat(base, "qwen3-32b")  # the profile's server default turns thinking off
-    assert not (off.choices[0].message.model_extra or {}).get("reasoning_content")
+    assert not (off.choices[0].message.model_extra or {}).get("reasoning")  # vLLM's field since 0.11
     on = chat(base, "qwen3-32b", extra_body={"chat_template_kwargs": {"enable_thinking": True}})
-    assert on.choices[0].message.model_extra["reasoning_content"]
+    assert on.choices[0].message.model_extra["reasoning"]
     assert on.choices[0].message.content
 
 
