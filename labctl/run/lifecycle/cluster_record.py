@@ -234,10 +234,11 @@ def is_cluster_run(runs: Runs, run_id: str) -> bool:
     return run is not None and run.slurm is not None
 
 
-def cluster_run_ids(runs: Runs, cluster: str) -> list[str]:
+def cluster_run_ids(runs: Runs, cluster: str | None) -> list[str]:
+    """This home's runs on the cluster (None: on any cluster)."""
     found = []
     for run_id in runs.all_ids():
         run = runs.try_load(run_id)
-        if run is not None and run.slurm is not None and run.slurm.cluster == cluster:
+        if run is not None and run.slurm is not None and cluster in (None, run.slurm.cluster):
             found.append(run_id)
     return found

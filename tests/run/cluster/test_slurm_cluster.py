@@ -233,6 +233,9 @@ def check_the_normal_record(home: Path, run_id: str, run: cr.ClusterRecord, env:
     shown = run_labctl("--home", str(home), "show", run_id, env=env)
     assert shown.code == 0 and f" {run.job_id} on cluster " in shown.stdout, shown.stdout + shown.stderr
     assert "prep queue_wait" in shown.stdout, shown.stdout
+    everywhere = run_labctl("--home", str(home), "status", "--json", env=env)  # every host, and the clusters
+    listed = {r["run_id"]: r for r in json.loads(everywhere.stdout)}
+    assert listed[run_id]["slurm"]["node"] == "n1" and listed[run_id]["host"] == data["host_entry"], everywhere
     exported = home / "export.yaml"
     done = run_labctl("--home", str(home), "export", run_id, "-o", str(exported), env=env)
     assert done.code == 0 and exported.is_file(), done.stderr
