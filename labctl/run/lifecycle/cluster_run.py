@@ -32,7 +32,7 @@ from labctl.host.slurm_output import JobState
 from labctl.run.lifecycle import cluster_record
 from labctl.run.lifecycle.cluster_record import ClusterRecord
 from labctl.run.lifecycle.down import project_name
-from labctl.run.records.record import ImageInfo, now
+from labctl.run.records.record import ContainerInfo, ImageInfo, now
 from labctl.run.records.store import Runs, new_run_id
 from labctl.run.resident.host_keys import file_owner, fill_image
 from labctl.run.resident.keys import KeyStore, generate_keys
@@ -205,7 +205,8 @@ def deliver_keys(home: Path, cluster: ClusterEntry, record: ClusterRecord, image
 
 
 def note_image(lab: Lab, home: Path, cluster: ClusterEntry, record: ClusterRecord, profile: Profile) -> None:
-    """The image the node's Docker ran, by digest and id: what `reproduce` pulls elsewhere, and the setup's hash."""
+    """The image the node's Docker ran, by digest and id (what `reproduce` pulls elsewhere, and the setup's
+    hash), and the engine's command line as Docker reports it."""
     with dk.on_endpoint(cluster.node(record.node).docker):
         facts = dk.image_facts(profile.image_text)
     if facts is None:
@@ -220,7 +221,15 @@ def note_image(lab: Lab, home: Path, cluster: ClusterEntry, record: ClusterRecor
         image_id=facts.image_id,
         user=facts.user,
     )
-    Runs(home).update(record.run_id, image=image, setup=cluster_record.setup_hash(lab, profile, digest))
+    serve = [c for c in node_containers(cluster, record.node, record.job_id) if dk.service_of(c) == "serve"]
+    container = (
+        ContainerInfo(serve[0].name, serve[0].id, tuple(dk.command_line(serve[0])), profile.env_names)
+        if serve
+        else None
+    )
+    Runs(home).update(
+        record.run_id, image=image, setup=cluster_record.setup_hash(lab, profile, digest), container=container
+    )
 
 
 def node_gpu_uuids(cluster: ClusterEntry, node: str, indexes: list[int]) -> list[str]:

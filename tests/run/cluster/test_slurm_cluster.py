@@ -230,6 +230,7 @@ def check_the_normal_record(home: Path, run_id: str, run: cr.ClusterRecord, env:
     assert data["slurm"]["gpu_uuids"] == run.gpu_uuids and data["slurm"]["job_id"] == run.job_id
     assert data["prep"]["queue_wait"]["seconds"] == run.queue_wait_s and data["timings"]["cold_start_s"] is None
     assert not (home / "runs" / run_id / "slurm.json").exists()
+    assert "--ttft-ms" in data["container"]["command_line"] and data["image"]["image_id"]  # what the node ran
     shown = run_labctl("--home", str(home), "show", run_id, env=env)
     assert shown.code == 0 and f" {run.job_id} on cluster " in shown.stdout, shown.stdout + shown.stderr
     assert "prep queue_wait" in shown.stdout, shown.stdout
