@@ -267,9 +267,9 @@ def down(
             return False
         return typer.confirm(f"stop {len(chosen)} runs ({', '.join(str(r['run_id']) for r in chosen)})?")
 
+    state.choose_host(host)
     if target is not None and _down_on_cluster(target):
         return
-    state.choose_host(host)
     state.follow_run(target)
     for run in stop(state.runs(), target, reason, force, all_runs, confirm, host=state.host()):
         out(f"stopped {run.run_id} ({run.engine}/{run.profile})")
