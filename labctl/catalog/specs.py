@@ -12,6 +12,7 @@ from typing import Any
 import yaml
 
 ArgGroups = tuple[tuple[str, ...], ...]
+LOOPBACK_HUB = "loopback"
 
 
 def _groups(value: Any) -> ArgGroups:
@@ -56,6 +57,12 @@ class ServerSpec:
             thinking_off_args=_groups(data["thinking_off_args"]),
             owns=_words(data.get("owns")),
         )
+
+
+@dataclass(frozen=True)
+class CpuBackend:
+    kv_cache_env: str  # e.g. VLLM_CPU_KVCACHE_SPACE
+    cores_env: str  # e.g. VLLM_CPU_OMP_THREADS_BIND
 
 
 @dataclass(frozen=True)
@@ -146,6 +153,11 @@ class ModelSpec:
     thinking: str  # "on" | "off" (filled in at load)
     reasoning_parser: str | None
     architecture: Architecture | None
+    hub: str | None = None  # "loopback": the lab's own tiny models, served by labctl on 127.0.0.1 while it fetches
+
+    @property
+    def from_loopback_hub(self) -> bool:
+        return self.hub == LOOPBACK_HUB
 
     @classmethod
     def from_spec(cls, data: dict[str, Any]) -> ModelSpec:
@@ -165,7 +177,29 @@ class ModelSpec:
                 head_dim=int(arch["head_dim"]),
                 parameters_b=None if arch.get("parameters_b") is None else float(arch["parameters_b"]),
             ),
+            hub=opt_str(data.get("hub")),
         )
+
+
+@dataclass(frozen=True)
+class CpuPlacement:
+    """A profile that runs on CPU: the cores its threads bind to, the container's memory, the KV cache."""
+
+    cores: str  # "0-1", "0,2": never "all"
+    memory_gib: int
+    kv_cache_gib: int
+
+    @property
+    def core_count(self) -> int:
+        count = 0
+        for part in self.cores.split(","):
+            first, _, last = part.partition("-")
+            count += int(last or first) - int(first) + 1
+        return count
+
+    @classmethod
+    def from_spec(cls, data: dict[str, Any]) -> CpuPlacement:
+        return cls(cores=str(data["cores"]), memory_gib=int(data["memory_gib"]), kv_cache_gib=int(data["kv_cache_gib"]))
 
 
 @dataclass(frozen=True)

@@ -10,9 +10,40 @@ import typer
 
 from labctl.cli.context import HOST_HELP, out, state, warn
 
+hub_app = typer.Typer(
+    help="The lab's loopback Hub: its tiny models as Hub repositories on 127.0.0.1.\n\nExample: labctl hub serve",
+    no_args_is_help=True,
+)
+
 
 def register(app: typer.Typer) -> None:
     app.command("fetch")(fetch)
+    app.add_typer(hub_app, name="hub")
+
+
+@hub_app.command("serve")
+def hub_serve(
+    port: Annotated[int, typer.Option(help="The port on 127.0.0.1 (0: any free port).", min=0, max=65535)] = 0,
+) -> None:
+    """Serve the lab's tiny models (build/tiny-models, or $LABCTL_TINY_MODELS; made when missing) as Hub repositories labctl/NAME on 127.0.0.1 until Ctrl-C. `labctl fetch` and `up` of a profile whose model says `hub: loopback` need no such server: they serve the models themselves while they fetch.
+
+    Example: labctl hub serve --port 18090
+    """
+    from labctl.errors import BadInput
+    from labctl.host.loopback_hub import LoopbackHub
+    from labctl.host.tiny_models import ensure_models, models_folder
+
+    root = state.lab().root
+    folder = models_folder(root)
+    repos = ensure_models(root, folder, warn)
+    try:
+        hub = LoopbackHub(repos, port=port)
+    except OSError as exc:
+        raise BadInput(f"cannot listen on 127.0.0.1:{port}: {exc.strerror or exc}. Choose another --port.") from None
+    out(f"serving {folder} at {hub.endpoint} (Ctrl-C stops it)")
+    for repo_id, repo in sorted(repos.items()):
+        out(f"  {repo_id}  commit {repo.commit}  ({len(repo.files)} files)")
+    hub.serve_until_stopped()
 
 
 def fetch(

@@ -148,7 +148,8 @@ def up(
     t = record.timings
     out(f"ready: {record.engine}/{record.profile} run {record.run_id}")
     out(f"  OpenAI base URL  {record.base_url}  (model {record.served_model_name})")
-    out(f"  image            {record.image.reference}  digest {record.image.digest}")
+    identity = f"digest {record.image.digest}" if record.image.digest else f"image id {record.image.image_id or '?'}"
+    out(f"  image            {record.image.reference}  {identity}")
     if record.image.copied:
         out(f"  image copy       runs as {record.image.image_id} on {record.host_entry}: {record.image.copied}")
     if record.gpus.devices:

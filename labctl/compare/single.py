@@ -101,7 +101,10 @@ def setup_facts(one: OneResult) -> list[tuple[str, str]]:
         ("engine", row["engine"]),
         ("profile", row["profile"]),
         ("image", row["image"]),
-        ("image digest", record.image.digest or "-"),
+        (
+            "image digest",
+            record.image.digest or (f"none: local image {record.image.image_id}" if record.image.image_id else "-"),
+        ),
         ("engine version", row["engine_version"]),
         ("served model", str(result["target"].get("model") or record.served_model_name or "-")),
         ("model@revision", row["model"]),
@@ -126,6 +129,7 @@ def setup_facts(one: OneResult) -> list[tuple[str, str]]:
         ("served from cache", row["cache"]),
         ("command", row["command"]),
         ("telemetry", telemetry_line(result)),
+        ("engine metrics", engine_metrics_line(result)),
         ("intervals", f"{result.get('interval_method') or '-'} (repeat {result.get('repeat', 1)})"),
     ]
     return facts
@@ -159,6 +163,32 @@ def telemetry_line(result: dict[str, Any]) -> str:
             unread.setdefault(str(reason), []).append(name.removeprefix("engine."))
     parts += [f"{', '.join(names)}: {reason}" for reason, names in unread.items()]
     return "; ".join(parts)
+
+
+# (title, common name, statistic, scale, unit): what the engine's own /metrics said during each level
+ENGINE_FIGURES = [
+    ("running", "running", "mean", 1.0, ""),
+    ("waiting", "waiting", "max", 1.0, " max"),
+    ("KV cache", "kv_cache_usage_fraction", "max", 100.0, "% max"),
+    ("prefix-cache hits", "prefix_cache_hit_rate", "mean", 100.0, "%"),
+    ("generation", "generation_tokens", "per_s", 1.0, " tok/s"),
+]
+
+
+def engine_metrics_line(result: dict[str, Any]) -> str:
+    """Per level, the engine's running and waiting requests, KV-cache use, prefix-cache hit rate and generation
+    rate, as the bench sampled them from the engine's /metrics ("-": the engine does not export it)."""
+    parts = []
+    for level in sorted(result["levels"], key=level_key):
+        engine = (level.get("telemetry") or {}).get("engine") or {}
+        if not engine.get("samples"):
+            continue
+        figures = []
+        for title, name, stat, scale, unit in ENGINE_FIGURES:
+            value = (engine.get(name) or {}).get(stat)
+            figures.append(f"{title} {'-' if value is None else number(value * scale) + unit}")
+        parts.append(f"{level_name(level_key(level))}: " + ", ".join(figures))
+    return "; ".join(parts) or "no engine samples"
 
 
 def caveats(one: OneResult) -> list[str]:

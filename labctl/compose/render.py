@@ -226,6 +226,9 @@ def compose_context(profile: Profile, options: RenderOptions) -> dict[str, Any]:
     command = serve.words
     entrypoint = serve.entrypoint or None
     environment = list(profile.env_names)
+    cpu, backend = profile.cpu, engine.cpu_backend
+    if cpu is not None and backend is not None:
+        environment += [f"{backend.kv_cache_env}={cpu.kv_cache_gib}", f"{backend.cores_env}={cpu.cores}"]
     if engine.model_cache:
         # labctl fetched the model before the start (`labctl fetch`): a cold start never includes a download.
         environment.append(HUB_OFFLINE)
@@ -284,6 +287,9 @@ def compose_context(profile: Profile, options: RenderOptions) -> dict[str, Any]:
         "host": profile.bind_address,
         "port": profile.port,
         "gpus": {"device_ids": profile.gpu_ids, "count": profile.gpu_count} if engine.needs_gpu else None,
+        "cpu": None
+        if cpu is None
+        else {"cpuset": cpu.cores, "cpus": str(cpu.core_count), "mem_limit": f"{cpu.memory_gib}g"},
         "docker": engine.docker_options,
         "volumes": volumes,
         # labctl creates and removes the key volume itself (external): compose never makes an empty one.

@@ -31,7 +31,9 @@ def shown(url: str) -> str:
     return f"{parts.scheme}://{parts.hostname}" + (f":{parts.port}" if parts.port else "")
 
 
-def plan_fetch(repo_id: str, revision: str, hub_dir: Path | None, where: str, repo_type: str = "model") -> FetchPlan:
+def plan_fetch(
+    repo_id: str, revision: str, hub_dir: Path | None, where: str, repo_type: str = "model", base: str | None = None
+) -> FetchPlan:
     """Ask the Hub what `repo_id@revision` holds and compare it with the cache (None: a cache on another
     host, compared there). Nothing is downloaded. `where` names the profile field the model came from, for
     the refusal messages."""
@@ -42,7 +44,7 @@ def plan_fetch(repo_id: str, revision: str, hub_dir: Path | None, where: str, re
         raise BadInput(
             f"{repo_id!r}@{revision!r} is not a Hub repo id and revision: check {where}. Nothing was fetched."
         )
-    base = endpoint()
+    base = base or endpoint()
     api = HfApi(endpoint=base)
     with hub_errors(repo_id, revision, base, where):
         commit = (

@@ -164,9 +164,10 @@ class Sampler:
     def kinds(self) -> dict[str, str]:
         if self.engine_name is None:
             return {}
-        found = {c: kind_of(self.engine_name, c, self.raw_names) for c in map_metrics(self.engine_name, self.raw_names)}
-        kinds = {c.split(".")[0]: k for c, k in found.items() if k is not None}
-        return kinds
+        # a ratio maps to NAME.num and NAME.den; its kind is NAME's
+        commons = {c.split(".")[0] for c in map_metrics(self.engine_name, self.raw_names)}
+        found = {c: kind_of(self.engine_name, c, self.raw_names) for c in sorted(commons)}
+        return {c: k for c, k in found.items() if k is not None}
 
     def description(self) -> dict[str, Any]:
         """What was sampled, from where, and what is missing and why (stored in the result)."""

@@ -94,7 +94,7 @@ def test_unknown_key_suggests(lab: Path) -> None:
     _render_fails(
         lab,
         "engines/vllm/profiles/qwen3-32b.yaml:12: max_num_seq: unknown field. Did you mean "
-        "'max_num_seqs'? Allowed here: build, cuda, description, engine_version, env, extra_args, gpu_memory_utilization, gpus, "
+        "'max_num_seqs'? Allowed here: build, cpu, cuda, description, engine_version, env, extra_args, gpu_memory_utilization, gpus, "
         "host, image, max_model_len, max_num_seqs, model, network, port, resources, served_model_name, unpinned.",
     )
 
@@ -213,7 +213,7 @@ def test_bad_gpus_option(lab: Path) -> None:
 
 
 def test_validate_all_and_debug_traceback(lab: Path) -> None:
-    assert run_labctl("validate", lab=lab).stdout.endswith("\nok: 10 profile(s) valid\n")
+    assert run_labctl("validate", lab=lab).stdout.endswith("\nok: 12 profile(s) valid\n")
     _edit(lab, "max_model_len: 32768", "max_model_len: -1")
     result = run_labctl("validate", lab=lab)
     assert result.code == 2 and result.stderr.startswith(

@@ -44,3 +44,10 @@ def test_bad_resources_are_refused_in_one_line(lab: Path, resources: object, wor
     with pytest.raises(BadInput, match=words) as refused:
         load_profile(Lab(lab), "harness", "smoke")
     assert "resources" in str(refused.value) and "\n" not in str(refused.value).strip()
+
+
+def test_a_cpu_placed_profile_asks_a_scheduler_for_its_cores_and_memory(lab: Path) -> None:
+    profile = load_profile(Lab(lab), "vllm-cpu", "tiny-qwen3")
+    placed = profile.cpu
+    assert placed is not None
+    assert (profile.cpus, profile.memory_mib) == (placed.core_count, placed.memory_gib * 1024)

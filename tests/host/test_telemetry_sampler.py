@@ -105,3 +105,12 @@ def test_nvidia_smi_failing_absent_and_simulated(tmp_path: Path) -> None:
     assert doc["gpu"]["simulated"] and doc["gpu"]["samples"] >= 2 and "gpu" not in doc["missing"]
     rows = [row for s in sampler.gpu.samples for row in s["gpus"]]
     assert {row["index"] for row in rows} == {"1"} and all(row["utilization_gpu_pct"] == 40.0 for row in rows)
+
+
+def test_a_ratio_of_two_counters_keeps_its_kind(tmp_path: Path) -> None:
+    """vLLM's prefix-cache hit rate is hits over queries: both counters are sampled, and the level summary
+    divides their increases (a real vLLM on CPU showed the rate missing from every level)."""
+    sampler = Sampler(Plan(None, [], None, None), tmp_path / "r.jsonl")
+    sampler.engine_name = "vllm"
+    sampler.raw_names = {"vllm:prefix_cache_hits_total": 5.0, "vllm:prefix_cache_queries_total": 20.0}
+    assert sampler.kinds() == {"prefix_cache_hit_rate": "ratio"}

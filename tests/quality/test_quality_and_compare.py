@@ -99,6 +99,8 @@ def test_the_accelerator_is_a_rule_of_its_own() -> None:
     assert external.accelerator_kind == "unknown"
     same = checklist([entry("c", "x", "1", accelerator="simulated"), entry("d", "y", "1", accelerator="simulated")])
     assert all(c.ok for c in same)
+    persona = checklist([entry("e", "x", "1", accelerator="simulated"), entry("f", "x", "1", accelerator="cpu")])
+    assert {c.rule for c in persona if not c.ok} == {"accelerator"}
 
 
 def test_formats_carry_the_mismatch_marks() -> None:

@@ -76,11 +76,11 @@ def deployment(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path,
         "max_model_len": 512,
         "max_num_seqs": 4,
         "port": free_port(),
-        "env": ["VLLM_CPU_KVCACHE_SPACE", "VLLM_CPU_OMP_THREADS_BIND"],
+        "cpu": {"cores": "0-1", "memory_gib": 6, "kv_cache_gib": 1},
     }
     (lab / "engines" / "vllm-cpu" / "profiles").mkdir(exist_ok=True)
     (lab / "engines" / "vllm-cpu" / "profiles" / "locked.yaml").write_text(yaml.safe_dump(profile, sort_keys=False))
-    env = {"LABCTL_HOME": str(home), "VLLM_CPU_KVCACHE_SPACE": "1", "VLLM_CPU_OMP_THREADS_BIND": "0-1"}
+    env = {"LABCTL_HOME": str(home)}
     with LoopbackHub({REPO_ID: hub_repo}) as hub:
         env["HF_ENDPOINT"] = hub.endpoint
         argv = ["up", "vllm-cpu", "--profile", "locked", "--allow-unpinned", "--resident", "--json"]

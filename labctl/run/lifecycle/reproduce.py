@@ -61,8 +61,22 @@ def verify(lab: Lab, export: Export, profile: Profile) -> Verification:
     return Verification(broken=broken, problems=problems, diff=diff)
 
 
-def pinned_for_reproduction(export: Export, profile: Profile, gpus: list[str] | None, port: int | None) -> Profile:
+def pinned_for_reproduction(
+    export: Export, profile: Profile, gpus: list[str] | None, port: int | None, local_id: str | None = None
+) -> Profile:
+    """The recorded setup pinned to the recorded image: by digest, or (a local image that no registry gave a
+    digest, such as `make vllm-cpu-image`'s) by the local image's id, which must be the recorded one."""
     digest = export.setup["image"].get("digest")
+    recorded_id = export.setup["image"].get("image_id")
+    if not digest and recorded_id:
+        reference = export.setup["image"].get("reference")
+        if local_id != recorded_id:
+            raise BadInput(
+                f"{export.source}: the run used the local image {reference} (id {recorded_id}), which no registry "
+                f"gave a digest; here {reference} is {f'id {local_id}' if local_id else 'missing'}. Rebuild that "
+                "image, or push it to a registry and pin its digest in the profile. Nothing was started."
+            )
+        return with_overrides(profile, gpus=gpus, port=port)
     if not digest:
         raise BadInput(f"{export.source}: the run recorded no image digest, so it cannot be reproduced by digest.")
     spec = copy.deepcopy(profile.spec)
@@ -93,6 +107,8 @@ def checked_source(
     lab: Lab, runs: Runs, request: ReproduceRequest, say: Any
 ) -> tuple[Export, Profile, Verification, Profile]:
     """The export (or run) believed and its setup pinned by digest, or refused before anything starts."""
+    from labctl.host import docker as dk
+
     check_seconds("--timeout", request.timeout)
     export = load_source(runs, request.source)
     profile = recorded_profile(lab, export)
@@ -111,7 +127,11 @@ def checked_source(
                 "Nothing was started. Pass --allow-render-drift to run the setup as it now renders (recorded)."
             )
         say(f"warning (--allow-render-drift): {detail}")
-    placed = pinned_for_reproduction(export, profile, request.gpus, request.port)
+    local_id = None
+    if not export.setup["image"].get("digest") and not request.host.is_remote:
+        facts = dk.image_facts(str(export.setup["image"].get("reference")))
+        local_id = facts.image_id if facts else None
+    placed = pinned_for_reproduction(export, profile, request.gpus, request.port, local_id)
     recorded_bind = str(export.host.get("bind") or "127.0.0.1")
     if request.bind is None and recorded_bind not in ("127.0.0.1", "::1", "localhost"):
         say(
@@ -158,6 +178,7 @@ def reproduce(lab: Lab, runs: Runs, request: ReproduceRequest, say: Any, progres
         allow_no_auth=bool(isinstance(resident, dict) and resident.get("allow_no_auth")),
         host=request.host,
         copy_image=request.copy_image,
+        allow_unpinned=not placed.pinned,  # a local image, checked above against the recorded id
     )
     plan_up(lab, up_request)  # the new run's own flags (--owner, --cache-dir, …) are refused before Docker is asked
     dk.check_docker()  # up pulls the recorded digest (with progress, after the disk check) and refuses if it cannot

@@ -24,7 +24,7 @@ from labctl.compose.contract_check import Verdict
 from labctl.compose.labels import RunLabels
 from labctl.compose.options import render_options
 from labctl.compose.render import ProxySetup, build_key, render_compose
-from labctl.errors import Conflict, LabctlError, describe_error
+from labctl.errors import BadInput, Conflict, LabctlError, describe_error
 from labctl.host import docker as dk
 from labctl.host.bound import bound_problem, listeners
 from labctl.host.files import write_atomically
@@ -248,6 +248,11 @@ class Starter:
             facts = dk.image_facts(reference)
             if facts is None or facts.image_id != harness.image_id:
                 raise LabctlError(f"built {reference} but Docker does not list that image under it")
+        elif profile.engine.image_build and not profile.image.pinned:
+            raise BadInput(
+                f"{reference} is not on this Docker host, and no registry has it: it is built here. Run "
+                f"`{profile.engine.image_build}` first. Nothing was started."
+            )
         else:
             try:
                 part = pull_for_up(
@@ -429,7 +434,7 @@ class Starter:
                 note=("simulated GPU" if self.simulated else None) if engine.needs_gpu else "no GPU",
                 simulated=self.simulated,
             ),
-            accelerator="simulated" if self.simulated or not engine.needs_gpu else "gpu",
+            accelerator=accelerator_of(profile, self.simulated),
             host_entry=request.host.name,
             docker_endpoint=request.host.docker,
             docker_host_id=self.daemon.id,
@@ -748,3 +753,10 @@ def engine_setup(profile: Profile, contract: Verdict, allow_uncontracted: bool) 
 
 def up(lab: Lab, runs: Runs, request: UpRequest, say: Say, progress: Say | None = None) -> Record:
     return Starter(lab, runs, request, say, progress).run()
+
+
+def accelerator_of(profile: Profile, simulated: bool) -> str:
+    """cpu: a real engine on CPU; simulated: a simulated GPU host, or the GPU-free harness engine."""
+    if profile.cpu is not None:
+        return "cpu"
+    return "simulated" if simulated or not profile.engine.needs_gpu else "gpu"

@@ -8,7 +8,7 @@ import contextlib
 import json
 import secrets
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -16,7 +16,7 @@ from labctl.catalog.memory import find_config
 from labctl.catalog.profiles import Profile
 from labctl.compose.options import check_cache_dir, default_cache_dir
 from labctl.errors import BadInput, LabctlError
-from labctl.host import hub
+from labctl.host import hub, tiny_models
 from labctl.host.disk import check_room
 from labctl.host.hosts import HostEntry
 from labctl.host.hub_cache import FetchPlan
@@ -112,12 +112,45 @@ def fetch_model(
             "engine.yaml): there is nothing to fetch."
         )
     model = profile.model
-    cache = check_cache_dir(cache_dir, host.name if host is not None and host.is_remote else None)
-    hub_dir = Path(cache) / "hub"
-    where = f"model.id and model.revision in engines/{profile.engine.name}/profiles/{profile.name}.yaml"
-    start = time.monotonic()
     remote = host is not None and host.is_remote
-    plan = hub.plan_fetch(model.id, model.revision, None if remote else hub_dir, where)
+    if model.from_loopback_hub and remote:
+        raise BadInput(
+            f"{profile.name}'s model comes from the lab's loopback Hub (model.hub: loopback), which serves this "
+            "machine only: run it here, without --host."
+        )
+    cache = check_cache_dir(cache_dir, host.name if remote and host is not None else None)
+    hub_dir = Path(cache) / "hub"
+    with hub_source(profile, say) as base:
+        return _fetch(profile, cache, hub_dir, base, time.monotonic(), say, live, host)  # making models is no fetch
+
+
+@contextlib.contextmanager
+def hub_source(profile: Profile, say: Say) -> Iterator[str | None]:
+    """The Hub to ask: HF_ENDPOINT or huggingface.co (None), or for `hub: loopback` the lab's tiny models, served
+    on 127.0.0.1 by this process for as long as the fetch runs (made first when missing)."""
+    if not profile.model.from_loopback_hub:
+        yield None
+        return
+    lab_root = profile.engine.source.path.parents[2]  # <lab>/engines/<engine>/engine.yaml
+    repos = tiny_models.ensure_models(lab_root, tiny_models.models_folder(lab_root), say)
+    with tiny_models.serving(repos) as base:
+        yield base
+
+
+def _fetch(
+    profile: Profile,
+    cache: str,
+    hub_dir: Path,
+    base: str | None,
+    start: float,
+    say: Say,
+    live: Say | None,
+    host: HostEntry | None,
+) -> Fetched:
+    model = profile.model
+    where = f"model.id and model.revision in engines/{profile.engine.name}/profiles/{profile.name}.yaml"
+    remote = host is not None and host.is_remote
+    plan = hub.plan_fetch(model.id, model.revision, None if remote else hub_dir, where, base=base)
     resolved = "" if plan.commit == plan.revision else f" (commit {plan.commit})"
     place = f"{cache} on {host.name}" if remote and host is not None else cache
     if remote and host is not None:

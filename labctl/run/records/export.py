@@ -200,7 +200,12 @@ def build_export(record: Record, compose_text: str) -> dict[str, Any]:
         "profile_sha256": record.profile_sha256,
         "resolved_profile": {k: v for k, v in spec.items() if k not in HOST_KEYS and k != "gpus"}
         | {"gpus": {"count": record.gpus.count} if record.gpus.count else None},
-        "image": {"reference": record.image.reference, "digest": record.image.digest, "pinned": record.image.pinned},
+        "image": {
+            "reference": record.image.reference,
+            "digest": record.image.digest,
+            "pinned": record.image.pinned,
+            "image_id": record.image.image_id,  # what identifies a local image that no registry gave a digest
+        },
         "allow_unsupported": record.allow_unsupported,
         "served_model_name": record.served_model_name,
         "environment_label": record.environment_label,

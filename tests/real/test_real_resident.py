@@ -1,0 +1,97 @@
+"""A resident real vLLM on CPU with an API key, one server for the module, its model thinking by default: the key
+fails closed on /v1, and eval records the reasoning yet scores only the content, with thinking on and off."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+
+import httpx
+import pytest
+from helpers.real_engine import RealLab, real_lab
+
+pytestmark = [pytest.mark.docker, pytest.mark.real_engine]
+
+PROFILE = "tiny-qwen3-thinking"
+SHIPPED_ALLOWANCE, ALLOWANCE = 2048, 32
+
+
+@pytest.fixture(scope="module")
+def real(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RealLab]:
+    lab = real_lab(tmp_path_factory.mktemp("real-resident"))
+    lab.add_profile(PROFILE, model_thinking="on", description="tiny-qwen3, thinking unless a request says not to")
+    suite = lab.lab / "suites" / "short-answer" / "suite.yaml"  # a random model thinks to the end: keep it short
+    suite.write_text(
+        suite.read_text().replace(f"thinking_allowance: {SHIPPED_ALLOWANCE}", f"thinking_allowance: {ALLOWANCE}")
+    )
+    yield lab
+    lab.down_all()
+
+
+@pytest.fixture(scope="module")
+def resident(real: RealLab) -> tuple[dict[str, str], str]:
+    info = real.up(PROFILE, "--resident", "--keys", "1")
+    share = real.labctl("share", info["run_id"], "--json")
+    assert share.code == 0, share.stderr
+    return info, str(json.loads(share.stdout)["api_key"])
+
+
+def test_the_key_fails_closed_on_v1(resident: tuple[dict[str, str], str]) -> None:
+    info, key = resident
+    base = info["base_url"]
+    assert httpx.get(f"{base}/models", timeout=10).status_code == 401
+    wrong = {"Authorization": "Bearer sk-not-the-key"}
+    assert httpx.get(f"{base}/models", headers=wrong, timeout=10).status_code == 401
+    body = {"model": "tiny-qwen3", "messages": [{"role": "user", "content": "Hi"}], "max_tokens": 2}
+    assert httpx.post(f"{base}/chat/completions", json=body, timeout=30).status_code == 401
+    assert httpx.post(f"{base}/chat/completions", json=body, headers=wrong, timeout=30).status_code == 401
+    right = {"Authorization": f"Bearer {key}"}
+    models = httpx.get(f"{base}/models", headers=right, timeout=10)
+    assert models.status_code == 200 and [m["id"] for m in models.json()["data"]] == ["tiny-qwen3"]
+    assert httpx.post(f"{base}/chat/completions", json=body, headers=right, timeout=30).status_code == 200
+
+
+def test_eval_with_thinking_on_records_the_reasoning_and_scores_the_content(
+    real: RealLab, resident: tuple[dict[str, str], str]
+) -> None:
+    info, _ = resident
+    done = real.labctl("eval", "run", info["run_id"], "--suite", "short-answer", "--json")
+    assert done.code == 0, done.stderr
+    result = json.loads(done.stdout)
+    assert result["target"]["thinking"] == "on"
+    cases = result["cases"]
+    assert cases and all("error" not in c for c in cases)
+    assert all(c["reasoning_tokens"] > 0 and c["reasoning_chars"] > 0 for c in cases), cases[0]
+    assert {c["max_tokens"] for c in cases} == {16 + ALLOWANCE}  # the suite gave the thinking model room
+    for case in cases:  # the scored output is the content alone; an empty one cut off mid-thought says so
+        cut_off = case["finish_reason"] == "length" and not case["output"].strip()
+        assert case["cut_off_while_reasoning"] is cut_off
+        assert not case["passed"] or case["output"].strip()
+    assert result["cut_off_while_reasoning"] == sum(1 for c in cases if c["cut_off_while_reasoning"])
+
+
+def test_eval_with_thinking_off_asks_each_request_not_to_think(
+    real: RealLab, resident: tuple[dict[str, str], str]
+) -> None:
+    info, key = resident
+    done = real.labctl(
+        "eval",
+        "run",
+        "--base-url",
+        info["base_url"],
+        "--model",
+        "tiny-qwen3",
+        "--api-key-env",
+        "TINY_KEY",
+        "--thinking",
+        "off",
+        "--suite",
+        "short-answer",
+        "--json",
+        env={"TINY_KEY": key},
+    )
+    assert done.code == 0, done.stderr
+    cases = json.loads(done.stdout)["cases"]
+    assert cases and all("error" not in c for c in cases)
+    assert all(c["reasoning_chars"] == 0 and not c["reasoning_tokens"] for c in cases), cases[0]
+    assert all(not c["cut_off_while_reasoning"] for c in cases)
