@@ -119,6 +119,14 @@ PROFILE_FIELDS: dict[str, Field] = {
             "count": Field("int", "a whole number of GPUs >= 1", check=lambda v: v >= 1),
         },
     ),
+    "resources": Field(
+        "map",
+        "what a scheduler grants the engine besides GPUs (a Slurm cluster: --cpus-per-task, --mem)",
+        fields={
+            "cpus": Field("int", "CPU cores, 1-1024", check=lambda v: 0 < v <= 1024),
+            "memory_gib": Field("float", "host memory in GiB, 0.5-16384", check=lambda v: 0.5 <= v <= 16384),
+        },
+    ),
     "cpu": Field(
         "map",
         "where an engine with a CPU backend runs: cores: '0-1', memory_gib: N, kv_cache_gib: N",
@@ -268,6 +276,22 @@ class Profile:
         return int(gpus.get("count") or 0)
 
     @property
+    def cpus(self) -> int | None:
+        """A scheduler's CPU request: the profile's resources, else the cores a CPU-placed profile binds to."""
+        given = (self.spec.get("resources") or {}).get("cpus")
+        cpu = self.cpu
+        return given if given is not None else (cpu.core_count if cpu else None)
+
+    @property
+    def memory_mib(self) -> int | None:
+        """A scheduler's memory request: the profile's resources, else a CPU-placed profile's memory limit."""
+        gib = (self.spec.get("resources") or {}).get("memory_gib")
+        cpu = self.cpu
+        if gib is None and cpu is not None:
+            gib = cpu.memory_gib
+        return None if gib is None else round(gib * 1024)
+
+    @property
     def cpu(self) -> CpuPlacement | None:
         """Set when the profile runs on CPU (an engine with a CPU backend): no GPU claim, limits rendered."""
         cpu = self.spec.get("cpu")
@@ -290,6 +314,8 @@ HOST_SPECIFIC = ("port", "host")
 def defining_spec(spec: dict[str, Any]) -> dict[str, Any]:
     """The resolved profile less its host-specific values; GPU ids count only as a number of GPUs."""
     out = {k: v for k, v in spec.items() if k not in HOST_SPECIFIC}
+    if out.get("resources") is None:  # profiles written before the field keep their hash
+        out.pop("resources", None)
     gpus = spec.get("gpus") or {}
     out["gpus"] = len(gpus["device_ids"]) if gpus.get("device_ids") else gpus.get("count", 0)
     return out

@@ -26,6 +26,7 @@ WAIT_HELP = "Seconds to wait for another bench or eval on the same engine to fin
 
 if TYPE_CHECKING:
     from labctl.catalog.lab import Lab
+    from labctl.host.clusters import ClusterEntry
     from labctl.host.hosts import HostEntry
     from labctl.run.records.store import Runs
 
@@ -63,6 +64,15 @@ class State:
         lab.check_writable(what)
         return lab
 
+    def cluster(self, name: str | None) -> ClusterEntry | None:
+        """The Slurm cluster a --host names, if it names one: found without choosing the host this command drives."""
+        if not name:
+            return None
+        from labctl.catalog.lab import find_lab
+        from labctl.host.clusters import get_cluster
+
+        return get_cluster(self._lab.root if self._lab is not None else find_lab(self.lab_option).root, name)
+
     def host(self) -> HostEntry:
         self.lab()
         assert self._host is not None
@@ -77,24 +87,25 @@ class State:
 
     def host_of_run(self, run_id: str | None) -> HostEntry:
         """The host a run's record names (without driving it): to reach the run, not to run Docker there."""
-        from labctl.host.hosts import load_hosts
+        from labctl.host.clusters import run_host
         from labctl.run.records.store import is_run_id
 
         record = self.runs().try_load(run_id) if run_id and is_run_id(run_id) else None
         if self.host_option or record is None:
             return self.host()
-        return load_hosts(self.lab().root).get(record.host_entry)
+        return run_host(self.lab().root, record.host_entry)
 
     def follow_run(self, run_id: str | None) -> None:
         """A command about one run drives the host its record names, unless --host chose one."""
-        from labctl.host.hosts import activate, load_hosts
+        from labctl.host.clusters import run_host
+        from labctl.host.hosts import activate
         from labctl.run.records.store import is_run_id
 
         if self.host_option or not run_id or not is_run_id(run_id):
             return
         record = self.runs().try_load(run_id)
         if record is not None and record.host_entry != self.host().name:
-            self._host = load_hosts(self.lab().root).get(record.host_entry)
+            self._host = run_host(self.lab().root, record.host_entry)
             activate(self._host)
 
     def runs(self) -> Runs:

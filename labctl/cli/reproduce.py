@@ -78,29 +78,32 @@ def reproduce(
     import json
 
     from labctl.catalog.profiles import parse_gpu_ids, parse_port
+    from labctl.host.hosts import LOCAL_HOST
+    from labctl.run.lifecycle.cluster_reproduce import reproduce_on_cluster
     from labctl.run.lifecycle.reproduce import ReproduceRequest
     from labctl.run.lifecycle.reproduce import reproduce as rebuild
 
-    state.choose_host(host)
-    record = rebuild(
-        state.lab(),
-        state.runs(),
-        ReproduceRequest(
-            source=source,
-            gpus=parse_gpu_ids(gpus),
-            port=parse_port(port),
-            cache_dir=cache_dir,
-            force=allow_render_drift or force,
-            owner=owner,
-            timeout=timeout,
-            bind=bind,
-            replace=replace,
-            host=state.host(),
-            fetch=fetch,
-            copy_image=copy_image,
-        ),
-        say=warn,
+    cluster = state.cluster(host)
+    if cluster is None:
+        state.choose_host(host)
+    request = ReproduceRequest(
+        source=source,
+        gpus=parse_gpu_ids(gpus),
+        port=parse_port(port),
+        cache_dir=cache_dir,
+        force=allow_render_drift or force,
+        owner=owner,
+        timeout=timeout,
+        bind=bind,
+        replace=replace,
+        host=state.host() if cluster is None else LOCAL_HOST,
+        fetch=fetch,
+        copy_image=copy_image,
     )
+    if cluster is not None:  # a Slurm cluster: a batch job, Slurm places it
+        record = reproduce_on_cluster(state.lab(), state.runs(), cluster, request, warn)
+    else:
+        record = rebuild(state.lab(), state.runs(), request, say=warn)
     if as_json:
         print(json.dumps(record.summary() | {"reproduced_from": record.reproduced_from}))
         return

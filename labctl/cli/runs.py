@@ -189,9 +189,7 @@ def _gc_cluster(name: str, yes: bool, as_json: bool) -> None:
 
 
 def _cluster(name: str) -> Any:
-    from labctl.host.clusters import get_cluster
-
-    return get_cluster(state.lab().root, name)
+    return state.cluster(name)
 
 
 def _up_on_cluster(
@@ -206,8 +204,6 @@ def _up_on_cluster(
     as_json: bool,
     keys: int,
 ) -> None:
-    from dataclasses import asdict
-
     from labctl.catalog.profiles import parse_port
     from labctl.errors import BadInput
     from labctl.run.lifecycle.cluster_run import up_on_cluster
@@ -233,7 +229,8 @@ def _up_on_cluster(
         keys=keys,
     )
     if as_json:
-        print(json.dumps(asdict(record)))
+        run = state.runs().load(record.run_id)
+        print(json.dumps({**run.summary(), "slurm": run.to_json()["slurm"]}))
         return
     out(f"ready: {engine}/{profile} run {record.run_id} on cluster {record.cluster}")
     out(f"  OpenAI base URL  {record.base_url}")
@@ -271,9 +268,9 @@ def down(
             return False
         return typer.confirm(f"stop {len(chosen)} runs ({', '.join(str(r['run_id']) for r in chosen)})?")
 
+    state.choose_host(host)
     if target is not None and _down_on_cluster(target):
         return
-    state.choose_host(host)
     state.follow_run(target)
     for run in stop(state.runs(), target, reason, force, all_runs, confirm, host=state.host()):
         out(f"stopped {run.run_id} ({run.engine}/{run.profile})")
@@ -284,10 +281,12 @@ def down(
 def _down_on_cluster(run_id: str) -> bool:
     from labctl.errors import BadInput
     from labctl.host.clusters import get_cluster
-    from labctl.run.lifecycle.cluster_run import down_on_cluster, load, record_path
+    from labctl.run.lifecycle.cluster_record import is_cluster_run
+    from labctl.run.lifecycle.cluster_run import down_on_cluster, load
+    from labctl.run.records.store import is_run_id
 
     home = state.runs().home
-    if not record_path(home, run_id).is_file():
+    if not is_run_id(run_id) or not is_cluster_run(state.runs(), run_id):
         return False
     record = load(home, run_id)
     cluster = get_cluster(state.lab().root, record.cluster)
@@ -317,6 +316,7 @@ def status(
     state.choose_host(host)
     store = state.runs()
     sections = host_sections(store, status_hosts(state.lab(), store, state.host_option), HOST_TIMEOUT_S)
+    queued = [] if host is not None else _live_cluster_runs()
     for section in sections:
         for note in section.notes:
             warn(note)
@@ -326,10 +326,10 @@ def status(
             if run.get("record_problem"):
                 skip(f"run {run['run_id']} is listed from its container labels alone: {run['record_problem']}")
     if as_json:
-        print(json.dumps([run for section in sections for run in section.runs]))
+        print(json.dumps([run for section in sections for run in section.runs] + [_cluster_json(r) for r in queued]))
         return
     for section in sections:
-        if len(sections) > 1:
+        if len(sections) > 1 or queued:
             out(f"== host {section.host.name} ({section.host.docker}) ==")
         if not section.reachable:
             out(section.problem)
@@ -337,17 +337,48 @@ def status(
             out("no labctl engine is running on this host")
         else:
             out(_status_table(section.runs))
+    for name in sorted({r.cluster for r in queued}):
+        out(f"== cluster {name} (Slurm) ==")
+        out(_cluster_table([r for r in queued if r.cluster == name]))
+
+
+def _live_cluster_runs() -> list[Any]:
+    """This home's cluster runs whose job has not been seen to end, refreshed from Slurm (status --host CLUSTER
+    lists the ended ones too)."""
+    from labctl.run.lifecycle.cluster_record import cluster_run_ids
+    from labctl.run.lifecycle.cluster_run import load, refresh
+
+    store = state.runs()
+    live = []
+    for run_id in cluster_run_ids(store, None):
+        record = load(store.home, run_id)
+        cluster = None if record.ended else state.cluster(record.cluster)
+        if cluster is not None and record.job_id:
+            record = refresh(store.home, cluster, record)
+            if not record.ended:
+                live.append(record)
+    return live
+
+
+def _cluster_json(record: Any) -> dict[str, Any]:
+    run = state.runs().load(record.run_id)
+    return {**run.summary(), "slurm": run.to_json()["slurm"]}
 
 
 def _cluster_status(cluster: Any, as_json: bool) -> None:
-    from dataclasses import asdict
-
     from labctl.run.lifecycle.cluster_run import cluster_runs
 
     runs = cluster_runs(state.runs().home, cluster)
     if as_json:
-        print(json.dumps([asdict(r) for r in runs]))
+        print(json.dumps([_cluster_json(r) for r in runs]))
         return
+    if not runs:
+        out(f"no run of this home on cluster {cluster.name}")
+        return
+    out(_cluster_table(runs))
+
+
+def _cluster_table(runs: list[Any]) -> str:
     rows = [
         [
             r.run_id,
@@ -361,12 +392,7 @@ def _cluster_status(cluster: Any, as_json: bool) -> None:
         ]
         for r in runs
     ]
-    listing(
-        rows,
-        ["RUN", "ENGINE/PROFILE", "JOB", "STATE", "NODE", "GPUS", "EXIT", "ENDPOINT"],
-        False,
-        f"no run of this home on cluster {cluster.name}",
-    )
+    return table(rows, ["RUN", "ENGINE/PROFILE", "JOB", "STATE", "NODE", "GPUS", "EXIT", "ENDPOINT"])
 
 
 def _status_table(live: list[dict[str, Any]]) -> str:

@@ -24,7 +24,16 @@ from pathlib import Path
 from labctl.catalog.fields import Field, check_mapping
 from labctl.catalog.sourcefile import load_yaml_mapping
 from labctl.errors import BadInput
-from labctl.host.hosts import _NAME, FILE_FIELDS, HOST_FIELDS, TEST_LAB_HOSTS, HostEntry, is_endpoint, user_hosts_file
+from labctl.host.hosts import (
+    _NAME,
+    FILE_FIELDS,
+    HOST_FIELDS,
+    TEST_LAB_HOSTS,
+    HostEntry,
+    is_endpoint,
+    load_hosts,
+    user_hosts_file,
+)
 
 _SLURM_WORD = re.compile(r"[A-Za-z0-9._-]{1,64}\Z")
 _PATH = re.compile(r"/[A-Za-z0-9._/-]{1,200}\Z")
@@ -91,6 +100,15 @@ def load_clusters(lab_root: Path, test_labs: bool = True) -> dict[str, ClusterEn
 
 def get_cluster(lab_root: Path, name: str) -> ClusterEntry | None:
     return load_clusters(lab_root).get(name)
+
+
+def run_host(lab_root: Path, host_entry: str) -> HostEntry:
+    """The host a record names: a configured host, or a cluster's node (`CLUSTER/NODE`) Slurm chose."""
+    cluster_name, _, node = host_entry.partition("/")
+    cluster = get_cluster(lab_root, cluster_name) if node else None
+    if cluster is not None and node in cluster.nodes:
+        return cluster.node(node)
+    return load_hosts(lab_root).get(host_entry)
 
 
 def _read_clusters(path: Path) -> dict[str, ClusterEntry]:

@@ -15,6 +15,7 @@ from labctl.bench.session import BenchRequest, find_result, list_results, run_be
 from labctl.bench.workloads import with_overrides
 from labctl.catalog.lab import Lab
 from labctl.errors import Conflict, LabctlError, describe_error
+from labctl.host.clusters import ClusterEntry
 from labctl.host.hosts import HostEntry
 from labctl.quality.evaluate import run_eval
 from labctl.quality.lm_eval_run import run_lm_eval
@@ -41,6 +42,7 @@ class CellContext:
     host: HostEntry
     say: Say
     redo_failed: bool = False
+    cluster: ClusterEntry | None = None  # cells placed on a Slurm cluster: each (cell, repeat) is one job
 
 
 def should_skip(stored: dict[str, Any] | None, digest: str, redo_failed: bool) -> bool:
@@ -61,8 +63,9 @@ def _signals_held() -> Iterator[None]:
 
 
 class CellRun:
-    def __init__(self, ctx: CellContext, cell: CellPlan, repeat: int) -> None:
+    def __init__(self, ctx: CellContext, cell: CellPlan, repeat: int, port: int | None = None) -> None:
         self.ctx, self.cell, self.repeat = ctx, cell, repeat
+        self.port = port or cell.cell.profile.port  # cells on a cluster may run at once: each its own port
         self.fingerprint = cell.fingerprints[repeat - 1]
         study = ctx.plan.study
         self.tag = {"study": study.name, "cell": cell.cell.key, "repeat": repeat}
@@ -81,7 +84,7 @@ class CellRun:
             "failure": None,
             "findings": [],
             "caveats": [],
-            "times": {"cold_start_s": 0.0, "measuring_s": 0.0, "waiting_s": 0.0},
+            "times": {"cold_start_s": 0.0, "measuring_s": 0.0, "waiting_s": 0.0, "queue_wait_s": 0.0},
             "gpus": max(cell.cell.profile.gpu_count, 1) if cell.cell.profile.engine.needs_gpu else 0,
             "started_at": now(),
             "finished_at": None,
@@ -140,6 +143,14 @@ class CellRun:
         run_id, self.engine_up = self.run_id, False
         if self.ctx.runs.exists(run_id) and self.ctx.runs.load(run_id).status in ("stopped", "failed", "aborted"):
             return []
+        if self.ctx.cluster is not None:
+            from labctl.run.lifecycle.cluster_run import down_on_cluster, load
+
+            try:
+                down_on_cluster(self.ctx.runs.home, self.ctx.cluster, load(self.ctx.runs.home, run_id))
+            except LabctlError as exc:
+                return [f"taking run {run_id} down: {exc}"]
+            return []
         try:
             return stop_run(
                 self.ctx.runs, run_id, by=f"study {self.tag['study']}", reason=f"study cell {self.tag['cell']}"
@@ -147,9 +158,51 @@ class CellRun:
         except LabctlError as exc:
             return [f"taking run {run_id} down: {exc}"]
 
+    def start_on_cluster(self, cluster: ClusterEntry) -> Record | None:
+        """One job: Slurm queues it as long as it must (the queue wait is recorded apart, never cold start)."""
+        from labctl.run.lifecycle.cluster_run import up_on_cluster
+
+        ctx, profile = self.ctx, self.cell.cell.profile
+        study = ctx.plan.study
+        before = set(ctx.runs.all_ids())
+        t0 = time.monotonic()
+        self.save(level="queued")
+        try:
+            run = up_on_cluster(
+                ctx.lab,
+                ctx.runs.home,
+                cluster,
+                profile.engine.name,
+                profile.name,
+                lambda _line: None,
+                gpus=max(profile.gpu_count, 1),
+                port=self.port,
+                timeout=float(study.spec["timeout_s"]),
+                allow_unpinned=bool(study.spec["allow_unpinned"]),
+                profile=profile,
+            )
+        except LabctlError as exc:
+            new = set(ctx.runs.all_ids()) - before
+            self.run_id = max(new) if new else None
+            self.fail(classify_start(str(exc))[0], str(exc))
+            return None
+        self.run_id, self.engine_up = run.run_id, True
+        record = ctx.runs.load(run.run_id)
+        queued = run.queue_wait_s or 0.0
+        self.data["times"]["queue_wait_s"] = queued
+        self.data["times"]["cold_start_s"] = round(time.monotonic() - t0 - queued, 3)
+        self.data["node"] = run.node
+        self.data["gpus"] = run.gpus_requested  # the job holds what Slurm granted, used or not
+        self.note_image(record)
+        ctx.runs.event(record.run_id, "study", **self.tag)
+        self.save(run_id=record.run_id, level="canary")
+        return record
+
     def start(self) -> Record | None:
         ctx, profile = self.ctx, self.cell.cell.profile
         study = ctx.plan.study
+        if ctx.cluster is not None:
+            return self.start_on_cluster(ctx.cluster)
         request = UpRequest(
             engine=profile.engine.name,
             profile=profile.name,
@@ -197,6 +250,11 @@ class CellRun:
             self.save(run_id=record.run_id, level="canary")
             return record
 
+    @property
+    def bench_host(self) -> HostEntry | None:
+        """A cluster run is measured from here, through its base URL (the managed forward for an SSH node)."""
+        return None if self.ctx.cluster is not None else self.ctx.host
+
     def note_image(self, record: Record) -> None:
         """An unpinned image is known only once it is on the host: the fingerprint keeps the image that ran."""
         profile = self.cell.cell.profile
@@ -225,7 +283,7 @@ class CellRun:
                     self.fail("SLO out of reach", f"no level of {name} met {study.slo}")
             for name, suite in ctx.plan.suites.items():
                 self.save(level=f"eval {name}")
-                request = BenchRequest(workload=None, run_id=record.run_id, host=ctx.host)
+                request = BenchRequest(workload=None, run_id=record.run_id, host=self.bench_host)
                 if isinstance(suite, TaskSuite):
                     named = f"{suite.name}@{suite.version}"
                     result, path = run_lm_eval(ctx.runs, ctx.lab, named, request, 8, 300.0)
@@ -254,7 +312,7 @@ class CellRun:
         request = BenchRequest(
             workload=workload,
             run_id=self.run_id,
-            host=ctx.host,
+            host=self.bench_host,
             max_error_rate=float(study.spec["max_error_rate"]),
             telemetry=not canary,
         )
@@ -305,9 +363,9 @@ class CellRun:
         return False
 
 
-def run_cell(ctx: CellContext, cell: CellPlan, repeat: int) -> dict[str, Any] | None:
+def run_cell(ctx: CellContext, cell: CellPlan, repeat: int, port: int | None = None) -> dict[str, Any] | None:
     """The (cell, repeat), or None when a finished one with the same fingerprint is reused."""
     stored = ctx.state.load_cell(cell.cell.key, repeat)
     if should_skip(stored, cell.fingerprints[repeat - 1].digest, ctx.redo_failed):
         return None
-    return CellRun(ctx, cell, repeat).run()
+    return CellRun(ctx, cell, repeat, port).run()

@@ -1,7 +1,7 @@
 """A study's cells: profile x overrides grid x host, each a profile placed and checked as `up` would check it.
 
-Pure: nothing here asks a host anything. A cell's placement is a host today; a cluster partition would be
-another kind of placement beside it."""
+Pure: nothing here asks a host anything. A cell's placement is a host of `labctl hosts` or a Slurm cluster
+(its partition), where each (cell, repeat) is one job."""
 
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ from labctl.study.spec import Entry, Study
 
 @dataclass(frozen=True)
 class Placement:
-    kind: str  # "host" (an SSH or local Docker host of `labctl hosts`)
+    kind: str  # "host" (an SSH or local Docker host of `labctl hosts`) or "cluster" (a Slurm cluster)
     name: str
     index: int  # its position in the study's host list (ports of hosts sharing one network stay apart)
 
@@ -82,7 +82,9 @@ def grid(entry: Entry) -> list[dict[str, Any]]:
     return [dict(zip(keys, values, strict=True)) for values in itertools.product(*(entry.overrides[k] for k in keys))]
 
 
-def expand_cells(lab: Lab, study: Study, hosts: list[str], port: int | None = None) -> list[Cell]:
+def expand_cells(
+    lab: Lab, study: Study, hosts: list[str], port: int | None = None, clusters: set[str] | None = None
+) -> list[Cell]:
     """Every cell in the study's order: entries as listed, their grids, then the hosts. `port` (run --port)
     replaces every entry's port; cells on one host run one at a time, so they may share it."""
     cells: list[Cell] = []
@@ -93,7 +95,8 @@ def expand_cells(lab: Lab, study: Study, hosts: list[str], port: int | None = No
             for index, host in enumerate(hosts):
                 placed = with_overrides(profile, port=(port or entry.port or profile.port) + index)
                 key = f"{entry.engine}.{entry.profile}{_override_words(overrides)}@{host}"
-                cells.append(Cell(key, entry, overrides, Placement("host", host, index), placed))
+                kind = "cluster" if host in (clusters or set()) else "host"
+                cells.append(Cell(key, entry, overrides, Placement(kind, host, index), placed))
     seen: set[str] = set()
     for cell in cells:
         if cell.key in seen:

@@ -10,6 +10,7 @@ from pathlib import Path
 from labctl.catalog.profiles import Profile
 from labctl.compose.options import default_cache_dir
 from labctl.host import docker as dk
+from labctl.host.clusters import ClusterEntry
 from labctl.host.gpu import Gpu, list_gpus
 from labctl.host.hosts import HostEntry, activate
 
@@ -21,6 +22,7 @@ class HostFacts:
     entry: HostEntry
     gpus: tuple[Gpu, ...]
     problem: str | None = None  # the host did not answer
+    cluster: ClusterEntry | None = None  # a Slurm cluster: `entry` is one of its nodes, `gpus` all of theirs
 
     @property
     def gpu_text(self) -> str:
@@ -28,6 +30,8 @@ class HostFacts:
         if not self.gpus:
             return "none"
         names = sorted({f"{g.name} (driver {g.driver})" for g in self.gpus})
+        if self.cluster is not None:  # Slurm picks the node: its models count, not how many one node has
+            return f"Slurm cluster {self.cluster.name}: " + ", ".join(names)
         return f"{len(self.gpus)}x " + ", ".join(names)
 
     @property
@@ -45,6 +49,19 @@ def host_facts(entry: HostEntry) -> HostFacts:
         return HostFacts(entry, tuple(list_gpus()))
     except Exception as exc:  # noqa: BLE001 - a host that cannot answer is a finding of the plan, not a crash
         return HostFacts(entry, (), f"{type(exc).__name__}: {exc}")
+
+
+def cluster_facts(cluster: ClusterEntry) -> HostFacts:
+    """A cluster's GPUs, read from each node's nvidia-smi; the first node stands for the image cache."""
+    if not cluster.nodes:
+        return HostFacts(HostEntry(cluster.name, "local"), (), f"cluster {cluster.name} lists no nodes", cluster)
+    first = cluster.nodes[sorted(cluster.nodes)[0]]
+    try:
+        gpus = [g for name in sorted(cluster.nodes) for g in list_gpus(cluster.nodes[name].nvidia_smi_argv())]
+    except Exception as exc:  # noqa: BLE001 - a node that cannot answer is a finding of the plan, not a crash
+        return HostFacts(first, (), f"{type(exc).__name__}: {exc}", cluster)
+    activate(first)
+    return HostFacts(first, tuple(gpus), None, cluster)
 
 
 def image_identity(profile: Profile) -> tuple[str, bool]:

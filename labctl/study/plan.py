@@ -18,12 +18,13 @@ from labctl.catalog.memory import Estimate
 from labctl.catalog.profiles import with_overrides as with_port
 from labctl.compose.render import serve_command
 from labctl.errors import BadInput
+from labctl.host.clusters import get_cluster
 from labctl.host.hosts import load_hosts
 from labctl.quality.suites import Suite, load_suite
 from labctl.quality.tasks import load_task
 from labctl.run.records.store import Runs
 from labctl.study.cells import Cell, expand_cells
-from labctl.study.facts import HostFacts, host_facts, image_identity, model_cached, revision_commit
+from labctl.study.facts import HostFacts, cluster_facts, host_facts, image_identity, model_cached, revision_commit
 from labctl.study.fingerprint import Fingerprint, argv_hash, make_fingerprint
 from labctl.study.gate import check_same_rules
 from labctl.study.spec import LM_EVAL, TARGET_GPUS, Study
@@ -108,7 +109,7 @@ def study_suites(lab: Lab, study: Study) -> dict[str, Suite | TaskSuite]:
 
 
 def cell_accelerator(cell: Cell, facts: HostFacts) -> str:
-    if facts.entry.simulated or cell.profile.engine.name == "harness":
+    if facts.entry.simulated or (facts.cluster and facts.cluster.simulated) or cell.profile.engine.name == "harness":
         return "simulated"
     if not cell.profile.engine.needs_gpu:
         return "cpu"
@@ -239,10 +240,12 @@ def plan_study(
     suites = study_suites(lab, study)
     configured = load_hosts(lab.root)
     names = study.hosts or [configured.get(default_host).name]
-    entries = {name: configured.get(name) for name in names}
-    cells = expand_cells(lab, study, names, port)
+    clusters = {name: c for name in names if (c := get_cluster(lab.root, name)) is not None}
+    entries = {name: configured.get(name) for name in names if name not in clusters}
+    cells = expand_cells(lab, study, names, port, set(clusters))
     check_same_rules(study, cells)
     facts = {name: host_facts(entry) for name, entry in entries.items()}
+    facts.update({name: cluster_facts(cluster) for name, cluster in clusters.items()})
     plans = [plan_cell(study, c, facts[c.host], workloads, suites, runs) for c in cells]
     findings: list[str] = []
     refusals: list[str] = []

@@ -44,6 +44,7 @@ SUMMARY_COLUMNS = (
     "measuring h",
     "cold start h",
     "waiting h",
+    "queue wait s",
     "quality",
     "max level meeting SLO",
 )
@@ -125,6 +126,7 @@ def summary_rows(runs: Runs, cells: list[dict[str, Any]]) -> list[dict[str, str]
                 "measuring h": _number(_hours(float(times.get("measuring_s") or 0), gpus)),
                 "cold start h": _number(_hours(float(times.get("cold_start_s") or 0), gpus)),
                 "waiting h": _number(_hours(float(times.get("waiting_s") or 0), gpus)),
+                "queue wait s": _number(times.get("queue_wait_s")),
                 "quality": ", ".join(f"{e['suite']} {e['score']:.0%}" for e in data.get("evals") or []) or "-",
                 "max level meeting SLO": "; ".join(best) or "-",
             }
@@ -139,14 +141,24 @@ def gpu_hours(cells: list[dict[str, Any]]) -> list[str]:
         gpus = int(data.get("gpus") or 0)
         for key in totals:
             totals[key] += float((data.get("times") or {}).get(key) or 0) * max(gpus, 1)
+    queued = [float((data.get("times") or {}).get("queue_wait_s") or 0) for data in cells]
+    # A job held no GPU while Slurm queued it: its queue wait is wall time, never GPU-hours.
+    queue = (
+        [
+            f"Slurm queue wait (not GPU-hours): {sum(queued):.1f} s over {sum(1 for q in queued if q)} job(s), longest {max(queued):.1f} s"
+        ]
+        if any(queued)
+        else []
+    )
     if not any(totals.values()):
-        return []
+        return queue
     hours = {k: v / 3600 for k, v in totals.items()}
     beyond = hours["measuring_s"] + hours["waiting_s"]
     share = hours["waiting_s"] / beyond if beyond else 0.0
     return [
         f"study total: {sum(hours.values()):.4f} GPU-hours: measuring {hours['measuring_s']:.4f}, cold start "
-        f"{hours['cold_start_s']:.4f}, waiting {hours['waiting_s']:.4f} ({share:.1%} of the hours beyond cold starts)"
+        f"{hours['cold_start_s']:.4f}, waiting {hours['waiting_s']:.4f} ({share:.1%} of the hours beyond cold starts)",
+        *queue,
     ]
 
 

@@ -1,18 +1,18 @@
 """One engine run on a Slurm cluster: render here, submit a batch job, wait while Slurm queues it (the wait is
 its own prep part, never cold start), then readiness on the node Slurm chose; down cancels the job and waits
 until its containers are gone; gc finds containers whose job has ended. Slurm alone chooses the node and the
-GPUs: labctl reads them back (squeue, sacct, scontrol) and records them in the run's `slurm.json`."""
+GPUs: labctl reads them back (squeue, sacct, scontrol) and records them in the run's record (its `slurm`
+block, see cluster_record)."""
 
 from __future__ import annotations
 
-import json
 import shutil
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from labctl.catalog.image import digests_of
 from labctl.catalog.lab import Lab
 from labctl.catalog.profiles import Profile, load_profile, with_overrides
 from labctl.compose.labels import RunLabels
@@ -29,64 +29,35 @@ from labctl.host.identity import current_user, host_name
 from labctl.host.probes import wait_until_ready
 from labctl.host.slurm_job import JOB_LABEL, cluster_compose, job_script, sbatch_options
 from labctl.host.slurm_output import JobState
+from labctl.run.lifecycle import cluster_record
+from labctl.run.lifecycle.cluster_record import ClusterRecord
 from labctl.run.lifecycle.down import project_name
-from labctl.run.records.record import ImageInfo, now
-from labctl.run.records.store import new_run_id
+from labctl.run.records.record import ContainerInfo, ImageInfo, now
+from labctl.run.records.store import Runs, new_run_id
 from labctl.run.resident.host_keys import file_owner, fill_image
 from labctl.run.resident.keys import KeyStore, generate_keys
 
 Say = Callable[[str], None]
+JOB_COMPOSE = "job-compose.yaml"  # what the job starts: compose.yaml with device_ids left to Slurm
 POLL_S = 0.5
-RECORD = "slurm.json"
-
-
-@dataclass
-class ClusterRecord:
-    """What a run on a cluster adds to its record: the job, where Slurm put it, and how it ended."""
-
-    run_id: str
-    cluster: str
-    engine: str
-    profile: str
-    job_id: str = ""
-    port: int = 0
-    gpus_requested: int = 0
-    time_limit_min: int = 0
-    submitted_at: str = ""
-    node: str = ""
-    gpu_indexes: list[int] = field(default_factory=list)
-    gpu_uuids: list[str] = field(default_factory=list)
-    queue_wait_s: float | None = None  # a prep part of its own: never in cold start
-    ready_s: float | None = None  # from the job running to the engine answering
-    state: str = "SUBMITTED"
-    reason: str = ""
-    exit_code: str = ""
-    state_source: str = ""  # squeue, sacct, scontrol, or unknown
-    simulated: bool = False
-    resident_keys: int = 0  # a resident run: how many API keys (the keys live in the home's key store only)
-    base_url: str = ""
-    forward: str = ""  # the managed SSH forward's process (pid:start time) when the node is reached over SSH
-    events: list[str] = field(default_factory=list)
-
-
-def record_path(home: Path, run_id: str) -> Path:
-    return home / "runs" / run_id / RECORD
 
 
 def save(home: Path, record: ClusterRecord) -> None:
-    write_atomically(record_path(home, record.run_id), json.dumps(asdict(record), indent=2, sort_keys=True) + "\n")
+    cluster_record.save(Runs(home), record)
 
 
 def load(home: Path, run_id: str) -> ClusterRecord:
-    path = record_path(home, run_id)
-    if not path.is_file():
-        raise BadInput(f"run {run_id} has no cluster record ({path}).")
-    return ClusterRecord(**json.loads(path.read_text(encoding="utf-8")))
+    return cluster_record.load(Runs(home), run_id)
+
+
+def record_path(home: Path, run_id: str) -> Path:
+    return Runs(home).record_path(run_id)
 
 
 def render_for_cluster(
-    lab: Lab, cluster: ClusterEntry, profile: Profile, run_id: str, gpus: int, home: Path, keys: bool = False
-) -> str:
+    lab: Lab, cluster: ClusterEntry, profile: Profile, run_id: str, home: Path, keys: bool = False
+) -> tuple[str, RunLabels]:
+    """The setup's compose file as for any host (what export and reproduce read), with the run's labels."""
     labels = RunLabels(
         run_id=run_id,
         owner=current_user(),
@@ -103,7 +74,7 @@ def render_for_cluster(
         environment_label="harness-check" if cluster.simulated else None,
         secrets_volume=key_volume.volume_name(run_id) if keys else None,
     )
-    return cluster_compose(render_compose(lab, profile, options), gpus)
+    return render_compose(lab, profile, options), labels
 
 
 def submit_run(
@@ -121,19 +92,27 @@ def submit_run(
     allow_unpinned: bool = False,
     docker_bin: str = "docker",
     keys: int = 0,
+    profile: Profile | None = None,
 ) -> ClusterRecord:
-    """Render, write the run's folder, and `sbatch --parsable`. Nothing secret goes into the job."""
-    profile = with_overrides(load_profile(lab, engine, profile_name), port=port)
+    """Render, write the run's folder, and `sbatch --parsable`. Nothing secret goes into the job. A reproduction
+    gives its pinned `profile` instead of a profile name's."""
+    profile = with_overrides(profile or load_profile(lab, engine, profile_name), port=port)
     if not profile.pinned and not allow_unpinned:
         raise BadInput(f"profile {engine}/{profile_name} is not pinned by digest: pin it, or pass --allow-unpinned.")
     count = gpus if gpus is not None else max(profile.gpu_count, 1)
     if not 1 <= count <= 64:
         raise BadInput(f"--gpus {count}: a job asks for 1 to 64 GPUs.")
+    if profile.engine.needs_gpu:  # the setup runs on N GPUs; which ones is Slurm's to say
+        profile = Profile(profile.engine, profile.name, {**profile.spec, "gpus": {"count": count}}, profile.source)
     limit = minutes or cluster.time_minutes
     run_id = new_run_id()
     folder = home / "runs" / run_id
-    compose_text = render_for_cluster(lab, cluster, profile, run_id, count, home, keys=keys > 0)
-    write_atomically(folder / "compose.yaml", compose_text)
+    setup_text, labels = render_for_cluster(lab, cluster, profile, run_id, home, keys=keys > 0)
+    compose_text = cluster_compose(setup_text, count)  # the GPUs are Slurm's to grant: the job fills device_ids
+    runs = Runs(home)
+    runs.make_dir(run_id)
+    write_atomically(folder / "compose.yaml", setup_text)
+    write_atomically(folder / JOB_COMPOSE, compose_text)
     if keys:
         KeyStore(home).write(run_id, generate_keys(keys))
     volume = ready_volume(run_id) if keys else None
@@ -144,8 +123,8 @@ def submit_run(
         profile=profile_name,
         gpus=count,
         minutes=limit,
-        cpus=cpus,
-        mem_mib=mem_mib,
+        cpus=cpus or profile.cpus,
+        mem_mib=mem_mib or profile.memory_mib,
         partition=cluster.partition,
         account=cluster.account,
         qos=cluster.qos,
@@ -160,10 +139,13 @@ def submit_run(
         gpus_requested=count,
         time_limit_min=limit,
         submitted_at=now(),
+        cpus=cpus or profile.cpus,
+        mem_mib=mem_mib or profile.memory_mib,
         simulated=cluster.simulated,
+        needs_gpu=profile.engine.needs_gpu,
         resident_keys=keys,
     )
-    save(home, record)
+    runs.save(cluster_record.base_record(lab, runs, record, profile, labels, project_name(run_id)))
     record.job_id = slurm.submit(cluster, options, script)
     record.events.append(f"{now()} submitted job {record.job_id}")
     save(home, record)
@@ -190,6 +172,7 @@ def wait_running(home: Path, cluster: ClusterEntry, record: ClusterRecord, say: 
     apply_state(record, state)
     if state.running:
         record.node = state.node
+        record.docker = cluster.node(record.node).docker
         record.gpu_indexes = list(slurm.job_gpus(cluster, record.job_id))
         record.gpu_uuids = node_gpu_uuids(cluster, record.node, record.gpu_indexes)
     save(home, record)
@@ -219,6 +202,34 @@ def deliver_keys(home: Path, cluster: ClusterEntry, record: ClusterRecord, image
             dk.client().volume.create(ready_volume(record.run_id), labels={key_volume.LABEL: record.run_id})
     record.events.append(f"{now()} keys delivered to {record.node}")
     save(home, record)
+
+
+def note_image(lab: Lab, home: Path, cluster: ClusterEntry, record: ClusterRecord, profile: Profile) -> None:
+    """The image the node's Docker ran, by digest and id (what `reproduce` pulls elsewhere, and the setup's
+    hash), and the engine's command line as Docker reports it."""
+    with dk.on_endpoint(cluster.node(record.node).docker):
+        facts = dk.image_facts(profile.image_text)
+    if facts is None:
+        return
+    found = digests_of(facts.repo_digests, profile.image_repository)
+    digest = profile.image_digest or (found[0] if found else None)
+    image = ImageInfo(
+        reference=profile.image_text,
+        digest=digest,
+        pinned=profile.pinned,
+        repo_digests=tuple(facts.repo_digests),
+        image_id=facts.image_id,
+        user=facts.user,
+    )
+    serve = [c for c in node_containers(cluster, record.node, record.job_id) if dk.service_of(c) == "serve"]
+    container = (
+        ContainerInfo(serve[0].name, serve[0].id, tuple(dk.command_line(serve[0])), profile.env_names)
+        if serve
+        else None
+    )
+    Runs(home).update(
+        record.run_id, image=image, setup=cluster_record.setup_hash(lab, profile, digest), container=container
+    )
 
 
 def node_gpu_uuids(cluster: ClusterEntry, node: str, indexes: list[int]) -> list[str]:
@@ -327,10 +338,11 @@ def up_on_cluster(
     allow_unpinned: bool = False,
     timeout: float = 900.0,
     keys: int = 0,
+    profile: Profile | None = None,
 ) -> ClusterRecord:
     """Submit, wait while Slurm queues the job, then wait until the engine answers on the node Slurm chose.
     A failure or Ctrl-C cancels the job: nothing is left queued or running unaccounted."""
-    profile = load_profile(lab, engine, profile_name)
+    profile = profile or load_profile(lab, engine, profile_name)
     record = submit_run(
         lab,
         home,
@@ -342,6 +354,7 @@ def up_on_cluster(
         minutes=minutes,
         allow_unpinned=allow_unpinned,
         keys=keys,
+        profile=profile,
     )
     say(f"submitted job {record.job_id} to cluster {cluster.name} (run {record.run_id})")
     try:
@@ -354,36 +367,38 @@ def up_on_cluster(
         if keys:
             deliver_keys(home, cluster, record, profile.image_text)
         forward = wait_ready(home, cluster, record, profile.engine.readiness.probe, timeout)
+        note_image(lab, home, cluster, record, profile)
     except BaseException:
         take_down(home, cluster, record)
         raise
     record.base_url = (forward.base if forward else f"http://127.0.0.1:{record.port}") + "/v1"
-    record.forward = forward.process if forward else ""
+    record.forward = forward
     save(home, record)
     return record
 
 
 def down_on_cluster(home: Path, cluster: ClusterEntry, record: ClusterRecord) -> ClusterRecord:
-    if record.forward:
-        close_forward(Forward(process=record.forward))
+    close_forward(record.forward)
     return take_down(home, cluster, record)
 
 
 def cluster_runs(home: Path, cluster: ClusterEntry) -> list[ClusterRecord]:
     """This home's runs on the cluster, each refreshed from squeue/sacct while it has not been seen to end."""
-    runs = home / "runs"
+    runs = Runs(home)
     found = []
-    for path in sorted(runs.glob(f"*/{RECORD}")) if runs.is_dir() else []:
-        record = load(home, path.parent.name)
-        if record.cluster != cluster.name or not record.job_id:
-            continue
-        if record.state in ("SUBMITTED", "PENDING", "RUNNING", "COMPLETING", "CONFIGURING", "SUSPENDED"):
-            state = slurm.job_state(cluster, record.job_id)
-            apply_state(record, state)
-            if state.ended:
-                record.events.append(
-                    f"{now()} seen ended {state.state} exit {state.exit_code or '?'} (from {state.source})"
-                )
-            save(home, record)
+    for run_id in cluster_record.cluster_run_ids(runs, cluster.name):
+        record = load(home, run_id)
+        if record.job_id and not record.ended:
+            refresh(home, cluster, record)
         found.append(record)
     return found
+
+
+def refresh(home: Path, cluster: ClusterEntry, record: ClusterRecord) -> ClusterRecord:
+    """The job's state now; a job seen to end for the first time says so in the record."""
+    state = slurm.job_state(cluster, record.job_id)
+    apply_state(record, state)
+    if state.ended:
+        record.events.append(f"{now()} seen ended {state.state} exit {state.exit_code or '?'} (from {state.source})")
+    save(home, record)
+    return record

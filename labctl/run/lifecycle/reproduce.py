@@ -103,10 +103,11 @@ class ReproduceRequest:
     copy_image: bool = False  # up's --copy-image
 
 
-def reproduce(lab: Lab, runs: Runs, request: ReproduceRequest, say: Any, progress: Any = None) -> Record:
+def checked_source(
+    lab: Lab, runs: Runs, request: ReproduceRequest, say: Any
+) -> tuple[Export, Profile, Verification, Profile]:
+    """The export (or run) believed and its setup pinned by digest, or refused before anything starts."""
     from labctl.host import docker as dk
-    from labctl.run.lifecycle.up import up
-    from labctl.run.lifecycle.up_plan import UpRequest, plan_up
 
     check_seconds("--timeout", request.timeout)
     export = load_source(runs, request.source)
@@ -138,6 +139,27 @@ def reproduce(lab: Lab, runs: Runs, request: ReproduceRequest, say: Any, progres
             "serve beyond loopback)"
         )
     placed = with_overrides(placed, host=check_bind(request.bind) or "127.0.0.1")
+    return export, profile, check, placed
+
+
+def reproduction(export: Export, record: Record, forced: bool) -> Reproduction:
+    return Reproduction(
+        source=export.source,
+        original_run_id=export.run_id,
+        original_host=export.host.get("host"),
+        original_host_entry=export.host.get("host_entry"),
+        original_docker_host_id=export.host.get("docker_host_id"),
+        compose_sha256_matches=record.setup.get("compose_sha256") == export.setup["compose_sha256"],
+        forced=forced,
+    )
+
+
+def reproduce(lab: Lab, runs: Runs, request: ReproduceRequest, say: Any, progress: Any = None) -> Record:
+    from labctl.host import docker as dk
+    from labctl.run.lifecycle.up import up
+    from labctl.run.lifecycle.up_plan import UpRequest, plan_up
+
+    export, profile, check, placed = checked_source(lab, runs, request, say)
     resident = (export.doc.get("record") or {}).get("resident") if isinstance(export.doc.get("record"), dict) else None
     up_request = UpRequest(
         engine=profile.engine.name,
@@ -161,20 +183,9 @@ def reproduce(lab: Lab, runs: Runs, request: ReproduceRequest, say: Any, progres
     plan_up(lab, up_request)  # the new run's own flags (--owner, --cache-dir, …) are refused before Docker is asked
     dk.check_docker()  # up pulls the recorded digest (with progress, after the disk check) and refuses if it cannot
     record = up(lab, runs, up_request, say, progress)
-    same = record.setup.get("compose_sha256") == export.setup["compose_sha256"]
-    record = runs.update(
-        record.run_id,
-        reproduction=Reproduction(
-            source=export.source,
-            original_run_id=export.run_id,
-            original_host=export.host.get("host"),
-            original_host_entry=export.host.get("host_entry"),
-            original_docker_host_id=export.host.get("docker_host_id"),
-            compose_sha256_matches=same,
-            forced=bool(check.problems),
-        ),
-    )
-    if not same:
+    record = runs.update(record.run_id, reproduction=reproduction(export, record, bool(check.problems)))
+    assert record.reproduction is not None
+    if not record.reproduction.compose_sha256_matches:
         say(
             f"warning: the reproduced setup's compose hash {record.setup.get('compose_sha256')} differs from the "
             f"original's {export.setup['compose_sha256']}"

@@ -26,4 +26,4 @@ class PrepPart:
         )
 
 
-PREP_PARTS = ("image_pull", "model_fetch", "engine_build", "engine_load", "warmup", "first_completion")
+PREP_PARTS = ("queue_wait", "image_pull", "model_fetch", "engine_build", "engine_load", "warmup", "first_completion")

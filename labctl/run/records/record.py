@@ -172,6 +172,30 @@ class EngineSetup:
 
 
 @dataclass(frozen=True)
+class SlurmJob:
+    """A run on a Slurm cluster: the job, where Slurm put it, and how it ended (sacct, else scontrol, else
+    unknown). Slurm chose the node and the GPUs; labctl read them back."""
+
+    cluster: str = ""
+    job_id: str = ""
+    node: str = ""
+    gpu_indexes: tuple[int, ...] = ()
+    gpu_uuids: tuple[str, ...] = ()
+    gpus_requested: int = 0
+    time_limit_min: int = 0
+    cpus: int | None = None
+    mem_mib: int | None = None
+    submitted_at: str = ""
+    state: str = "SUBMITTED"
+    reason: str = ""
+    exit_code: str = ""
+    state_source: str = ""  # squeue, sacct, scontrol, or unknown
+    queue_wait_s: float | None = None  # also the prep part queue_wait: never in cold start
+    resident_keys: int = 0
+    events: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
 class Record:
     run_id: str
     status: str  # starting | running | stopping | failed | aborted | stopped | external
@@ -228,6 +252,7 @@ class Record:
     # gpu | simulated (a simulated GPU host, or the harness engine) | cpu | unknown (an endpoint labctl did not
     # start); None in records written before it: `accelerator_kind` derives it
     accelerator: str | None = None
+    slurm: SlurmJob | None = None  # a run on a Slurm cluster
     extra: JsonObject = field(default_factory=dict)  # keys a newer labctl wrote; kept, never interpreted
 
     def to_json(self) -> JsonObject:

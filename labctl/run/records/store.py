@@ -299,6 +299,14 @@ def describe(record: Record) -> list[tuple[str, str]]:
     rows.append(("timings", json.dumps(record.to_json()["timings"])))
     if record.engine_setup and record.engine_setup.model_commit:
         rows.append(("model commit", record.engine_setup.model_commit))
+    if record.slurm:
+        job = record.slurm
+        gpus = ", ".join(f"{i} {u}" for i, u in zip(job.gpu_indexes, job.gpu_uuids, strict=False)) or "-"
+        rows += [
+            ("slurm job", f"{job.job_id} on cluster {job.cluster}, node {job.node or '-'}"),
+            ("slurm gpus", gpus),
+            ("slurm state", f"{job.state} exit {job.exit_code or '-'} (from {job.state_source or '-'})"),
+        ]
     return rows + prep_rows(record.prep)
 
 

@@ -6,6 +6,7 @@ its own (labctl itself never names a node)."""
 from __future__ import annotations
 
 import grp
+import json
 import os
 import shutil
 import signal
@@ -206,11 +207,47 @@ def test_up_waits_pending_then_runs_status_and_down(
     run_id = stdout.split(" run ", 1)[1].split()[0]
     record = cr.load(home, run_id)
     assert record.queue_wait_s is not None and record.queue_wait_s > 0 and record.state == "RUNNING"
+    check_the_normal_record(home, run_id, record, env)
     listed = run_labctl("--home", str(home), "status", "--host", cluster.name, env=env)
     assert f"{run_id}" in listed.stdout and "running" in listed.stdout, listed.stdout
     down = run_labctl("--home", str(home), "down", run_id, env=env)
     assert down.code == 0 and "CANCELLED" in down.stdout, down.stderr
     assert cr.node_containers(cluster, "n1", record.job_id) == []
+    ended = json.loads((home / "runs" / run_id / "record.json").read_text())
+    assert ended["status"] == "stopped" and ended["slurm"]["state"] == "CANCELLED" and ended["stopped_at"]
+    assert ended["slurm"]["state_source"] in ("sacct", "scontrol")
+
+
+def check_the_normal_record(home: Path, run_id: str, run: cr.ClusterRecord, env: dict[str, str]) -> None:
+    """A cluster run's record is the normal one plus its `slurm` block: show, status, export, bench and eval
+    read it as they read an SSH host's."""
+    data = json.loads((home / "runs" / run_id / "record.json").read_text())
+    assert (data["status"], data["engine"], data["profile"]) == ("running", "harness", "smoke")
+    assert data["environment_label"] == "harness-check" and data["accelerator"] == "simulated"
+    assert data["slurm"]["gpu_indexes"] == run.gpu_indexes and data["gpus"]["simulated"]
+    assert data["gpus"]["note"] == "no GPU"  # the harness holds its granted GPUs unused: no GPU in its setup
+    assert data["host_entry"] == f"{data['slurm']['cluster']}/n1" and data["slurm"]["node"] == "n1"
+    assert data["slurm"]["gpu_uuids"] == run.gpu_uuids and data["slurm"]["job_id"] == run.job_id
+    assert data["prep"]["queue_wait"]["seconds"] == run.queue_wait_s and data["timings"]["cold_start_s"] is None
+    assert not (home / "runs" / run_id / "slurm.json").exists()
+    assert "--ttft-ms" in data["container"]["command_line"] and data["image"]["image_id"]  # what the node ran
+    shown = run_labctl("--home", str(home), "show", run_id, env=env)
+    assert shown.code == 0 and f" {run.job_id} on cluster " in shown.stdout, shown.stdout + shown.stderr
+    assert "prep queue_wait" in shown.stdout, shown.stdout
+    everywhere = run_labctl("--home", str(home), "status", "--json", env=env)  # every host, and the clusters
+    listed = {r["run_id"]: r for r in json.loads(everywhere.stdout)}
+    assert listed[run_id]["slurm"]["node"] == "n1" and listed[run_id]["host"] == data["host_entry"], everywhere
+    exported = home / "export.yaml"
+    done = run_labctl("--home", str(home), "export", run_id, "-o", str(exported), env=env)
+    assert done.code == 0 and exported.is_file(), done.stderr
+    bench = run_labctl(
+        "--home", str(home), "bench", "run", run_id, "--workload", "latency-probe", "--requests", "2", "--json", env=env
+    )
+    assert bench.code == 0, bench.stderr[-2000:]
+    assert json.loads(bench.stdout)["run_id"] == run_id
+    graded = run_labctl("--home", str(home), "eval", "run", run_id, "--suite", "short-answer", "--json", env=env)
+    assert graded.code == 0, graded.stderr[-2000:]
+    assert json.loads(graded.stdout)["run_id"] == run_id
 
 
 def test_a_second_unix_users_job(cluster: ClusterEntry, holds: Callable[[str, int], str]) -> None:

@@ -52,6 +52,7 @@ def test_show_lists_parts_in_their_order() -> None:
         ("prep warmup", "0.5 s"),
     ]
     assert list(PREP_PARTS) == [
+        "queue_wait",  # a Slurm job's wait in the queue, before anything else: never in cold start
         "image_pull",
         "model_fetch",
         "engine_build",
