@@ -1,5 +1,5 @@
 """Studies on the simulated GPU lab (build/sim-lab: two simulated hosts, each a Docker daemon of its own) with
-labctl's harness engine: two hosts in parallel, a cell whose engine crashes mid-ladder while the others finish,
+labctl's harness engine: two hosts in parallel, two 1-GPU cells side by side on one host (the vLLM persona), a cell whose engine crashes mid-ladder while the others finish,
 Ctrl-C and resume with no finished cell redone, a changed image digest detected on resume, and the report of an
 interrupted study. The GPUs are simulated; Docker, the engine's HTTP API, the bench client and the records are real."""
 
@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 import yaml
 from helpers.harness_proc import free_port
+from helpers.loopback_hub import loopback_hub
 from helpers.support import IN_CI, LABCTL, REPO, run_labctl
 
 pytestmark = [pytest.mark.docker, pytest.mark.lab]  # the simulated GPU lab: one test at a time
@@ -297,8 +298,6 @@ def test_a_host_over_ssh_and_a_simulated_one_in_parallel(sim: Path) -> None:
 def test_two_one_gpu_cells_on_one_host_run_side_by_side_on_distinct_gpus(sim: Path) -> None:
     """Two `count: 1` cells on sim-h100 (two simulated H100s): both start at once, the claims place them on
     GPU 0 and GPU 1, and each listens on a port of its own."""
-    from helpers.loopback_hub import loopback_hub
-
     home = sim.parent / "home-lanes"
     port = free_port()
     profile = yaml.safe_load((sim / "engines/vllm/profiles/qwen2.5-7b.yaml").read_text())
