@@ -117,7 +117,6 @@ def main() -> int:
         Tier("unit+process", "(unit or process) and not exclusive", spread),
         Tier("docker", "docker and not lab and not slurm and not exclusive and not real_engine"),
         Tier("lab", "lab and not slurm and not exclusive and not real_engine"),
-
         # A real vLLM on CPU: one server per module (a ~35 s cold start each), one test at a time.
         Tier("real_engine", "real_engine and not exclusive"),
     ]

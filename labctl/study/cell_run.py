@@ -27,6 +27,7 @@ from labctl.run.records.store import Runs
 from labctl.study.failures import classify_start, engine_state, meets_slo
 from labctl.study.fingerprint import Fingerprint
 from labctl.study.plan import CellPlan, StudyPlan, TaskSuite
+from labctl.study.prefetch import Prefetcher
 from labctl.study.state import FINISHED, StudyState
 
 Say = Callable[[str], None]
@@ -43,6 +44,7 @@ class CellContext:
     say: Say
     redo_failed: bool = False
     cluster: ClusterEntry | None = None  # cells placed on a Slurm cluster: each (cell, repeat) is one job
+    prefetch: Prefetcher | None = None  # the host's pending pulls, run between levels
 
 
 def should_skip(stored: dict[str, Any] | None, digest: str, redo_failed: bool) -> bool:
@@ -65,7 +67,8 @@ def _signals_held() -> Iterator[None]:
 class CellRun:
     def __init__(self, ctx: CellContext, cell: CellPlan, repeat: int, port: int | None = None) -> None:
         self.ctx, self.cell, self.repeat = ctx, cell, repeat
-        self.port = port or cell.cell.profile.port  # cells on a cluster may run at once: each its own port
+        self.port = port or cell.cell.profile.port  # cells running at once (a cluster, disjoint GPUs): own ports
+        self.gap_s = 0.0  # seconds of its measuring its GPU spent waiting for a pull between levels
         self.fingerprint = cell.fingerprints[repeat - 1]
         study = ctx.plan.study
         self.tag = {"study": study.name, "cell": cell.cell.key, "repeat": repeat}
@@ -86,6 +89,7 @@ class CellRun:
             "caveats": [],
             "times": {"cold_start_s": 0.0, "measuring_s": 0.0, "waiting_s": 0.0, "queue_wait_s": 0.0},
             "gpus": max(cell.cell.profile.gpu_count, 1) if cell.cell.profile.engine.needs_gpu else 0,
+            "port": self.port,
             "started_at": now(),
             "finished_at": None,
         }
@@ -207,7 +211,7 @@ class CellRun:
             engine=profile.engine.name,
             profile=profile.name,
             profile_override=profile,
-            port=profile.port,
+            port=self.port,
             timeout=float(study.spec["timeout_s"]),
             allow_unpinned=bool(study.spec["allow_unpinned"]),
             fetch=bool(study.spec["fetch"]),
@@ -215,14 +219,17 @@ class CellRun:
             home=ctx.runs.home,
         )
         flaked = False
-        waited = 0.0
+        waited = pulled = 0.0
+        if ctx.prefetch is not None:  # what this cell needs and the host has not pulled yet: never beside a level
+            pulled = ctx.prefetch.for_cells([self.cell.cell.key], f"before {self.cell.cell.key} r{self.repeat}")
+            self.data["times"]["waiting_s"] = round(pulled, 3)
         while True:
             before = set(ctx.runs.all_ids())
             t0 = time.monotonic()
             try:
                 record = up(ctx.lab, ctx.runs, request, say=lambda _line: None)
             except Conflict as exc:  # another run holds the GPUs or the port: the claim decides, the cell waits
-                new = set(ctx.runs.all_ids()) - before
+                new = self.new_runs(before)
                 if waited >= study.spec["timeout_s"]:
                     self.run_id = max(new) if new else None
                     self.fail("start: waiting", str(exc))
@@ -230,10 +237,10 @@ class CellRun:
                 self.save(level="waiting for the GPUs")
                 time.sleep(CLAIM_POLL_S)
                 waited += time.monotonic() - t0
-                self.data["times"]["waiting_s"] = round(waited, 3)
+                self.data["times"]["waiting_s"] = round(pulled + waited, 3)
                 continue
             except LabctlError as exc:
-                new = set(ctx.runs.all_ids()) - before
+                new = self.new_runs(before)
                 self.run_id = max(new) if new else None
                 kind, flake = classify_start(str(exc))
                 if flake and not flaked:  # a pull or SSH flake: once more
@@ -244,6 +251,7 @@ class CellRun:
                 self.fail(kind, str(exc))  # `up` took down whatever it started, its logs saved
                 return None
             self.run_id, self.engine_up = record.run_id, True
+            self.data["gpu_ids"] = list(record.gpus.ids)  # where the claims placed it
             self.note_image(record)
             self.data["times"]["cold_start_s"] = round(time.monotonic() - t0, 3)
             ctx.runs.event(record.run_id, "study", **self.tag)
@@ -254,6 +262,17 @@ class CellRun:
     def bench_host(self) -> HostEntry | None:
         """A cluster run is measured from here, through its base URL (the managed forward for an SSH node)."""
         return None if self.ctx.cluster is not None else self.ctx.host
+
+    def new_runs(self, before: set[str]) -> set[str]:
+        """The runs this cell's `up` created (another cell of the host may start runs at the same time)."""
+        found = set()
+        for run_id in set(self.ctx.runs.all_ids()) - before:
+            try:
+                if self.ctx.runs.load(run_id).endpoint.port == self.port:
+                    found.add(run_id)
+            except (LabctlError, OSError, ValueError):
+                continue
+        return found
 
     def note_image(self, record: Record) -> None:
         """An unpinned image is known only once it is on the host: the fingerprint keeps the image that ran."""
@@ -275,12 +294,14 @@ class CellRun:
                 canary = self.bench(with_overrides(workload, [levels[0]]), f"{name} canary c={levels[0]}", canary=True)
                 if not self.bench_ok(canary, name, [levels[0]]):
                     return False
+                self.between_levels(f"{name} canary")
                 ladder = self.bench(with_overrides(workload, levels), name, canary=False)
                 if not self.bench_ok(ladder, name, levels):
                     return False
                 if study.slo and ladder and not any(meets_slo(lv) for lv in ladder.get("levels") or []):
                     # its numbers stand (the cell is done); the class says no level met the SLO
                     self.fail("SLO out of reach", f"no level of {name} met {study.slo}")
+                self.between_levels(name)
             for name, suite in ctx.plan.suites.items():
                 self.save(level=f"eval {name}")
                 request = BenchRequest(workload=None, run_id=record.run_id, host=self.bench_host)
@@ -296,7 +317,17 @@ class CellRun:
                 )
             return True
         finally:
-            self.data["times"]["measuring_s"] = round(time.monotonic() - t0, 3)
+            times = self.data["times"]
+            times["measuring_s"] = round(time.monotonic() - t0 - self.gap_s, 3)
+            times["waiting_s"] = round(float(times["waiting_s"]) + self.gap_s, 3)
+
+    def between_levels(self, after: str) -> None:
+        if self.ctx.prefetch is None:
+            return
+        spent = self.ctx.prefetch.between_levels(self.cell.cell.key, after)
+        if spent:
+            self.gap_s += spent
+            self.save()
 
     def bench(self, workload: Any, label: str, canary: bool) -> dict[str, Any] | None:
         ctx = self.ctx
@@ -316,8 +347,10 @@ class CellRun:
             max_error_rate=float(study.spec["max_error_rate"]),
             telemetry=not canary,
         )
+        started = now()
         try:
-            result, path = run_bench(ctx.runs, request, progress, lambda _line: None)
+            with self.level():
+                result, path = run_bench(ctx.runs, request, progress, lambda _line: None)
         except LabctlError as exc:
             found = [
                 r for r in list_results(ctx.runs, self.run_id) if r.get("workload", {}).get("name") == workload.name
@@ -331,10 +364,28 @@ class CellRun:
         if path.is_file():
             save_result(path, result)
         self.data["benches"].append(
-            {"workload": workload.name, "bench_id": result["bench_id"], "canary": canary, "status": result["status"]}
+            {
+                "workload": workload.name,
+                "bench_id": result["bench_id"],
+                "canary": canary,
+                "status": result["status"],
+                "started_at": started,
+                "finished_at": now(),
+            }
         )
         self.save()
         return result
+
+    @contextmanager
+    def level(self) -> Iterator[None]:
+        """A bench on this host: it never starts beside a pull there; its wait for one is the GPU's wait."""
+        if self.ctx.prefetch is None:
+            yield
+            return
+        t0 = time.monotonic()
+        with self.ctx.prefetch.level():
+            self.gap_s += time.monotonic() - t0
+            yield
 
     def bench_ok(self, result: dict[str, Any] | None, name: str, levels: list[int]) -> bool:
         """A crash or an out-of-memory censors this level and every higher one; too many errors fail the cell."""

@@ -86,7 +86,8 @@ def expand_cells(
     lab: Lab, study: Study, hosts: list[str], port: int | None = None, clusters: set[str] | None = None
 ) -> list[Cell]:
     """Every cell in the study's order: entries as listed, their grids, then the hosts. `port` (run --port)
-    replaces every entry's port; cells on one host run one at a time, so they may share it."""
+    replaces every entry's port; cells on one host share it, and one that runs beside another moves by a
+    multiple of the host count (runner.py)."""
     cells: list[Cell] = []
     for entry in study.entries:
         base = load_profile(lab, entry.engine, entry.profile)

@@ -1,15 +1,19 @@
-"""`labctl study run`: every (cell, repeat) in interleaved order (A1 B1 C1 A2 …). Each host works through
-its own cells one at a time; hosts work in parallel, one process each (a process drives one Docker host: the
-library points Docker and nvidia-smi at it process-wide). Who gets a GPU is decided by the on-host claims,
-as for any `up`. On a Slurm cluster every (cell, repeat) is one job, submitted at once in the study's order,
-each followed by a process of its own: they run as far in parallel as Slurm grants (labctl schedules nothing).
-The report is rewritten after every finished cell."""
+"""`labctl study run`: every (cell, repeat) in interleaved order (A1 B1 C1 A2 …). Hosts work in parallel,
+one process each (a process drives one Docker host: the library points Docker and nvidia-smi at it
+process-wide); inside a host's process, cells whose GPU sets are disjoint run side by side, one thread each
+(lanes.py decides which may try; the on-host claims of `up` still decide who gets a GPU, a refusal being a
+wait). On a Slurm cluster every (cell, repeat) is one job, submitted at once in the study's order, each
+followed by a process of its own: they run as far in parallel as Slurm grants (labctl schedules nothing).
+The report is rewritten after every finished cell, by the host's main thread."""
 
 from __future__ import annotations
 
+import ctypes
 import multiprocessing
 import os
+import queue
 import signal
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -18,8 +22,9 @@ from labctl.errors import BadInput
 from labctl.host.hosts import activate
 from labctl.run.records.store import Runs
 from labctl.study.cell_run import CellContext, run_cell, should_skip
+from labctl.study.lanes import Need, free_slot, need_of, startable
 from labctl.study.plan import CellPlan, StudyPlan
-from labctl.study.prefetch import prefetch_host
+from labctl.study.prefetch import Prefetcher, plan_steps
 from labctl.study.state import StudyState
 
 Say = Callable[[str], None]
@@ -65,22 +70,112 @@ def run_host(
     lab: Lab, runs: Runs, plan: StudyPlan, state: StudyState, host: str, say: Say, report: WriteReport, redo: bool
 ) -> tuple[int, int]:
     entry = plan.hosts[host].entry
-    activate(entry)
+    activate(entry)  # once for the process: the cells' threads share it
     ctx = CellContext(lab, runs, plan, state, entry, say, redo_failed=redo)
     queue = host_queues(plan)[host]
-    waiting = [cell for cell, repeat in queue if not _reusable(ctx, cell, repeat)]
-    if waiting:  # before this host measures anything: never a pull beside its own measurement
-        prefetch_host(state, entry, list({id(c): c for c in waiting}.values()), bool(plan.study.spec["fetch"]), say)
-    measured = reused = 0
-    for cell, repeat in queue:
-        done = run_cell(ctx, cell, repeat)
-        if done is None:
-            reused += 1
+    todo = [(cell, repeat) for cell, repeat in queue if not _reusable(ctx, cell, repeat)]
+    unique = list({cell.cell.key: cell for cell, _ in todo}.values())
+    prefetch = Prefetcher(state, host, plan_steps(entry, unique, bool(plan.study.spec["fetch"]), say))
+    ctx.prefetch = prefetch
+    host_gpus = len(plan.hosts[host].gpus)
+    needs = [need_of(cell.cell.key, cell.cell.profile) for cell, _ in todo]
+    first = startable(needs, [], host_gpus)
+    if first:  # before this host measures anything: what its first cells need
+        prefetch.for_cells([todo[i][0].cell.key for i in first], "before the host measures")
+    measured = _work_through(ctx, todo, needs, host_gpus, len(plan.hosts), report)
+    return measured, len(queue) - len(todo)
+
+
+def _work_through(
+    ctx: CellContext,
+    todo: list[tuple[CellPlan, int]],
+    needs: list[Need],
+    host_gpus: int,
+    hosts: int,
+    report: WriteReport,
+) -> int:
+    """Start every (cell, repeat) the GPU sets allow, in the study's order; a cell alone on its host runs in
+    this thread (Ctrl-C reaches it directly), cells side by side each in a thread of their own."""
+    pending = list(range(len(todo)))
+    running: dict[int, tuple[threading.Thread, int]] = {}  # index -> (thread, port slot)
+    finished: queue.Queue[tuple[int, BaseException | None]] = queue.Queue()
+    measured = 0
+    try:
+        while pending or running:
+            chosen = [
+                pending[i] for i in startable([needs[i] for i in pending], [needs[i] for i in running], host_gpus)
+            ]
+            if chosen and not running and len(chosen) == 1:
+                index = chosen[0]
+                pending.remove(index)
+                measured += _one(ctx, *todo[index], None, report)
+                continue
+            for index in chosen:
+                pending.remove(index)
+                slot = free_slot({s for _, s in running.values()})
+                cell, repeat = todo[index]
+                port = cell.cell.profile.port + slot * hosts  # hosts sharing one network keep apart
+                thread = threading.Thread(
+                    target=_in_thread, args=(ctx, cell, repeat, port, index, finished), name=cell.cell.key, daemon=True
+                )
+                running[index] = (thread, slot)
+                thread.start()
+            if not running:
+                break  # nothing may start and nothing runs: cannot happen, but never spin
+            index, error = _next_finished(finished)
+            running.pop(index)[0].join()
+            if isinstance(error, KeyboardInterrupt):
+                raise error
+            measured += 1
+            report()
+    except KeyboardInterrupt:
+        for thread, _ in running.values():  # each takes its engine down and says so in its state
+            _interrupt_thread(thread)
+        for thread, _ in running.values():
+            thread.join()
+        raise
+    return measured
+
+
+def _one(ctx: CellContext, cell: CellPlan, repeat: int, port: int | None, report: WriteReport) -> int:
+    done = run_cell(ctx, cell, repeat, port)
+    if done is None:
+        return 0
+    ctx.say(f"{cell.cell.key} r{repeat}: {done['state']}")
+    report()
+    return 1
+
+
+def _in_thread(
+    ctx: CellContext,
+    cell: CellPlan,
+    repeat: int,
+    port: int,
+    index: int,
+    finished: queue.Queue[tuple[int, BaseException | None]],
+) -> None:
+    error: BaseException | None = None
+    try:
+        done = run_cell(ctx, cell, repeat, port)
+        if done is not None:
+            ctx.say(f"{cell.cell.key} r{repeat}: {done['state']}")
+    except BaseException as exc:  # noqa: BLE001 - the cell's state says what happened; the host goes on
+        error = exc
+    finished.put((index, error))
+
+
+def _next_finished(finished: queue.Queue[tuple[int, BaseException | None]]) -> tuple[int, BaseException | None]:
+    while True:  # a timeout, so that Ctrl-C is seen while the cells run
+        try:
+            return finished.get(timeout=0.5)
+        except queue.Empty:
             continue
-        measured += 1
-        say(f"{cell.cell.key} r{repeat}: {done['state']}")
-        report()
-    return measured, reused
+
+
+def _interrupt_thread(thread: threading.Thread) -> None:
+    """A Ctrl-C reaches only the main thread: raise it in a cell's thread too (at its next Python step)."""
+    if thread.ident is not None and thread.is_alive():
+        ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(thread.ident), ctypes.py_object(KeyboardInterrupt))
 
 
 def _reusable(ctx: CellContext, cell: CellPlan, repeat: int) -> bool:

@@ -1,5 +1,5 @@
 """Studies on the simulated GPU lab (build/sim-lab: two simulated hosts, each a Docker daemon of its own) with
-labctl's harness engine: two hosts in parallel, a cell whose engine crashes mid-ladder while the others finish,
+labctl's harness engine: two hosts in parallel, two 1-GPU cells side by side on one host (the vLLM persona), a cell whose engine crashes mid-ladder while the others finish,
 Ctrl-C and resume with no finished cell redone, a changed image digest detected on resume, and the report of an
 interrupted study. The GPUs are simulated; Docker, the engine's HTTP API, the bench client and the records are real."""
 
@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 import yaml
 from helpers.harness_proc import free_port
+from helpers.loopback_hub import loopback_hub
 from helpers.support import IN_CI, LABCTL, REPO, run_labctl
 
 pytestmark = [pytest.mark.docker, pytest.mark.lab]  # the simulated GPU lab: one test at a time
@@ -292,3 +293,43 @@ def test_a_host_over_ssh_and_a_simulated_one_in_parallel(sim: Path) -> None:
         timeout=60,
     )
     assert left.returncode == 0 and left.stdout.strip() == ""
+
+
+def test_two_one_gpu_cells_on_one_host_run_side_by_side_on_distinct_gpus(sim: Path) -> None:
+    """Two `count: 1` cells on sim-h100 (two simulated H100s): both start at once, the claims place them on
+    GPU 0 and GPU 1, and each listens on a port of its own."""
+    home = sim.parent / "home-lanes"
+    port = free_port()
+    profile = yaml.safe_load((sim / "engines/vllm/profiles/qwen2.5-7b.yaml").read_text())
+    profile["gpus"] = {"count": 1}
+    (sim / "engines/vllm/profiles/study-lanes.yaml").write_text(yaml.safe_dump(profile))
+    path = study_file(
+        sim.parent,
+        "lanes",
+        [{"engine": "vllm", "profile": "study-lanes", "overrides": {"max_num_seqs": [64, 128]}}],
+        ["sim-h100"],
+    )
+    data = yaml.safe_load(path.read_text())
+    data["model"] = {"id": "Qwen/Qwen2.5-7B-Instruct", "revision": "main", "quantization": "bf16"}
+    data["workloads"] = [{"name": "chat-sweep", "concurrency": [1, 2], "requests": 4}]
+    data["fetch"] = True
+    path.write_text(yaml.safe_dump(data, sort_keys=False))
+    with loopback_hub() as hub:
+        env = {
+            "LABCTL_HOME": str(home),
+            "HF_ENDPOINT": hub.endpoint,
+            "LABCTL_CACHE_DIR": str(sim.parent / "hf-lanes"),
+        }
+        ran = run_labctl("study", "run", str(path), "--port", str(port), lab=sim, env=env, timeout=240)
+    assert ran.code == 0, ran.stderr
+    found = cells(home, "lanes")
+    assert len(found) == 2 and {v["state"] for v in found.values()} == {"done"}, found
+    first, second = found.values()
+    assert {tuple(first["gpu_ids"]), tuple(second["gpu_ids"])} == {("0",), ("1",)}
+    assert {first["port"], second["port"]} == {port, port + 1}
+    spans = [(when(v["started_at"]), when(v["finished_at"])) for v in (first, second)]
+    assert spans[0][0] < spans[1][1] and spans[1][0] < spans[0][1]  # up to down, they overlapped
+    for data in found.values():
+        record = json.loads((home / "runs" / data["run_id"] / "record.json").read_text())
+        assert record["gpus"]["ids"] == data["gpu_ids"] and record["status"] == "stopped"
+    assert ours_running(sim.parent) == []
