@@ -11,6 +11,7 @@ import subprocess
 import time
 from pathlib import Path
 
+import httpx
 import pytest
 from helpers.harness_proc import harness
 from helpers.support import LABCTL, run_labctl
@@ -198,12 +199,15 @@ def test_ctrl_c_saves_a_partial_result(lab: Path, tmp_path: Path) -> None:
             stderr=subprocess.PIPE,
             text=True,
         )
-        assert proc.stderr is not None
-        line = ""
-        while not line.startswith("lengths in"):  # said just before the level starts: startup is over
-            line = proc.stderr.readline()
-            assert line, "the bench ended before it measured"
-        time.sleep(4)  # about four requests of 20 tokens at 50 ms: some finished, most are still to come
+        served = 0.0
+        deadline = time.monotonic() + 120
+        while served < 6 and time.monotonic() < deadline:  # 3 warm-up requests, then a few measured ones
+            time.sleep(0.2)
+            text = httpx.get(f"{base}/metrics", timeout=10).text
+            served = sum(
+                float(x.rsplit(" ", 1)[1]) for x in text.splitlines() if x.startswith("harness_requests_total{")
+            )
+        assert served >= 6 and proc.poll() is None, "the bench did not get going, or ended"
         proc.send_signal(signal.SIGINT)
         assert proc.wait(30) == 130
     results = list(home.glob("runs/*/bench/*.json"))

@@ -90,18 +90,22 @@ def test_client_disconnect_mid_stream_frees_the_slot() -> None:
 
 
 def test_queueing_beyond_max_num_seqs() -> None:
-    with harness("--ttft-ms", "300", "--tpot-ms", "0", "--max-num-seqs", "1") as (base, _):
+    with harness("--ttft-ms", "1500", "--tpot-ms", "0", "--max-num-seqs", "1") as (base, _):
         import threading
 
         threads = [threading.Thread(target=ask, args=(base,)) for _ in range(3)]
         for t in threads:
             t.start()
-        time.sleep(0.15)
-        metrics = httpx.get(f"{base}/metrics").text
+        wanted = (
+            'harness_num_requests_running{model_name="harness"} 1',
+            'harness_num_requests_waiting{model_name="harness"} 2',
+        )
+        metrics = ""
+        while not all(w in metrics for w in wanted) and any(t.is_alive() for t in threads):
+            metrics = httpx.get(f"{base}/metrics").text  # all three arrive within the first one's 1.5 s
         for t in threads:
             t.join()
-        assert 'harness_num_requests_running{model_name="harness"} 1' in metrics
-        assert 'harness_num_requests_waiting{model_name="harness"} 2' in metrics
+        assert all(w in metrics for w in wanted), metrics
 
 
 def test_ttft_and_tpot_follow_the_model() -> None:

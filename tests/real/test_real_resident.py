@@ -95,3 +95,19 @@ def test_eval_with_thinking_off_asks_each_request_not_to_think(
     assert cases and all("error" not in c for c in cases)
     assert all(c["reasoning_chars"] == 0 and not c["reasoning_tokens"] for c in cases), cases[0]
     assert all(not c["cut_off_while_reasoning"] for c in cases)
+
+
+def test_an_lm_eval_task_runs_against_the_real_engine_with_its_key_and_no_file_holds_the_key(
+    real: RealLab, resident: tuple[dict[str, str], str]
+) -> None:
+    info, key = resident
+    done = real.labctl("eval", "run", info["run_id"], "--suite", "lm-eval:instructions-verifiable", "--json")
+    assert done.code == 0, done.stderr[-3000:]
+    result = json.loads(done.stdout)
+    [task] = result["tasks"]
+    assert task["dataset"]["sha256"] and result["harness"]["name"] and result["target"]["thinking"] == "on"
+    samples = (real.home / "runs" / info["run_id"] / "eval" / f"{result['eval_id']}.samples.jsonl").read_text()
+    assert len(samples.splitlines()) == result["total"] == 10  # every case kept, whatever a random model answers
+    run = real.home / "runs" / info["run_id"]
+    written = [run / "record.json", *(run / "eval").iterdir()]
+    assert [p.name for p in written if key.encode() in p.read_bytes()] == []  # records, results and samples
