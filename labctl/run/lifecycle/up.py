@@ -370,7 +370,7 @@ class Starter:
             resident=self.plan is not None,
         )
         if self.proxied:
-            self.proxy = plan_proxy(profile.engine.readiness.probe)
+            self.proxy = plan_proxy(profile.engine.readiness.probe, request.host)
         access = self.store_keys(image) if self.plan and self.plan.keys else None
         if self.proxy is not None:
             store = KeyStore(request.home or self.runs.home)

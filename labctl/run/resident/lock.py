@@ -14,6 +14,8 @@ from labctl.compose.render import ProxySetup
 from labctl.errors import BadInput, LabctlError
 from labctl.host import docker as dk
 from labctl.host.auth_proxy import RELOAD_TIMEOUT_S, free_loopback_port, reload_keys
+from labctl.host.hosts import LOCAL_HOST, HostEntry, endpoint_url
+from labctl.host.image_copy import copy_image
 from labctl.host.open_routes import probe_open_routes
 from labctl.host.probes import status_with_key
 
@@ -51,14 +53,23 @@ def check_proxied(profile: Profile, keys: list[str], remote: bool) -> None:
         )
 
 
-def plan_proxy(readiness_probe: str) -> ProxySetup:
-    """The proxy's setup: its image must be on this host; the engine gets a free loopback port."""
+def plan_proxy(readiness_probe: str, host: HostEntry) -> ProxySetup:
+    """The proxy's setup: its image must be on the host's daemon (a second daemon of this machine, such as a
+    simulated GPU host's, gets this machine's copy over Docker's transport); the engine gets a free loopback
+    port."""
     if dk.image_facts(AUTH_PROXY_IMAGE) is None:
-        raise LabctlError(
-            f"this engine leaves routes that run the model open without its key, so labctl fronts it with its "
-            f"authenticating proxy, but the image {AUTH_PROXY_IMAGE} is not on this host: build it with "
-            "`make auth-proxy-image` (offline after the first run)."
-        )
+        with dk.on_endpoint(endpoint_url(LOCAL_HOST)):
+            here = dk.image_facts(AUTH_PROXY_IMAGE)
+        if here is None or host.docker == endpoint_url(LOCAL_HOST):
+            raise LabctlError(
+                f"this engine leaves routes that run the model open without its key, so labctl fronts it with its "
+                f"authenticating proxy, but the image {AUTH_PROXY_IMAGE} is not on this host: build it with "
+                "`make auth-proxy-image` (offline after the first run)."
+            )
+        copy_image(endpoint_url(LOCAL_HOST), host.docker, AUTH_PROXY_IMAGE, lambda _sent, _seconds: None)
+        arrived = dk.image_facts(AUTH_PROXY_IMAGE)
+        if arrived is None or arrived.image_id != here.image_id:
+            raise LabctlError(f"copied {AUTH_PROXY_IMAGE} to {host.name}, but it arrived as another image")
     return ProxySetup(image=AUTH_PROXY_IMAGE, engine_port=free_loopback_port(), open_paths=(readiness_probe,))
 
 
