@@ -128,6 +128,24 @@ def rendered(engine: str, profile_name: str, port: int) -> list[str]:
     return compose_words(done.stdout)
 
 
+def config_mounts(text: str, folder: Path, service: str = "serve") -> list[str]:
+    """The files Compose would mount from the file's `configs:` (an engine's options file), as `-v` values:
+    each content written under `folder`, mounted read-only where the service reads it."""
+    doc = yaml.safe_load(text)
+    mounts = []
+    for item in doc["services"][service].get("configs") or []:
+        path = folder / item["source"]
+        path.write_text(doc["configs"][item["source"]]["content"].replace("$$", "$"))
+        mounts.append(f"{path}:{item['target']}:ro")
+    return mounts
+
+
+def rendered_with_mounts(engine: str, profile_name: str, port: int, folder: Path) -> tuple[list[str], list[str]]:
+    done = run_labctl("render", engine, "--profile", profile_name, "--stdout", "--port", str(port))
+    assert done.code == 0, done.stderr
+    return compose_words(done.stdout), config_mounts(done.stdout, folder)
+
+
 def rendered_with_key(engine: str, profile_name: str, port: int, secrets: Path) -> list[str]:
     """The resident form: the key read from the mounted secret file by the engine's own mechanism."""
     profile = with_overrides(load_profile(LAB, engine, profile_name), port=port)
@@ -174,10 +192,12 @@ def chat(base: str, model: str, key: str | None = None, **extra: Any) -> Any:
 
 
 @pytest.mark.parametrize(("engine", "profile_name"), PLAIN)
-def test_serves_the_rendered_command_line(engine: str, profile_name: str, containers: Containers) -> None:
+def test_serves_the_rendered_command_line(
+    engine: str, profile_name: str, containers: Containers, tmp_path: Path
+) -> None:
     port = free_port()
-    words = rendered(engine, profile_name, port)
-    started = containers.run(persona_image(engine, profile_name), words)
+    words, mounts = rendered_with_mounts(engine, profile_name, port, tmp_path)
+    started = containers.run(persona_image(engine, profile_name), words, volumes=mounts)
     assert started.returncode == 0, started.stderr
     assert not port_open(port), "the port must stay closed while the model loads"
     opened = wait_port(port, containers)
@@ -328,6 +348,7 @@ def test_trtllm_build_then_serve_the_engine(containers: Containers, tmp_path: Pa
     again = containers.run(image, build, volumes=volumes, detach=False)
     assert "engine already built" in again.stdout
     serve = compose_words(done.stdout)
+    volumes += config_mounts(done.stdout, tmp_path)
     too_big = [*serve[: serve.index("--max_batch_size") + 1], "128", *serve[serve.index("--max_batch_size") + 2 :]]
     refused = containers.run(image, too_big, volumes=volumes, detach=False)
     assert refused.returncode == 1
