@@ -137,6 +137,19 @@ def grade(case: Case, answer: dict[str, Any]) -> dict[str, Any]:
 SCORE_INTERVAL = f"95 % percentile bootstrap over the cases ({RESAMPLES} resamples, seed {SEED})"
 
 
+def target_facts(record: Record, target: Target) -> dict[str, Any]:
+    """What an eval result says about what it asked: the endpoint, and the run behind it."""
+    return {
+        "base_url": target.base_url,
+        "model": target.model,
+        "engine": record.engine,
+        "profile": record.profile,
+        "environment_label": record.environment_label,
+        "image_digest": record.image.digest,
+        "thinking": target.thinking,
+    }
+
+
 def run_eval(
     runs: Runs,
     suite: Suite,
@@ -213,15 +226,7 @@ def _evaluate(
         "eval_id": eval_id,
         "run_id": record.run_id,
         "created_at": now(),
-        "target": {
-            "base_url": target.base_url,
-            "model": target.model,
-            "engine": record.engine,
-            "profile": record.profile,
-            "environment_label": record.environment_label,
-            "image_digest": record.image.digest,
-            "thinking": target.thinking,
-        },
+        "target": target_facts(record, target),
         "suite": {
             "name": suite.name,
             "version": suite.version,

@@ -22,7 +22,7 @@ from labctl.compose.options import check_cache_dir
 from labctl.errors import BadInput, LabctlError
 from labctl.host.lock import engine_lock
 from labctl.host.sandbox import check_sandbox
-from labctl.quality.evaluate import SCORE_INTERVAL
+from labctl.quality.evaluate import SCORE_INTERVAL, target_facts
 from labctl.quality.lm_eval_env import FEWSHOT_AS_MULTITURN, FEWSHOT_SEED, configs, load_tasks, offline, quiet
 from labctl.quality.tasks import TaskSet, data_files, dataset_sha256
 from labctl.run.records.record import Record, now
@@ -140,15 +140,7 @@ def _evaluate(
         "eval_id": eval_id,
         "run_id": record.run_id,
         "created_at": now(),
-        "target": {
-            "base_url": target.base_url,
-            "model": target.model,
-            "engine": record.engine,
-            "profile": record.profile,
-            "environment_label": record.environment_label,
-            "image_digest": record.image.digest,
-            "thinking": target.thinking,
-        },
+        "target": target_facts(record, target),
         "suite": {
             "name": suite,
             "version": ",".join(f"{t['name']}-{t['set_version']}" for t in task_facts),
