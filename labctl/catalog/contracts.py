@@ -14,6 +14,7 @@ from __future__ import annotations
 import functools
 import json
 import re
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -87,95 +88,95 @@ def contract_path(engines_dir: Path, engine: str, version: str) -> Path:
     return Path(engines_dir) / engine / "cli" / f"{version}.yaml"
 
 
-class _Bad(Exception):
-    pass
+class Malformed(Exception):
+    """A contract file that does not have the shape it must (the caller says which file, in one line)."""
 
 
-def _keys(d: Any, where: str, required: set[str], optional: set[str] = frozenset()) -> dict[str, Any]:  # type: ignore[assignment]
+def check_keys(d: Any, where: str, required: set[str], optional: AbstractSet[str] = frozenset()) -> dict[str, Any]:
     if not isinstance(d, dict):
-        raise _Bad(f"{where}: expected a mapping")
+        raise Malformed(f"{where}: expected a mapping")
     missing = required - d.keys()
     if missing:
-        raise _Bad(f"{where}: missing {', '.join(sorted(missing))}")
+        raise Malformed(f"{where}: missing {', '.join(sorted(missing))}")
     extra = d.keys() - required - optional
     if extra:
-        raise _Bad(f"{where}: unknown key(s) {', '.join(sorted(map(str, extra)))}")
+        raise Malformed(f"{where}: unknown key(s) {', '.join(sorted(map(str, extra)))}")
     return d
 
 
 def _str_list(v: Any, where: str, *, empty: bool = False) -> tuple[str, ...]:
     if not isinstance(v, list) or not all(isinstance(x, str) and x for x in v) or (not v and not empty):
-        raise _Bad(f"{where}: expected a list of strings")
+        raise Malformed(f"{where}: expected a list of strings")
     return tuple(v)
 
 
 def _option(d: Any, where: str) -> OptionSpec:
-    d = _keys(d, where, {"names", "takes_value"}, {"nargs", "type", "choices", "deprecated"})
+    d = check_keys(d, where, {"names", "takes_value"}, {"nargs", "type", "choices", "deprecated"})
     names = _str_list(d["names"], f"{where}.names")
     if not all(n.startswith("-") for n in names):
-        raise _Bad(f"{where}.names: option names start with '-'")
+        raise Malformed(f"{where}.names: option names start with '-'")
     takes = d["takes_value"]
     if not isinstance(takes, bool):
-        raise _Bad(f"{where}.takes_value: expected true or false")
+        raise Malformed(f"{where}.takes_value: expected true or false")
     nargs = d.get("nargs")
     if not (nargs in (None, "?", "*", "+") or (isinstance(nargs, int) and not isinstance(nargs, bool) and nargs >= 1)):
-        raise _Bad(f"{where}.nargs: null, '?', '*', '+' or a positive integer")
+        raise Malformed(f"{where}.nargs: null, '?', '*', '+' or a positive integer")
     typ = d.get("type") or ("str" if takes else "bool")
     if typ not in TYPES:
-        raise _Bad(f"{where}.type: one of {', '.join(TYPES)}")
+        raise Malformed(f"{where}.type: one of {', '.join(TYPES)}")
     choices = d.get("choices")
     if choices is not None:
         choices = _str_list([str(c) for c in choices] if isinstance(choices, list) else choices, f"{where}.choices")
     dep = d.get("deprecated")
     if dep is not None and not isinstance(dep, str):
-        raise _Bad(f"{where}.deprecated: null or the engine's warning text")
+        raise Malformed(f"{where}.deprecated: null or the engine's warning text")
     return OptionSpec(names, takes, nargs if takes else None, typ, choices, dep)
 
 
 def _command(d: Any, where: str, label: str) -> CommandContract:
-    d = _keys(
+    d = check_keys(
         d, where, {"argv0", "parser", "options"}, {"allow_abbrev", "positionals", "exclusive", "requires", "rejected"}
     )
     argv0 = _str_list(d["argv0"], f"{where}.argv0")
     if d["parser"] not in PARSERS:
-        raise _Bad(f"{where}.parser: one of {', '.join(PARSERS)}")
+        raise Malformed(f"{where}.parser: one of {', '.join(PARSERS)}")
     abbrev = d.get("allow_abbrev", False)
     if not isinstance(abbrev, bool):
-        raise _Bad(f"{where}.allow_abbrev: expected true or false")
+        raise Malformed(f"{where}.allow_abbrev: expected true or false")
     if abbrev and d["parser"] != "argparse":
-        raise _Bad(f"{where}.allow_abbrev: only argparse abbreviates options")
+        raise Malformed(f"{where}.allow_abbrev: only argparse abbreviates options")
     pos = []
     for i, p in enumerate(d.get("positionals") or []):
-        p = _keys(p, f"{where}.positionals[{i}]", {"name", "required"})
+        p = check_keys(p, f"{where}.positionals[{i}]", {"name", "required"})
         if not isinstance(p["name"], str) or not isinstance(p["required"], bool):
-            raise _Bad(f"{where}.positionals[{i}]: name (string) and required (true/false)")
+            raise Malformed(f"{where}.positionals[{i}]: name (string) and required (true/false)")
         pos.append((p["name"], p["required"]))
     if not isinstance(d["options"], list):
-        raise _Bad(f"{where}.options: expected a list")
+        raise Malformed(f"{where}.options: expected a list")
     options = tuple(_option(o, f"{where}.options[{i}]") for i, o in enumerate(d["options"]))
     known = {n for o in options for n in o.names}
     seen: set[str] = set()
     for o in options:
         for n in o.names:
             if n in seen:
-                raise _Bad(f"{where}.options: {n} is listed twice")
+                raise Malformed(f"{where}.options: {n} is listed twice")
             seen.add(n)
 
     def must_know(name: str, what: str) -> str:
         if name not in known:
-            raise _Bad(f"{where}.{what}: {name} is not among the options")
+            raise Malformed(f"{where}.{what}: {name} is not among the options")
         return name
 
     excl_raw = d.get("exclusive") or []
     if not isinstance(excl_raw, list):
-        raise _Bad(f"{where}.exclusive: expected a list of option-name lists")
+        raise Malformed(f"{where}.exclusive: expected a list of option-name lists")
     exclusive = tuple(
         tuple(must_know(n, "exclusive") for n in _str_list(g, f"{where}.exclusive[{i}]"))
         for i, g in enumerate(excl_raw)
     )
     req_raw = d.get("requires") or {}
     if not isinstance(req_raw, dict):
-        raise _Bad(f"{where}.requires: expected a mapping of option -> [options]")
+        raise Malformed(f"{where}.requires: expected a mapping of option -> [options]")
     requires = {
         must_know(k, "requires"): tuple(must_know(n, "requires") for n in _str_list(v, f"{where}.requires.{k}"))
         for k, v in req_raw.items()
@@ -183,11 +184,11 @@ def _command(d: Any, where: str, label: str) -> CommandContract:
     rejected: dict[str, str] = {}
     rej_raw = d.get("rejected") or []
     if not isinstance(rej_raw, list):
-        raise _Bad(f"{where}.rejected: expected a list")
+        raise Malformed(f"{where}.rejected: expected a list")
     for i, r in enumerate(rej_raw):
-        r = _keys(r, f"{where}.rejected[{i}]", {"option", "reason"})
+        r = check_keys(r, f"{where}.rejected[{i}]", {"option", "reason"})
         if not isinstance(r["option"], str) or not isinstance(r["reason"], str) or not r["reason"]:
-            raise _Bad(f"{where}.rejected[{i}]: option and reason are strings")
+            raise Malformed(f"{where}.rejected[{i}]: option and reason are strings")
         rejected[must_know(r["option"], "rejected")] = r["reason"]
     return CommandContract(argv0, d["parser"], abbrev, tuple(pos), options, exclusive, requires, rejected, label)
 
@@ -202,41 +203,41 @@ def load_contract(path: Path) -> Contract:
         raise BadInput(f"{path}: engine contract is {size} bytes, more than {MAX_BYTES}")
     doc = load_yaml_data(path, max_bytes=MAX_BYTES)
     try:
-        doc = _keys(doc, "contract", {"schema", "engine", "version", "provenance", "commands"})
+        doc = check_keys(doc, "contract", {"schema", "engine", "version", "provenance", "commands"})
         if doc["schema"] != SCHEMA:
-            raise _Bad(f"schema: expected {SCHEMA}, found {doc['schema']!r}")
+            raise Malformed(f"schema: expected {SCHEMA}, found {doc['schema']!r}")
         engine, version = doc["engine"], doc["version"]
         if not isinstance(engine, str) or not _SAFE.fullmatch(engine):
-            raise _Bad("engine: the engine folder's name")
+            raise Malformed("engine: the engine folder's name")
         if not isinstance(version, str) or not _SAFE.fullmatch(version):
-            raise _Bad("version: a quoted version string")
+            raise Malformed("version: a quoted version string")
         prov = doc["provenance"]
         if not isinstance(prov, dict) or prov.get("kind") not in ("pypi-wheel", "source"):
-            raise _Bad("provenance.kind: pypi-wheel or source")
+            raise Malformed("provenance.kind: pypi-wheel or source")
         if prov["kind"] == "pypi-wheel":
-            _keys(
+            check_keys(
                 prov,
                 "provenance",
                 {"kind", "package", "version", "wheel", "wheel_sha256"},
                 {"extracted_with", "regenerate", "note"},
             )
             if not re.fullmatch(r"[0-9a-f]{64}", str(prov["wheel_sha256"])):
-                raise _Bad("provenance.wheel_sha256: 64 hex digits")
+                raise Malformed("provenance.wheel_sha256: 64 hex digits")
         else:
-            _keys(
+            check_keys(
                 prov,
                 "provenance",
                 {"kind", "repo", "commit", "paths", "note"},
                 {"version", "extracted_with", "regenerate"},
             )
             if not re.fullmatch(r"[0-9a-f]{40}", str(prov["commit"])):
-                raise _Bad("provenance.commit: 40 hex digits")
+                raise Malformed("provenance.commit: 40 hex digits")
         cmds = doc["commands"]
         if not isinstance(cmds, dict) or not cmds:
-            raise _Bad("commands: at least one command")
+            raise Malformed("commands: at least one command")
         label = f"{ENGINES.get(engine, engine)} {version}"
         commands = {str(k): _command(v, f"commands.{k}", label) for k, v in cmds.items()}
-    except _Bad as e:
+    except Malformed as e:
         raise BadInput(f"{path}: bad engine contract: {e}") from None
     return Contract(engine, version, dict(prov), commands, path)
 

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from labctl.catalog.contracts import Malformed, check_keys
 from labctl.catalog.lab import Lab
 from labctl.catalog.sourcefile import load_yaml_data
 from labctl.errors import BadInput
@@ -110,48 +111,32 @@ def _route_regex(path: str) -> re.Pattern[str]:
     return re.compile("".join(out))
 
 
-class _Bad(Exception):
-    pass
-
-
-def _keys(d: Any, where: str, required: set[str], optional: frozenset[str] = frozenset()) -> dict[str, Any]:
-    if not isinstance(d, dict):
-        raise _Bad(f"{where}: expected a mapping")
-    missing = required - d.keys()
-    if missing:
-        raise _Bad(f"{where}: missing {', '.join(sorted(missing))}")
-    extra = d.keys() - required - optional
-    if extra:
-        raise _Bad(f"{where}: unknown key(s) {', '.join(sorted(map(str, extra)))}")
-    return d
-
-
 def _text(v: Any, where: str) -> str:
     if not isinstance(v, str) or not v.strip() or len(v) > _TEXT_MAX or not v.isprintable():
-        raise _Bad(f"{where}: a line of text (at most {_TEXT_MAX} characters)")
+        raise Malformed(f"{where}: a line of text (at most {_TEXT_MAX} characters)")
     return v
 
 
 def _str_list(v: Any, where: str, *, empty: bool = True) -> tuple[str, ...]:
     if not isinstance(v, list) or (not v and not empty) or len(v) > MAX_ROUTES:
-        raise _Bad(f"{where}: expected a list of strings")
+        raise Malformed(f"{where}: expected a list of strings")
     return tuple(_text(x, f"{where}[{i}]") for i, x in enumerate(v))
 
 
 def _bool(v: Any, where: str) -> bool:
     if not isinstance(v, bool):
-        raise _Bad(f"{where}: expected true or false")
+        raise Malformed(f"{where}: expected true or false")
     return v
 
 
 def _route_path(v: Any, where: str) -> str:
     if not isinstance(v, str) or not _PATH.fullmatch(v):
-        raise _Bad(f"{where}: a URL path such as /v1/models")
+        raise Malformed(f"{where}: a URL path such as /v1/models")
     return v
 
 
 def _route(d: Any, where: str) -> Route:
-    d = _keys(
+    d = check_keys(
         d,
         where,
         {"path", "methods", "key_guarded", "runs_model"},
@@ -159,7 +144,7 @@ def _route(d: Any, where: str) -> Route:
     )
     methods = _str_list(d["methods"], f"{where}.methods", empty=False)
     if any(m not in METHODS for m in methods) or len(set(methods)) != len(methods):
-        raise _Bad(f"{where}.methods: distinct, from {', '.join(METHODS)}")
+        raise Malformed(f"{where}.methods: distinct, from {', '.join(METHODS)}")
     when, deprecated = d.get("when"), d.get("deprecated")
     return Route(
         _route_path(d["path"], f"{where}.path"),
@@ -176,28 +161,28 @@ def _route(d: Any, where: str) -> Route:
 def _require(d: dict[str, Any], names: tuple[str, ...]) -> None:
     missing = [n for n in names if n not in d]
     if missing:
-        raise _Bad(f"provenance ({d['source']}): missing {', '.join(missing)}")
+        raise Malformed(f"provenance ({d['source']}): missing {', '.join(missing)}")
 
 
 def _provenance(d: Any) -> dict[str, Any]:
-    d = _keys(
+    d = check_keys(
         d,
         "provenance",
         {"source", "files", "extracted_by"},
         frozenset({"package", "wheel", "wheel_sha256", "repo", "commit", "note", "regenerate"}),
     )
     if d["source"] not in ("pypi-wheel", "github"):
-        raise _Bad("provenance.source: pypi-wheel or github")
+        raise Malformed("provenance.source: pypi-wheel or github")
     _str_list(d["files"], "provenance.files", empty=False)
     _text(d["extracted_by"], "provenance.extracted_by")
     if d["source"] == "pypi-wheel":
         _require(d, ("package", "wheel", "wheel_sha256"))
         if not re.fullmatch(r"[0-9a-f]{64}", str(d["wheel_sha256"])):
-            raise _Bad("provenance.wheel_sha256: 64 hex digits")
+            raise Malformed("provenance.wheel_sha256: 64 hex digits")
     else:
         _require(d, ("repo", "commit"))
         if not re.fullmatch(r"[0-9a-f]{40}", str(d["commit"])):
-            raise _Bad("provenance.commit: 40 hex digits")
+            raise Malformed("provenance.commit: 40 hex digits")
     for k in ("package", "wheel", "repo", "note", "regenerate"):
         if k in d:
             _text(d[k], f"provenance.{k}")
@@ -205,38 +190,40 @@ def _provenance(d: Any) -> dict[str, Any]:
 
 
 def _parse(doc: Any) -> HttpContract:
-    doc = _keys(doc, "contract", {"schema", "engine", "version", "provenance", "routes", "key", "metrics", "readiness"})
+    doc = check_keys(
+        doc, "contract", {"schema", "engine", "version", "provenance", "routes", "key", "metrics", "readiness"}
+    )
     if doc["schema"] != SCHEMA:
-        raise _Bad(f"schema: expected {SCHEMA}, found {doc['schema']!r}")
+        raise Malformed(f"schema: expected {SCHEMA}, found {doc['schema']!r}")
     engine, version = doc["engine"], doc["version"]
     if not isinstance(engine, str) or not _SAFE.fullmatch(engine):
-        raise _Bad("engine: the engine folder's name")
+        raise Malformed("engine: the engine folder's name")
     if not isinstance(version, str) or not _SAFE.fullmatch(version):
-        raise _Bad("version: a quoted version string")
+        raise Malformed("version: a quoted version string")
     raw = doc["routes"]
     if not isinstance(raw, list) or not raw or len(raw) > MAX_ROUTES:
-        raise _Bad(f"routes: a list of 1 to {MAX_ROUTES} routes")
+        raise Malformed(f"routes: a list of 1 to {MAX_ROUTES} routes")
     routes = tuple(_route(r, f"routes[{i}]") for i, r in enumerate(raw))
     seen = [r.path for r in routes]
     if len(set(seen)) != len(seen):
-        raise _Bad("routes: a path appears twice (list its methods once)")
+        raise Malformed("routes: a path appears twice (list its methods once)")
     key = None
     if doc["key"] is not None:
-        k = _keys(doc["key"], "key", {"mechanism", "guards"})
+        k = check_keys(doc["key"], "key", {"mechanism", "guards"})
         key = KeyRule(_text(k["mechanism"], "key.mechanism"), _text(k["guards"], "key.guards"))
     elif any(r.key_guarded for r in routes):
-        raise _Bad("key: null (no key mechanism), yet a route says key_guarded: true")
-    m = _keys(doc["metrics"], "metrics", {"route", "enabled_by", "names"}, frozenset({"note"}))
+        raise Malformed("key: null (no key mechanism), yet a route says key_guarded: true")
+    m = check_keys(doc["metrics"], "metrics", {"route", "enabled_by", "names"}, frozenset({"note"}))
     if "note" in m:
         _text(m["note"], "metrics.note")
     metrics_route = None if m["route"] is None else _route_path(m["route"], "metrics.route")
     enabled_by = _str_list(m["enabled_by"], "metrics.enabled_by")
     if not all(f.startswith("-") for f in enabled_by):
-        raise _Bad("metrics.enabled_by: engine options, each starting with '-'")
+        raise Malformed("metrics.enabled_by: engine options, each starting with '-'")
     names = _str_list(m["names"], "metrics.names")
     if not all(_METRIC.fullmatch(n) for n in names):
-        raise _Bad("metrics.names: Prometheus metric names")
-    r = _keys(doc["readiness"], "readiness", {"route", "means"})
+        raise Malformed("metrics.names: Prometheus metric names")
+    r = check_keys(doc["readiness"], "readiness", {"route", "means"})
     contract = HttpContract(
         engine,
         version,
@@ -251,7 +238,7 @@ def _parse(doc: Any) -> HttpContract:
     )
     for name, route in (("readiness.route", contract.readiness_route), ("metrics.route", metrics_route)):
         if route is not None and not contract.has_route(route, "GET"):
-            raise _Bad(f"{name}: {route} is not a GET route of routes")
+            raise Malformed(f"{name}: {route} is not a GET route of routes")
     return contract
 
 
@@ -260,7 +247,7 @@ def load_http_contract(path: Path) -> HttpContract:
     doc = load_yaml_data(path, max_bytes=MAX_BYTES)
     try:
         contract = _parse(doc)
-    except _Bad as e:
+    except Malformed as e:
         raise BadInput(f"{path}: bad HTTP contract: {e}") from None
     if path.parent.name == "http" and (path.parent.parent.name, path.stem) != (contract.engine, contract.version):
         raise BadInput(
