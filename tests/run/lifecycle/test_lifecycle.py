@@ -184,13 +184,13 @@ def test_record_stays_valid_json_under_sigkill(lab: Path, home: Path) -> None:
 def test_gpu_engine_refused_by_preflight_with_nothing_started(lab: Path, home: Path) -> None:
     if Path("/usr/bin/nvidia-smi").exists():
         pytest.skip("this host has NVIDIA GPUs: the refusal is for GPU-less hosts")
-    ours = ["docker", "ps", "-aq", "--filter", "label=labctl.run_id"]  # others may share this daemon
-    before = subprocess.run(ours, capture_output=True, text=True).stdout
+    # other tiers share this daemon: only a container of this home would be this command's
+    ours = ["docker", "ps", "-aq", "--filter", f"label=labctl.home={home}"]
     result = labctl(lab, home, "up", "vllm", "--profile", "qwen3-32b", "--allow-unpinned")
     assert result.code == 1
     assert result.stderr.startswith("Error: cannot start vllm/qwen3-32b on this host: Docker has no NVIDIA runtime")
     assert "nvidia-smi was not found" in result.stderr and "Nothing was started." in result.stderr
-    assert subprocess.run(ours, capture_output=True, text=True).stdout == before
+    assert subprocess.run(ours, capture_output=True, text=True, check=True).stdout == ""
     assert not (home / "runs").exists()
 
 
