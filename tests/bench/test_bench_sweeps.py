@@ -67,7 +67,9 @@ def test_find_max_rate_reports_the_rate_and_its_evidence(lab: Path, tmp_path: Pa
     assert found["rate"] < capacity and found["rate"] < found["first_failing_rate"]
     assert [e["rate"] for e in found["evidence"]] == [level["target_rate"] for level in doc["levels"]]
     assert [e["meets_slo"] for e in found["evidence"]] == [level["meets_slo"] for level in doc["levels"]]
-    assert found["evidence"][0]["rate"] == 2 and found["evidence"][1]["rate"] == 4  # doubling first
+    first, second = found["evidence"][:2]
+    # doubling from a rate that meets the SLO, halving from one that misses it (a loaded machine can miss at 2)
+    assert first["rate"] == 2 and second["rate"] == (4 if first["meets_slo"] else 1)
     best = next(level for level in doc["levels"] if level["target_rate"] == found["rate"])
     assert best["meets_slo"] and best["good_requests"] >= 0.9 * best["requests"]
     assert "search rule: exponential bracketing" in result.stderr
