@@ -37,7 +37,7 @@ STARTUP_S = 30.0
 MAX_OUTPUT_BYTES = 1024 * 1024
 MAX_VERDICT_BYTES = 64 * 1024
 # Bumped whenever what a python check's verdict means changes (suites hash it into their version).
-CHECK_VERSION = 2
+CHECK_VERSION = 3
 LIMITS = [
     "--network=none",
     "--read-only",

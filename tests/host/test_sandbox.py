@@ -43,7 +43,7 @@ HOSTILE = [
     (
         "forged-fork-then-exit",
         "import os, time\nif os.fork():\n    os._exit(0)\ntime.sleep(30)\n",
-        "the answer exited (code 0) before the tests ran",
+        "the answer forked while loading, before the tests ran",
     ),
     ("hangs-while-loading", "while True:\n    pass\n", "the answer was still loading after 2 s"),
     (
@@ -64,7 +64,17 @@ HOSTILE = [
     (
         "fork-bomb",
         "import os\nfor _ in range(100):\n    try:\n        os.fork()\n    except OSError:\n        pass\ndef add(a, b):\n    return a + b\n",
-        "the answer's reply to call ",  # which call meets the forks' replies first depends on the machine's load
+        "the answer forked while loading, before the tests ran",  # at its first fork, whatever the load
+    ),
+    (
+        "forks-while-loading",
+        "import os\nos.fork()\ndef add(a, b):\n    return a + b\n",
+        "the answer forked while loading, before the tests ran: an answer runs alone",
+    ),
+    (
+        "forks-in-a-call",
+        "import os\ndef add(a, b):\n    os.fork()\n    return a + b\n",
+        "the answer forked during call 1 (add): an answer runs alone",
     ),
     (
         "prints-a-forged-marker-and-reply",

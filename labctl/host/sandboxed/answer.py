@@ -31,17 +31,30 @@ def main() -> None:
         write_all(replies, dump(message))
 
     send({"started": True})
+    # An answer runs alone: a fork's copies would read calls and write replies of their own, and which
+    # copy answers which call would depend on the machine's load. So the first fork ends the answer,
+    # reported at once, and a copy that comes back here ends without a word.
+    me, calling = os.getpid(), [0]
+
+    def forked() -> None:
+        send({"id": calling[0], "forked": True} if calling[0] else {"forked": True})
+        os._exit(0)
+
+    os.register_at_fork(after_in_parent=forked)
     scope: dict[str, Any] = {"__name__": "solution", "__builtins__": __builtins__}
     try:
         with open(SOLUTION, encoding="utf-8") as file:
             source = file.read()
         exec(compile(source, "solution.py", "exec"), scope)
     except SystemExit as exc:
+        _copy_ends(me)
         send({"exited": _exit_code(exc)})
         return
     except BaseException as exc:
+        _copy_ends(me)
         send({"broken": f"{type(exc).__name__}: {str(exc)[:150]}"})
         return
+    _copy_ends(me)
     names = sorted(n for n, v in scope.items() if callable(v) and n.isidentifier() and not n.startswith("__"))
     send({"ready": names[:1000]})
     reader = Reader(calls)
@@ -53,7 +66,16 @@ def main() -> None:
             kwargs = dict(decode(call["kwargs"]))
         except (Ended, WireError, KeyError, TypeError, ValueError):
             return
-        send(_answer(scope, number, name, args, kwargs))
+        calling[0] = number if type(number) is int else 0
+        reply = _answer(scope, number, name, args, kwargs)
+        _copy_ends(me)
+        send(reply)
+
+
+def _copy_ends(me: int) -> None:
+    """A fork of the answer that came back here ends: it never reads a call or writes a reply."""
+    if os.getpid() != me:
+        os._exit(0)
 
 
 def _answer(scope: dict[str, Any], number: int, name: str, args: list[Any], kwargs: dict[str, Any]) -> dict[str, Any]:

@@ -63,6 +63,8 @@ class Pipe:
         hello = self.receive(self.deadline, where, f"the answer was still loading after {self.timeout_s:g} s")
         if "exited" in hello:
             raise Failed(f"the answer exited ({hello['exited']}) while loading, {where}")
+        if "forked" in hello:
+            raise Failed(f"the answer forked while loading, {where}: an answer runs alone")
         if "broken" in hello:
             raise Failed(f"the code does not run: {str(hello['broken'])[:180]}")
         names = hello.get("ready")
@@ -91,6 +93,8 @@ class Pipe:
             raise Failed(f"the answer's reply to {label} is not the protocol: {said}")
         if "exited" in reply:
             raise Failed(f"the answer exited ({str(reply['exited'])[:40]}) during {label}")
+        if "forked" in reply:
+            raise Failed(f"the answer forked during {label}: an answer runs alone")
         if "unsendable" in reply:
             what = str(reply["unsendable"])[:80]
             raise Failed(f"{label} returned {what}, which is not data that can cross the pipe ({DATA_TYPES})")
