@@ -17,18 +17,23 @@ FILL_TIMEOUT_S = 120.0
 # one and renamed over it, so an engine (re)starting meanwhile reads the old keys or the new, never half a
 # file; an empty stdin leaves the old file alone and fails.
 _FILL = (
-    "umask 077 && cat > /keys/.api_key.new && [ -s /keys/.api_key.new ] && chmod 0400 /keys/.api_key.new "
-    '&& chown "$1" /keys/.api_key.new && mv -f /keys/.api_key.new /keys/api_key'
+    'umask 077 && cat > "/keys/.$2.new" && [ -s "/keys/.$2.new" ] && chmod 0400 "/keys/.$2.new" '
+    '&& chown "$1" "/keys/.$2.new" && mv -f "/keys/.$2.new" "/keys/$2"'
 )
+# The files a key volume holds: the keys clients use, and (behind labctl's proxy) the engine's own key.
+FILES = ("api_key", "engine_key")
 
 
 def volume_name(run_id: str) -> str:
     return f"labctl-keys-{run_id}"
 
 
-def write_keys(run_id: str, text: str, image: str, owner: str) -> str:
-    """Create (or reuse) the run's key volume and write `text` into it as `api_key`, owned by `owner` (the
-    engine image's user: `uid:gid`, or a name the image knows) with mode 0400. Returns the volume's name."""
+def write_keys(run_id: str, text: str, image: str, owner: str, file: str = "api_key") -> str:
+    """Create (or reuse) the run's key volume and write `text` into it as `file` (one of FILES), owned by
+    `owner` (the engine image's user: `uid:gid`, or a name the image knows) with mode 0400. Returns the
+    volume's name."""
+    if file not in FILES:
+        raise ValueError(f"a key volume holds only {FILES}, not {file!r}")
     name = volume_name(run_id)
     with dk.docker_errors(f"creating the key volume {name}"):
         dk.client().volume.create(name, labels={LABEL: run_id})
@@ -62,12 +67,13 @@ def write_keys(run_id: str, text: str, image: str, owner: str) -> str:
         _FILL,
         "labctl-keys",
         owner,
+        file,
     ]
     try:
         proc = subprocess.run(argv, input=text, capture_output=True, text=True, timeout=FILL_TIMEOUT_S)
     except subprocess.TimeoutExpired:
         raise LabctlError(
-            f"writing the API keys into volume {name} took over {FILL_TIMEOUT_S:g} s: is the Docker host reachable?"
+            f"writing the keys into volume {name} took over {FILL_TIMEOUT_S:g} s: is the Docker host reachable?"
         ) from None
     if proc.returncode != 0:
         problem = (proc.stderr.strip().splitlines() or ["no output"])[-1]

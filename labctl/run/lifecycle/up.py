@@ -373,8 +373,11 @@ class Starter:
             self.proxy = plan_proxy(profile.engine.readiness.probe, request.host)
         access = self.store_keys(image) if self.plan and self.plan.keys else None
         if self.proxy is not None:
+            engine_key = generate_keys(1)
             store = KeyStore(request.home or self.runs.home)
-            store.write(self.run_id, generate_keys(1), image_user_ids(image.user), name=ENGINE_KEY)
+            store.write(self.run_id, engine_key, image_user_ids(image.user), name=ENGINE_KEY)
+            if self.key_volume:  # a remote host: the engine and the proxy read it from the volume there
+                put_keys(self.run_id, engine_key, image, file=ENGINE_KEY)
         options = render_options(
             profile,
             request.cache_dir,

@@ -113,7 +113,7 @@ def plan_up(lab: Lab, request: UpRequest) -> UpPlan:
     proxied = bool(resident and resident.keys and needs_proxy(http_contract))
     if proxied:
         assert resident is not None
-        check_proxied(profile, resident.keys, request.host.is_remote)
+        check_proxied(profile, resident.keys)
     # The setup must render: a template or profile that cannot is refused here, not after keys, an image pull
     # or a record exist. The run's labels and key folder, known later, add only quoted values.
     render_compose(

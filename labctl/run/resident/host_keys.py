@@ -24,9 +24,10 @@ def fill_image(image: ImageInfo) -> str:
     return image.image_id or image.reference or ""
 
 
-def put_keys(run_id: str, keys: list[str], image: ImageInfo) -> str:
-    """Write the run's keys into its key volume on the active host; returns the volume's name."""
-    return key_volume.write_keys(run_id, "\n".join(keys) + "\n", fill_image(image), file_owner(image))
+def put_keys(run_id: str, keys: list[str], image: ImageInfo, file: str = "api_key") -> str:
+    """Write the run's keys (or, as `engine_key`, the engine's own key behind labctl's proxy) into its key
+    volume on the active host; returns the volume's name."""
+    return key_volume.write_keys(run_id, "\n".join(keys) + "\n", fill_image(image), file_owner(image), file)
 
 
 def remove_keys(run_id: str) -> bool:

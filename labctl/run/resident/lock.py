@@ -4,6 +4,7 @@ authenticating proxy fronts it (templates/auth-proxy/), and the engine listens o
 
 from __future__ import annotations
 
+import random
 import re
 import time
 from dataclasses import dataclass
@@ -18,6 +19,7 @@ from labctl.host.hosts import LOCAL_HOST, HostEntry, endpoint_url
 from labctl.host.image_copy import copy_image
 from labctl.host.open_routes import probe_open_routes
 from labctl.host.probes import status_with_key
+from labctl.host.remote_ports import listeners
 
 # Built by `make auth-proxy-image` (scripts/auth-proxy-image.sh): Debian 12's nginx, never pulled.
 AUTH_PROXY_IMAGE = "labctl/auth-proxy:1"
@@ -25,6 +27,9 @@ PROXY_SERVICE = "auth-proxy"
 # What the proxy writes into its nginx map unquoted (templates/auth-proxy/labctl-auth-proxy checks it again).
 PROXY_KEY = re.compile(r"[A-Za-z0-9._~+/=-]+")
 OPEN_PATH = re.compile(r"/[A-Za-z0-9._/-]{0,200}")
+# Where the engine behind the proxy listens on an SSH host: below Linux's default ephemeral range (32768-60999),
+# so an outgoing connection there cannot take it between the choice and the engine's start.
+ENGINE_PORTS = (20000, 32000)
 
 
 @dataclass(frozen=True)
@@ -37,13 +42,11 @@ def needs_proxy(contract: HttpContract | None) -> bool:
     return contract is not None and bool(contract.open_model_routes())
 
 
-def check_proxied(profile: Profile, keys: list[str], remote: bool) -> None:
+def check_proxied(profile: Profile, keys: list[str]) -> None:
     """What a deployment fronted by the proxy needs, refused before anything is asked or written."""
     what = f"{profile.engine.name}/{profile.name}"
     why = f"{what} leaves routes that run the model open without its key, so labctl fronts it with its proxy"
     check_proxy_keys(keys, "--key-file")
-    if remote:
-        raise BadInput(f"{why}, which is not yet set up on remote hosts: run this resident deployment on a local host.")
     if profile.network != "host":
         raise BadInput(f"{why}, which runs only with `network: host` (the engine on 127.0.0.1 behind it).")
     if not OPEN_PATH.fullmatch(profile.engine.readiness.probe):
@@ -54,9 +57,9 @@ def check_proxied(profile: Profile, keys: list[str], remote: bool) -> None:
 
 
 def plan_proxy(readiness_probe: str, host: HostEntry) -> ProxySetup:
-    """The proxy's setup: its image must be on the host's daemon (a second daemon of this machine, such as a
-    simulated GPU host's, gets this machine's copy over Docker's transport); the engine gets a free loopback
-    port."""
+    """The proxy's setup: its image must be on the host's daemon (another daemon, a simulated GPU host's or an
+    SSH host's, gets this machine's copy over Docker's transport, checked by image id); the engine gets a
+    loopback port that is free on that host."""
     if dk.image_facts(AUTH_PROXY_IMAGE) is None:
         with dk.on_endpoint(endpoint_url(LOCAL_HOST)):
             here = dk.image_facts(AUTH_PROXY_IMAGE)
@@ -70,7 +73,27 @@ def plan_proxy(readiness_probe: str, host: HostEntry) -> ProxySetup:
         arrived = dk.image_facts(AUTH_PROXY_IMAGE)
         if arrived is None or arrived.image_id != here.image_id:
             raise LabctlError(f"copied {AUTH_PROXY_IMAGE} to {host.name}, but it arrived as another image")
-    return ProxySetup(image=AUTH_PROXY_IMAGE, engine_port=free_loopback_port(), open_paths=(readiness_probe,))
+    return ProxySetup(image=AUTH_PROXY_IMAGE, engine_port=engine_port_on(host), open_paths=(readiness_probe,))
+
+
+def engine_port_on(host: HostEntry) -> int:
+    """A port for the engine behind the proxy, on 127.0.0.1 of the host it runs on: a bind test here, and on an
+    SSH host a port its kernel does not list as listening (read over SSH, as `up` checks the run's own port)."""
+    if not host.is_remote:
+        return free_loopback_port()
+    found = listeners(host)
+    if found is None:
+        raise LabctlError(
+            f"could not read {host.name}'s listening ports over SSH, so labctl cannot place the engine behind its "
+            f"proxy there: check `{' '.join(host.ssh_argv())} cat /proc/net/tcp`, then run up again."
+        )
+    taken = {port for _, port in found}
+    rng = random.SystemRandom()
+    for _ in range(1000):
+        port = rng.randrange(*ENGINE_PORTS)
+        if port not in taken:
+            return port
+    raise LabctlError(f"no free port for the engine behind the proxy on {host.name} in {ENGINE_PORTS}")
 
 
 def check_proxy_keys(keys: list[str], what: str) -> None:

@@ -13,53 +13,18 @@ import httpx
 import openai
 import pytest
 import yaml
+from helpers.auth_proxy import pin_contract_version, require_proxy_image, write_contract
 from helpers.harness_proc import free_port
 from helpers.lifecycle_helpers import containers_of, labctl, record, up, write_profile
-from helpers.support import IN_CI
 
 from labctl.run.resident.lock import AUTH_PROXY_IMAGE
 
 pytestmark = pytest.mark.docker
 
-ROUTES = [
-    {"path": "/v1/models", "methods": ["GET"], "key_guarded": True, "runs_model": False},
-    {"path": "/v1/chat/completions", "methods": ["POST"], "key_guarded": True, "runs_model": True},
-    {"path": "/health", "methods": ["GET"], "key_guarded": False, "runs_model": False},
-    {"path": "/metrics", "methods": ["GET"], "key_guarded": False, "runs_model": False},
-    {"path": "/version", "methods": ["GET"], "key_guarded": False, "runs_model": False},
-]
-
 
 @pytest.fixture
 def need_proxy_image() -> None:
-    if subprocess.run(["docker", "image", "inspect", AUTH_PROXY_IMAGE], capture_output=True).returncode == 0:
-        return
-    if IN_CI:
-        pytest.fail(f"CI=true and {AUTH_PROXY_IMAGE} is missing: CI must run `make auth-proxy-image`", pytrace=False)
-    pytest.skip(f"SKIPPED LOUDLY: {AUTH_PROXY_IMAGE} is missing; run `make auth-proxy-image`")
-
-
-def write_contract(lab: Path, open_chat: bool) -> None:
-    routes = [dict(r, key_guarded=False) if r["path"] == "/v1/chat/completions" and open_chat else r for r in ROUTES]
-    folder = lab / "engines" / "harness" / "http"
-    folder.mkdir(exist_ok=True)
-    contract = {
-        "schema": 1,
-        "engine": "harness",
-        "version": "1.0",
-        "provenance": {
-            "source": "github",
-            "repo": "labctl/test",
-            "commit": "a" * 40,
-            "files": ["-"],
-            "extracted_by": "hand",
-        },
-        "routes": routes,
-        "key": {"mechanism": "--api-key", "guards": "/v1"},
-        "metrics": {"route": "/metrics", "enabled_by": [], "names": []},
-        "readiness": {"route": "/health", "means": "200 when ready"},
-    }
-    (folder / "1.0.yaml").write_text(yaml.safe_dump(contract))
+    require_proxy_image()
 
 
 def start(lab: Path, home: Path, open_chat: bool, *args: str) -> tuple[dict, str, str]:
@@ -67,8 +32,7 @@ def start(lab: Path, home: Path, open_chat: bool, *args: str) -> tuple[dict, str
     write_contract(lab, open_chat)
     port = free_port()
     write_profile(lab, "res", port)
-    profile = lab / "engines" / "harness" / "profiles" / "res.yaml"
-    profile.write_text(profile.read_text() + 'engine_version: "1.0"\n')
+    pin_contract_version(lab, "res")
     result = up(lab, home, "res", "--resident", *args)
     assert result.code == 0, result.stderr
     info = json.loads(result.stdout)
