@@ -15,6 +15,7 @@ from labctl.bench.session import BenchRequest, find_result, list_results, run_be
 from labctl.bench.workloads import with_overrides
 from labctl.catalog.lab import Lab
 from labctl.errors import Conflict, LabctlError, describe_error
+from labctl.host import docker as dk
 from labctl.host.clusters import ClusterEntry
 from labctl.host.hosts import HostEntry
 from labctl.quality.evaluate import run_eval
@@ -125,7 +126,8 @@ class CellRun:
             record = self.start()
             if record is None:
                 return self.finish("failed")
-            ok = self.measure(record)
+            with self.on_run_host():
+                ok = self.measure(record)
             return self.finish("done" if ok else "failed")
         except KeyboardInterrupt as exc:
             self.fail("interrupted", f"interrupted ({exc.args[0] if exc.args else 'Ctrl-C'})")
@@ -260,8 +262,23 @@ class CellRun:
 
     @property
     def bench_host(self) -> HostEntry | None:
-        """A cluster run is measured from here, through its base URL (the managed forward for an SSH node)."""
-        return None if self.ctx.cluster is not None else self.ctx.host
+        """The host the run is on: for a cluster cell the node Slurm chose, so that, as `labctl bench` does for
+        that run, the client runs on an SSH node beside the engine and GPU samples come from that node."""
+        if self.ctx.cluster is None:
+            return self.ctx.host
+        node = self.data.get("node")
+        return self.ctx.cluster.node(node) if isinstance(node, str) and node in self.ctx.cluster.nodes else None
+
+    @contextmanager
+    def on_run_host(self) -> Iterator[None]:
+        """A cluster cell's Docker calls (the bench client, the engine's state after a failed level) go to its
+        node's daemon; a host's cell is already on its host's."""
+        host = self.bench_host if self.ctx.cluster is not None else None
+        if host is None:
+            yield
+            return
+        with dk.on_endpoint(host.docker):
+            yield
 
     def new_runs(self, before: set[str]) -> set[str]:
         """The runs this cell's `up` created (another cell of the host may start runs at the same time)."""

@@ -66,6 +66,11 @@ def test_a_study_of_two_cells_across_the_two_nodes(tmp_path: Path) -> None:
     found = [json.loads(p.read_text()) for p in (home / "studies" / "on-slurm" / "cells").glob("*.json")]
     assert sorted(c["state"] for c in found) == ["done", "done"], [c.get("failure") for c in found]
     assert sorted(c["node"] for c in found) == ["n1", "n2"]  # Slurm placed them, one on each node
+    for cell in found:  # measured where the engine ran: the client on the SSH node n2, here beside n1
+        benches = [json.loads(p.read_text()) for p in (home / "runs" / cell["run_id"] / "bench").glob("*.json")]
+        assert len(benches) == 2 and all(b["status"] == "complete" for b in benches)  # the canary, the ladder
+        ran_on = {(b.get("client") or {}).get("ran_on") for b in benches}
+        assert ran_on == ({f"{cluster.name}/n2"} if cell["node"] == "n2" else {None}), ran_on
     runs = [json.loads((home / "runs" / c["run_id"] / "record.json").read_text()) for c in found]
     assert all(r["slurm"]["state"] == "CANCELLED" and r["status"] == "stopped" for r in runs)
     spans = [(r["slurm"]["submitted_at"], r["stopped_at"]) for r in runs]
