@@ -3,26 +3,28 @@ out-of-memory in the middle, an error rate above the study's limit, the SLO out 
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from labctl.host import docker as dk
 
 GOODPUT_SHARE = 0.9  # a level meets the SLO when this share of its requests met every bound (as --find-max-rate)
 
-# (words in a refusal, its class, whether it is an infrastructure flake worth one more try)
+# (words in a refusal, its class, whether it is an infrastructure flake worth one more try). Whole words:
+# "already in use" is not a readiness problem, nor an ssh:// endpoint named in passing an SSH one.
 _START = (
-    (("does not fit",), "start: memory", False),
-    (("contract", "not accepted", "unknown option", "rejected"), "start: contract", False),
-    (("pull", "manifest", "registry"), "start: pull", True),
-    (("ssh", "connection reset", "broken pipe"), "start: ssh", True),
-    (("ready", "readiness", "timed out", "timeout"), "start: readiness timeout", False),
+    (r"does not fit", "start: memory", False),
+    (r"contract|not accepted|unknown option|rejected", "start: contract", False),
+    (r"pull(ing|ed)?|manifest|registry", "start: pull", True),
+    (r"ssh(?!://)|connection reset|broken pipe", "start: ssh", True),
+    (r"ready|readiness|timed out|timeout", "start: readiness timeout", False),
 )
 
 
 def classify_start(message: str) -> tuple[str, bool]:
     text = message.lower()
     for words, kind, flake in _START:
-        if any(word in text for word in words):
+        if re.search(rf"\b(?:{words})\b", text):
             return kind, flake
     return "start: other", False
 

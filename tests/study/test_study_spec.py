@@ -144,6 +144,9 @@ def test_failures_are_classified_and_flakes_marked_for_one_more_try() -> None:
     assert classify_start("ssh: connect to host 10.0.0.5 port 22: Connection refused") == ("start: ssh", True)
     assert classify_start("the engine was not ready after 900 s") == ("start: readiness timeout", False)
     assert classify_start("something else") == ("start: other", False)
+    assert classify_start("port 8000 is already allocated") == ("start: other", False)  # not "ready"
+    assert classify_start("cannot reach ssh://lab@10.0.0.5: no route") == ("start: other", False)
+    assert classify_start("ssh: Could not resolve hostname gpu7") == ("start: ssh", True)
     assert meets_slo({"goodput": 9.5, "request_throughput": 10.0})
     assert not meets_slo({"goodput": 8.0, "request_throughput": 10.0})
     assert not meets_slo({"goodput": 10.0, "request_throughput": 10.0, "partial": True})
