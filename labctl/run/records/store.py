@@ -197,13 +197,15 @@ class Runs:
             return (self.load(run_id), None) if self.exists(run_id) else (None, None)
         except BadInput as exc:
             return None, str(exc)
+        except PermissionError:  # another user's home on a shared host: theirs to read, listed from its labels
+            return None, None
 
     def try_load(self, run_id: str) -> Record | None:
         """The record, or None when there is none or it cannot be read (one corrupt record must never
         block status, runs or down for every other run)."""
         try:
             return self.load(run_id) if self.exists(run_id) else None
-        except BadInput:
+        except (BadInput, PermissionError):
             return None
 
     def save(self, record: Record) -> Path:
