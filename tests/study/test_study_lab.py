@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from helpers.flaky_registry import flaky_registry
 from helpers.harness_proc import free_port
 from helpers.loopback_hub import loopback_hub
 from helpers.support import IN_CI, LABCTL, REPO, run_labctl
@@ -332,4 +333,31 @@ def test_two_one_gpu_cells_on_one_host_run_side_by_side_on_distinct_gpus(sim: Pa
     for data in found.values():
         record = json.loads((home / "runs" / data["run_id"] / "record.json").read_text())
         assert record["gpus"]["ids"] == data["gpu_ids"] and record["status"] == "stopped"
+    assert ours_running(sim.parent) == []
+
+
+def test_a_pull_that_fails_twice_is_retried_once_by_the_cell(sim: Path) -> None:
+    """The registry answers 503 to the first two pulls (the prefetch's, then the cell's `up`): the cell names the
+    pull flake, tries once more, and finishes; a third failure would have been the cell's."""
+    home = sim.parent / "home-flake"
+    with flaky_registry(failing=2) as front:
+        image = f"127.0.0.1:{front.server_address[1]}/labctl/harness:dev"  # a name neither host holds
+        profile = yaml.safe_load((sim / "engines/harness/profiles/smoke.yaml").read_text())
+        profile["image"] = image
+        (sim / "engines/harness/profiles/study-flake.yaml").write_text(yaml.safe_dump(profile))
+        path = study_file(sim.parent, "flake", [{"engine": "harness", "profile": "study-flake"}], ["sim-h100"])
+        try:
+            ran = labctl(sim, home, "study", "run", str(path), "--port", str(free_port()))
+        finally:
+            sim_docker("sim-h100", "rmi", "-f", image)
+    assert ran.returncode == 0, ran.stderr
+    assert front.pulls == 3 and front.failed >= 2, front.seen
+    pulled = json.loads((home / "studies" / "flake" / "prefetch" / "sim-h100.json").read_text())
+    assert [p["what"] for p in pulled] == [f"pull {image}"] and "503" in pulled[0]["error"], pulled
+    (cell,) = cells(home, "flake").values()
+    assert cell["state"] == "done", cell.get("failure")
+    retried = [c for c in cell["caveats"] if c.startswith("retried once after: ")]
+    assert len(retried) == 1 and "503 Service Unavailable" in retried[0], cell["caveats"]
+    record = json.loads((home / "runs" / cell["run_id"] / "record.json").read_text())
+    assert record["prep"]["image_pull"]["cached"] is False  # the retry pulled it
     assert ours_running(sim.parent) == []
