@@ -1,7 +1,7 @@
 """labctl's bench client next to the engine: `python3 -m labctl.bench.on_host`, run in a container of
 labctl's own image with host networking on the engine's host, so that the network between the controller
 and the GPU host never enters TTFT. It reads one job (one line of JSON) on stdin, and stops when stdin closes before it is done
-(host/lifeline.py) — one run of one level: its prompts
+(host/remote/lifeline.py) — one run of one level: its prompts
 (made on the controller, where the workload, its dataset and the model's tokenizer are), the request
 settings, the engine's address on that host, limits — runs it with the same runner as a local bench, and
 writes one JSON object per line: `client` (where it runs), `request` (each measured request as it
@@ -25,7 +25,7 @@ from labctl.bench.prompts import Prompt
 from labctl.bench.request_lines import request_line
 from labctl.bench.runner import LevelProgress, LevelPrompts, run_level
 from labctl.bench.workloads import Workload
-from labctl.host.lifeline import Lifeline, read_job
+from labctl.host.remote.lifeline import Lifeline, read_job
 
 PROTOCOL = 2  # the job's shape; a controller and a client image that disagree say so instead of guessing
 MAX_JOB_BYTES = 64 * 1024 * 1024  # a level's prompts

@@ -42,11 +42,11 @@ from labctl.catalog.hub_names import is_repo_id
 from labctl.catalog.limits import check_seconds
 from labctl.catalog.profiles import printable
 from labctl.errors import BadInput, LabctlError
-from labctl.host.engine_info import probe_engine_version, unauthorized
-from labctl.host.hosts import HostEntry
+from labctl.host.engine.info import probe_engine_version, unauthorized
+from labctl.host.engine.sampler import Sampler, plan_for
+from labctl.host.gpus.lock import EngineHold, endpoint_key, engine_lock
 from labctl.host.identity import writer, writer_gone
-from labctl.host.lock import EngineHold, endpoint_key, engine_lock
-from labctl.host.telemetry import Sampler, plan_for
+from labctl.host.remote.hosts import HostEntry
 from labctl.run.records.record import Endpoint, Record, new_record, now
 from labctl.run.records.store import (
     Runs,

@@ -1,12 +1,12 @@
 """Telemetry during a benchmark, summarised per level: mean and max of gauges, the increase and rate of
-counters, within each level's measured windows. The names and parsers live in host/engine_metrics.py."""
+counters, within each level's measured windows. The names and parsers live in catalog/engine_metrics.py."""
 
 from __future__ import annotations
 
 import statistics
 from typing import Any
 
-from labctl.host.engine_metrics import GPU_FIELDS
+from labctl.catalog.engine_metrics import GPU_FIELDS
 
 
 def _gauge(values: list[float]) -> dict[str, float] | None:

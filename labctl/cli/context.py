@@ -26,8 +26,8 @@ WAIT_HELP = "Seconds to wait for another bench or eval on the same engine to fin
 
 if TYPE_CHECKING:
     from labctl.catalog.lab import Lab
-    from labctl.host.clusters import ClusterEntry
-    from labctl.host.hosts import HostEntry
+    from labctl.host.remote.hosts import HostEntry
+    from labctl.host.slurm.clusters import ClusterEntry
     from labctl.run.records.store import Runs
 
 
@@ -46,7 +46,7 @@ class State:
         default of the hosts files)."""
         if self._lab is None:
             from labctl.catalog.lab import find_lab
-            from labctl.host.hosts import activate, load_hosts
+            from labctl.host.remote.hosts import activate, load_hosts
 
             lab = find_lab(self.lab_option)
             if lab.packaged:  # read-only: what a command renders goes to the home, like its runs
@@ -69,7 +69,7 @@ class State:
         if not name:
             return None
         from labctl.catalog.lab import find_lab
-        from labctl.host.clusters import get_cluster
+        from labctl.host.slurm.clusters import get_cluster
 
         return get_cluster(self._lab.root if self._lab is not None else find_lab(self.lab_option).root, name)
 
@@ -87,7 +87,7 @@ class State:
 
     def host_of_run(self, run_id: str | None) -> HostEntry:
         """The host a run's record names (without driving it): to reach the run, not to run Docker there."""
-        from labctl.host.clusters import run_host
+        from labctl.host.slurm.clusters import run_host
         from labctl.run.records.store import is_run_id
 
         record = self.runs().try_load(run_id) if run_id and is_run_id(run_id) else None
@@ -97,8 +97,8 @@ class State:
 
     def follow_run(self, run_id: str | None) -> None:
         """A command about one run drives the host its record names, unless --host chose one."""
-        from labctl.host.clusters import run_host
-        from labctl.host.hosts import activate
+        from labctl.host.remote.hosts import activate
+        from labctl.host.slurm.clusters import run_host
         from labctl.run.records.store import is_run_id
 
         if self.host_option or not run_id or not is_run_id(run_id):

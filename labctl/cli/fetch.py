@@ -30,8 +30,8 @@ def hub_serve(
     Example: labctl hub serve --port 18090
     """
     from labctl.errors import BadInput
-    from labctl.host.loopback_hub import LoopbackHub
-    from labctl.host.tiny_models import ensure_models, models_folder
+    from labctl.host.hub.loopback import LoopbackHub
+    from labctl.host.hub.tiny_models import ensure_models, models_folder
 
     root = state.lab().root
     folder = models_folder(root)

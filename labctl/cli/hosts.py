@@ -79,7 +79,7 @@ def add(
 
     Example: labctl hosts add h100-a ssh://lab@10.0.0.5
     """
-    from labctl.host.hosts import add_host
+    from labctl.host.remote.hosts import add_host
 
     path = add_host(name, docker, nvidia_smi.split(), socket)
     out(f"added host {name} ({docker}) to {path}")
@@ -90,6 +90,6 @@ def remove(name: Annotated[str, typer.Argument(help="The host to forget.")]) -> 
 
     Example: labctl hosts remove h100-a
     """
-    from labctl.host.hosts import remove_host
+    from labctl.host.remote.hosts import remove_host
 
     out(f"removed host {name} from {remove_host(name)}")

@@ -28,7 +28,7 @@ def init(
     from labctl.catalog.new_lab import check_target, make_lab
     from labctl.catalog.user_folders import config_file, config_text, default_lab
     from labctl.errors import BadInput
-    from labctl.host.files import write_atomically
+    from labctl.host.files.atomic import write_atomically
 
     root = check_target(folder)
     config = config_file()

@@ -285,7 +285,7 @@ def report(
     """
     from labctl.compare.report import write_report
     from labctl.compare.rules import compare as gather
-    from labctl.host.outputs import check_report_target, output_path
+    from labctl.host.files.outputs import check_report_target, output_path
 
     target = output_path(output)
     check_report_target(target, overwrite)  # refused before any result is read or plot drawn

@@ -34,7 +34,7 @@ def export(
 
     Example: labctl export 20261203-015815-a1b2c3 -o alice-sglang.yaml
     """
-    from labctl.host.outputs import output_path, write_output_file
+    from labctl.host.files.outputs import output_path, write_output_file
     from labctl.run.records.export import dump_export, export_from_run, is_labctl_export
 
     target = output_path(output) if output is not None else None
@@ -78,7 +78,7 @@ def reproduce(
     import json
 
     from labctl.catalog.profiles import parse_gpu_ids, parse_port
-    from labctl.host.hosts import LOCAL_HOST
+    from labctl.host.remote.hosts import LOCAL_HOST
     from labctl.run.lifecycle.cluster_reproduce import reproduce_on_cluster
     from labctl.run.lifecycle.reproduce import ReproduceRequest
     from labctl.run.lifecycle.reproduce import reproduce as rebuild

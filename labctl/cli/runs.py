@@ -10,7 +10,7 @@ import typer
 
 from labctl.cli.context import HOST_HELP, CopyImage, listing, out, skip, state, table, warn
 from labctl.cli.terminal import inert_value
-from labctl.host.disk import size_text
+from labctl.host.files.disk import size_text
 
 
 def register(app: typer.Typer) -> None:
@@ -280,7 +280,7 @@ def down(
 
 def _down_on_cluster(run_id: str) -> bool:
     from labctl.errors import BadInput
-    from labctl.host.clusters import get_cluster
+    from labctl.host.slurm.clusters import get_cluster
     from labctl.run.lifecycle.cluster_record import is_cluster_run
     from labctl.run.lifecycle.cluster_run import down_on_cluster, load
     from labctl.run.records.store import is_run_id

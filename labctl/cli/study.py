@@ -251,7 +251,7 @@ def report(
 
     Example: labctl study report harness-demo -o reports/harness-demo
     """
-    from labctl.host.outputs import check_report_target, output_path
+    from labctl.host.files.outputs import check_report_target, output_path
     from labctl.study.report import write_study_report
     from labctl.study.state import find_state
 

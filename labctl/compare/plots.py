@@ -12,10 +12,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from labctl.catalog.engine_metrics import LEGACY_NAMES
 from labctl.compare.pivot import all_caveats, interval_of, letter, level_caveats, level_key, level_name, value_of
 from labctl.compare.rules import Check, Entry
 from labctl.errors import LabctlError
-from labctl.host.engine_metrics import LEGACY_NAMES
 
 PARETO = "pareto.png"
 TELEMETRY = "telemetry.png"

@@ -22,9 +22,9 @@ from labctl.compare.pivot import all_caveats, legend, pivot, pivot_cells, pivot_
 from labctl.compare.plots import draw_plots
 from labctl.compare.quality import quality_lines
 from labctl.compare.rules import Check, Entry
-from labctl.host.files import write_atomically
+from labctl.host.files.atomic import write_atomically
+from labctl.host.files.outputs import write_report_folder
 from labctl.host.identity import host_name
-from labctl.host.outputs import write_report_folder
 from labctl.run.records.record import now
 
 
@@ -100,7 +100,7 @@ figure {{ display: inline-block; margin: 0 1em 1em 0; }} img {{ max-width: 640px
 def write_report(
     folder: Path, checks: list[Check], rows: list[dict[str, Any]], entries: list[Entry], overwrite: bool = False
 ) -> Path:
-    """Built beside `folder` and renamed into place (labctl.host.outputs): all of it, or the old one untouched."""
+    """Built beside `folder` and renamed into place (labctl.host.files.outputs): all of it, or the old one untouched."""
 
     def build(work: Path) -> None:
         plots = draw_plots(work, entries, checks)

@@ -17,9 +17,9 @@ from labctl.compare.pivot import interval_of, level_caveats, level_key, level_na
 from labctl.compare.plots import draw_one_result
 from labctl.compare.rules import Entry, load_entry, rows
 from labctl.errors import BadInput
-from labctl.host.files import write_atomically
+from labctl.host.files.atomic import write_atomically
+from labctl.host.files.outputs import write_report_folder
 from labctl.host.identity import host_name
-from labctl.host.outputs import write_report_folder
 from labctl.run.records.record import now
 from labctl.run.records.store import Runs, is_run_id
 
@@ -319,7 +319,7 @@ figure {{ margin: 0; }} img {{ width: 100%; border: 1px solid #ddd; }}
 
 
 def write_one_result_report(folder: Path, one: OneResult, overwrite: bool = False) -> Path:
-    """Built beside `folder` and renamed into place (labctl.host.outputs): all of it, or the old one untouched."""
+    """Built beside `folder` and renamed into place (labctl.host.files.outputs): all of it, or the old one untouched."""
 
     def build(work: Path) -> None:
         plots = draw_one_result(work, one.entry, one.name, one.about, caveats(one))

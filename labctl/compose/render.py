@@ -25,7 +25,7 @@ from labctl.catalog.lab import Lab
 from labctl.catalog.profiles import Profile
 from labctl.compose.labels import GpuClaim, RunLabels
 from labctl.errors import LabctlError
-from labctl.host.files import write_atomically
+from labctl.host.files.atomic import write_atomically
 
 TEMPLATE = "compose.yaml.j2"
 ENGINE_STORE_TARGET = "/engines"

@@ -1,7 +1,7 @@
 """What each engine persona answers on the routes where engines differ: health, version and info
 endpoints, the 401 body, the model list's owner, and /metrics under the engine's own metric names.
 
-Every metric name is the engine's own, read from its source (labctl/host/engine_metrics.py says where);
+Every metric name is the engine's own, read from its source (labctl/catalog/engine_metrics.py says where);
 TensorRT-LLM serves them at /prometheus/metrics (its /metrics is JSON iteration statistics). Values the
 harness has no notion of (preemptions, prefix-cache hits) are served as zero, honestly: none happened.
 """

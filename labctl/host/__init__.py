@@ -1,1 +1,2 @@
-"""The edges: Docker (the only python-on-whales caller), HTTP probes, GPU inventory, locks, files, processes."""
+"""The edges: what labctl touches outside its own process, one folder per subject (Docker, images, Slurm, the Hub,
+the sandbox, an engine's HTTP, remote hosts, the restart watcher, GPUs, files), and this machine's identity and homes."""

@@ -12,7 +12,7 @@ import os
 from pathlib import Path
 
 from labctl.errors import LabctlError
-from labctl.host.lock import open_lock
+from labctl.host.gpus.lock import open_lock
 
 DEFAULT_HOMES_FILE = "/tmp/labctl-homes"
 MAX_HOMES_BYTES = 4 * 1024 * 1024

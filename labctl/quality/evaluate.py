@@ -30,9 +30,9 @@ from labctl.bench.session import (
 )
 from labctl.catalog.limits import MAX_CONCURRENCY, check_count, check_seconds
 from labctl.errors import BadInput, LabctlError
-from labctl.host.engine_info import probe_engine_version
-from labctl.host.lock import engine_lock
-from labctl.host.sandbox import check_sandbox, run_code
+from labctl.host.engine.info import probe_engine_version
+from labctl.host.gpus.lock import engine_lock
+from labctl.host.sandbox.launch import check_sandbox, run_code
 from labctl.quality.evals import find_eval as typed_eval
 from labctl.quality.evals import load_evals
 from labctl.quality.paired import Paired, pair, version_differences

@@ -12,7 +12,7 @@ from labctl.quality.suites import strip_fence
 
 
 def code_passes(doc: dict[str, Any], results: list[str]) -> dict[str, float]:
-    from labctl.host.sandbox import run_code
+    from labctl.host.sandbox.launch import run_code
 
     timeout = min(float(doc.get("timeout_s", 10)), MAX_CODE_SECONDS)
     ran = run_code(strip_fence(results[0] if results else ""), str(doc["tests"]), timeout)

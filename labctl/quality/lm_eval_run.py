@@ -20,8 +20,8 @@ from labctl.catalog.lab import Lab
 from labctl.catalog.limits import MAX_CONCURRENCY, check_count, check_seconds
 from labctl.compose.options import check_cache_dir
 from labctl.errors import BadInput, LabctlError
-from labctl.host.lock import engine_lock
-from labctl.host.sandbox import check_sandbox
+from labctl.host.gpus.lock import engine_lock
+from labctl.host.sandbox.launch import check_sandbox
 from labctl.quality.evaluate import SCORE_INTERVAL, target_facts
 from labctl.quality.lm_eval_env import FEWSHOT_AS_MULTITURN, FEWSHOT_SEED, configs, load_tasks, offline, quiet
 from labctl.quality.tasks import TaskSet, data_files, dataset_sha256

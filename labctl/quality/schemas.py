@@ -18,7 +18,7 @@ from referencing import Registry
 from referencing.exceptions import Unresolvable
 from referencing.jsonschema import DRAFT202012
 
-from labctl.host.regex import MAX_PATTERN_CHARS
+from labctl.host.sandbox.regex import MAX_PATTERN_CHARS
 
 DRAFT = "https://json-schema.org/draft/2020-12/schema"
 # Bumped whenever what a json_schema verdict means changes (suites hash it into their version).

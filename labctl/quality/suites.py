@@ -16,8 +16,8 @@ from labctl.catalog.lab import Lab, check_name
 from labctl.catalog.limits import EXACT, MAX_CODE_SECONDS, MAX_TOKENS, finite
 from labctl.catalog.sourcefile import SourceFile, load_yaml_mapping
 from labctl.errors import BadInput
-from labctl.host import sandbox
-from labctl.host.regex import MATCH_SECONDS, MAX_ANSWER_CHARS, MAX_PATTERN_CHARS, timed_call, timed_fullmatch
+from labctl.host.sandbox import launch as sandbox
+from labctl.host.sandbox.regex import MATCH_SECONDS, MAX_ANSWER_CHARS, MAX_PATTERN_CHARS, timed_call, timed_fullmatch
 from labctl.quality import schemas
 
 CHECK_KINDS = ("exact", "regex", "number", "json_schema", "python")

@@ -29,7 +29,7 @@ from labctl.catalog.hub_names import is_repo_id
 from labctl.catalog.lab import Lab
 from labctl.catalog.sourcefile import load_yaml_mapping
 from labctl.errors import BadInput, LabctlError
-from labctl.host.hub_cache import COMMIT
+from labctl.host.hub.cache import COMMIT
 from labctl.run.models.datasets import snapshot_dir
 
 PREFIX = "lm-eval:"

@@ -8,12 +8,15 @@ import time
 from pathlib import Path
 
 from labctl.errors import Conflict
-from labctl.host import claims, key_volume, remote_ports, remote_watch
-from labctl.host import docker as dk
-from labctl.host.forward import Forward, close_forward, open_forward
-from labctl.host.gpu import Gpu
-from labctl.host.hosts import HostEntry
+from labctl.host.docker import daemon as dk
+from labctl.host.gpus import claims
+from labctl.host.gpus.inventory import Gpu
 from labctl.host.identity import host_name, process_token
+from labctl.host.remote import key_volume
+from labctl.host.remote import ports as remote_ports
+from labctl.host.remote.forward import Forward, close_forward, open_forward
+from labctl.host.remote.hosts import HostEntry
+from labctl.host.watcher import on_remote as remote_watch
 from labctl.run.records.record import now
 from labctl.run.records.store import Runs
 

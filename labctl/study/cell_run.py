@@ -15,9 +15,9 @@ from labctl.bench.session import BenchRequest, find_result, list_results, run_be
 from labctl.bench.workloads import with_overrides
 from labctl.catalog.lab import Lab
 from labctl.errors import Conflict, LabctlError, describe_error
-from labctl.host import docker as dk
-from labctl.host.clusters import ClusterEntry
-from labctl.host.hosts import HostEntry
+from labctl.host.docker import daemon as dk
+from labctl.host.remote.hosts import HostEntry
+from labctl.host.slurm.clusters import ClusterEntry
 from labctl.quality.evaluate import run_eval
 from labctl.quality.lm_eval_run import run_lm_eval
 from labctl.run.lifecycle.down import stop_run

@@ -9,10 +9,10 @@ from pathlib import Path
 
 from labctl.catalog.profiles import Profile
 from labctl.compose.options import default_cache_dir
-from labctl.host import docker as dk
-from labctl.host.clusters import ClusterEntry
-from labctl.host.gpu import Gpu, list_gpus
-from labctl.host.hosts import HostEntry, activate
+from labctl.host.docker import daemon as dk
+from labctl.host.gpus.inventory import Gpu, list_gpus
+from labctl.host.remote.hosts import HostEntry, activate
+from labctl.host.slurm.clusters import ClusterEntry
 
 _COMMIT = re.compile(r"[0-9a-f]{40}")
 

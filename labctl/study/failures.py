@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from labctl.host import docker as dk
+from labctl.host.docker import daemon as dk
 
 GOODPUT_SHARE = 0.9  # a level meets the SLO when this share of its requests met every bound (as --find-max-rate)
 

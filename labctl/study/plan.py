@@ -18,8 +18,8 @@ from labctl.catalog.memory import Estimate
 from labctl.catalog.profiles import with_overrides as with_port
 from labctl.compose.render import serve_command
 from labctl.errors import BadInput
-from labctl.host.clusters import get_cluster
-from labctl.host.hosts import load_hosts
+from labctl.host.remote.hosts import load_hosts
+from labctl.host.slurm.clusters import get_cluster
 from labctl.quality.suites import Suite, load_suite
 from labctl.quality.tasks import load_task
 from labctl.run.records.store import Runs
@@ -183,7 +183,7 @@ def plan_cell(
     suites: dict[str, Suite | TaskSuite],
     runs: Runs,
 ) -> CellPlan:
-    from labctl.host.hosts import activate
+    from labctl.host.remote.hosts import activate
 
     activate(facts.entry)
     profile = cell.profile

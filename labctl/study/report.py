@@ -20,9 +20,9 @@ from labctl.compare.pivot import interval_of, value_of
 from labctl.compare.report import markdown, page
 from labctl.compare.rules import Entry, checklist, rows
 from labctl.errors import LabctlError
-from labctl.host.files import write_atomically
-from labctl.host.lock import file_lock
-from labctl.host.outputs import write_report_folder
+from labctl.host.files.atomic import write_atomically
+from labctl.host.files.outputs import write_report_folder
+from labctl.host.gpus.lock import file_lock
 from labctl.quality.evaluate import find_eval
 from labctl.run.records.prep_view import seconds
 from labctl.run.records.record import now

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 from labctl.catalog.lab import Lab
 from labctl.errors import BadInput
-from labctl.host.hosts import activate
+from labctl.host.remote.hosts import activate
 from labctl.run.records.store import Runs
 from labctl.study.cell_run import CellContext, run_cell, should_skip
 from labctl.study.lanes import Need, free_slot, need_of, startable

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from labctl.errors import BadInput
-from labctl.host.files import write_atomically
+from labctl.host.files.atomic import write_atomically
 from labctl.run.records.record import now
 from labctl.study.cells import file_key
 from labctl.study.spec import NAME, Study

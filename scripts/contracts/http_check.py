@@ -71,8 +71,8 @@ def _route_row(engine: str, c: HttpContract, what: str, path: str | None) -> Row
 
 
 def _telemetry_row(name: str, c: HttpContract) -> Row:
-    """labctl's telemetry mapping (labctl/host/engine_metrics.py) reads names this version exports."""
-    from labctl.host.engine_metrics import ENGINE_METRICS
+    """labctl's telemetry mapping (labctl/catalog/engine_metrics.py) reads names this version exports."""
+    from labctl.catalog.engine_metrics import ENGINE_METRICS
 
     mapping = ENGINE_METRICS.get("vllm" if name == "vllm-cpu" else name, {})
     exported = set(c.metric_names)

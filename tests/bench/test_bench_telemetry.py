@@ -6,8 +6,7 @@ from __future__ import annotations
 import pytest
 
 from labctl.bench.telemetry import summarise_engine, summarise_gpus
-from labctl.harness.personas import Persona
-from labctl.host.engine_metrics import (
+from labctl.catalog.engine_metrics import (
     COMMON,
     ENGINE_METRICS,
     engine_of,
@@ -16,8 +15,9 @@ from labctl.host.engine_metrics import (
     parse_gpu_lines,
     parse_prometheus,
 )
+from labctl.harness.personas import Persona
 
-# Scrapes shaped like each engine's own /metrics (names from the sources host/engine_metrics.py cites).
+# Scrapes shaped like each engine's own /metrics (names from the sources catalog/engine_metrics.py cites).
 VLLM = """# HELP vllm:num_requests_running Number of requests in model execution batches.
 # TYPE vllm:num_requests_running gauge
 vllm:num_requests_running{engine="0",model_name="qwen"} 3.0

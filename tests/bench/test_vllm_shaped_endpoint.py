@@ -116,7 +116,7 @@ def test_tokenizer_takes_a_local_model_folder(lab: Path, tmp_path: Path) -> None
 
 def test_up_s_api_check_tells_a_refused_key_from_a_missing_one() -> None:
     from labctl.errors import LabctlError
-    from labctl.host.probes import check_openai_api
+    from labctl.host.engine.probes import check_openai_api
 
     with hostile_server("vllm-special", api_key="right") as base:
         root = base.removesuffix("/v1")

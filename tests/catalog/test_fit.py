@@ -11,7 +11,7 @@ from labctl.catalog.lab import Lab
 from labctl.catalog.profiles import load_profile
 from labctl.compose.contract_check import with_gpus
 from labctl.errors import BadInput
-from labctl.host.gpu import Gpu
+from labctl.host.gpus.inventory import Gpu
 from labctl.run.lifecycle.preflight import check_memory_fit
 
 LAB = Lab(REPO)

@@ -32,7 +32,7 @@ def deadline(seconds: float) -> Iterator[None]:
 @pytest.fixture(autouse=True)
 def quick_limit(monkeypatch: pytest.MonkeyPatch) -> None:
     """A quarter of the shipped second: the bound is what is tested, and the unit tier stays fast."""
-    monkeypatch.setattr("labctl.host.regex.MATCH_SECONDS", 0.25)
+    monkeypatch.setattr("labctl.host.sandbox.regex.MATCH_SECONDS", 0.25)
 
 
 SUITE = """\

@@ -20,7 +20,7 @@ from labctl.run.records.store import Runs
 pytestmark = pytest.mark.process  # local processes: the CLI and the harness engine
 
 DIGEST = "sha256:" + "ab" * 32
-REPORT_MARKER = ".labctl-report"  # labctl.host.outputs.REPORT_MARKER, spelled out: the name is the contract
+REPORT_MARKER = ".labctl-report"  # labctl.host.files.outputs.REPORT_MARKER, spelled out: the name is the contract
 
 
 def labctl(world: dict[str, Any], *args: str, cwd: Path | None = None) -> Result:

@@ -39,8 +39,8 @@ def test_a_level_without_telemetry_gives_no_figure_in_any_panel() -> None:
 def test_kv_cache_use_is_a_fraction_in_json_and_a_percentage_for_people() -> None:
     """A real vLLM on a tiny model used 0.4 % of its KV cache: `bench show` printed it as 0.00."""
     from labctl.bench.results import Level
+    from labctl.catalog.engine_metrics import COMMON
     from labctl.cli.bench import _level_detail
-    from labctl.host.engine_metrics import COMMON
 
     assert "kv_cache_usage_fraction" in COMMON
     kv = {"mean": 0.004, "max": 0.0125}

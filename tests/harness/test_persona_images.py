@@ -25,10 +25,10 @@ import pytest
 import yaml
 from helpers.support import REPO, _missing, docker_available, run_labctl
 
+from labctl.catalog.engine_metrics import METRICS_PATHS, parse_prometheus
 from labctl.catalog.lab import Lab
 from labctl.catalog.profiles import load_profile, with_overrides
 from labctl.compose.render import RenderOptions, render_compose
-from labctl.host.engine_metrics import METRICS_PATHS, parse_prometheus
 
 pytestmark = pytest.mark.docker
 

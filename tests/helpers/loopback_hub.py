@@ -1,4 +1,4 @@
-"""The tests' side of the loopback Hub (labctl/host/loopback_hub.py): the stand-in repositories in
+"""The tests' side of the loopback Hub (labctl/host/hub/loopback.py): the stand-in repositories in
 tests/fixtures/hub/ORG/NAME/ (real config.json numbers, a tokenizer, no weights) and the token their gated
 repositories accept."""
 
@@ -8,8 +8,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from labctl.host import loopback_hub as served
-from labctl.host.loopback_hub import HubRepo, Served, blob_id, repo_from_folder
+from labctl.host.hub import loopback as served
+from labctl.host.hub.loopback import HubRepo, Served, blob_id, repo_from_folder
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "hub"
 GRANTED_TOKEN = "hf_labctl_test_granted_0123456789"

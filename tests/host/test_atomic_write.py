@@ -10,13 +10,13 @@ from pathlib import Path
 
 import pytest
 
-from labctl.host.files import write_atomically
+from labctl.host.files.atomic import write_atomically
 
 # The child is SIGKILLed at the worst moment: the new bytes are written and flushed, the rename not done.
 CHILD = """
 import os, signal, sys
 from pathlib import Path
-import labctl.host.files as files
+import labctl.host.files.atomic as files
 real_replace = os.replace
 def killed_before_rename(src, dst):
     assert Path(src).read_text() == sys.argv[2] * 100_000  # the new text is all there, in the temporary file

@@ -1,11 +1,11 @@
-"""Which listeners count as the engine binding more than its record says (labctl/host/bound.py)."""
+"""Which listeners count as the engine binding more than its record says (labctl/host/engine/bound.py)."""
 
 from __future__ import annotations
 
 import pytest
 
-from labctl.host.bound import bound_problem
-from labctl.host.remote_ports import parse_tables
+from labctl.host.engine.bound import bound_problem
+from labctl.host.remote.ports import parse_tables
 
 
 @pytest.mark.parametrize(

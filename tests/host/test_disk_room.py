@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from labctl.errors import BadInput
-from labctl.host.disk import check_room, free_bytes
+from labctl.host.files.disk import check_room, free_bytes
 
 
 @pytest.fixture

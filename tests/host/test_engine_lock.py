@@ -14,7 +14,7 @@ import pytest
 from helpers.support import REPO, ensure_second_user
 
 from labctl.errors import Conflict
-from labctl.host.lock import engine_lock
+from labctl.host.gpus.lock import engine_lock
 
 pytestmark = pytest.mark.process  # a second Unix user's process
 
@@ -24,7 +24,7 @@ TAKE = """
 import sys, time
 sys.path.insert(0, sys.argv[1])
 from labctl.errors import Conflict
-from labctl.host.lock import engine_lock
+from labctl.host.gpus.lock import engine_lock
 try:
     with engine_lock(sys.argv[2], "bench b-second-user"):
         print("held", flush=True)
@@ -114,7 +114,7 @@ def test_a_second_taker_in_one_process_is_refused_and_a_released_lock_is_free(
 
 def test_every_spelling_of_one_loopback_engine_is_one_lock(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """`localhost`, `127.0.0.1` and `[::1]` reach the same engine: a bench by one spelling refuses the others."""
-    from labctl.host.lock import endpoint_key
+    from labctl.host.gpus.lock import endpoint_key
 
     keys = {endpoint_key(host, 48999, False) for host in ("localhost", "127.0.0.1", "::1", "127.0.0.2")}
     assert keys == {"endpoint http://loopback:48999"}

@@ -18,7 +18,7 @@ import pytest
 from helpers.support import REPO, ensure_second_user
 
 from labctl.errors import LabctlError
-from labctl.host.lock import host_lock
+from labctl.host.gpus.lock import host_lock
 
 pytestmark = pytest.mark.process  # local processes: the CLI, the harness engine, loopback servers
 
@@ -28,7 +28,7 @@ TAKE_LOCK = """
 import sys
 sys.path.insert(0, sys.argv[1])
 from labctl.errors import LabctlError
-from labctl.host.lock import host_lock
+from labctl.host.gpus.lock import host_lock
 try:
     with host_lock(timeout=5):
         print("locked")
@@ -119,7 +119,7 @@ def test_a_lock_path_that_is_not_a_plain_file_is_refused(
 
 
 def test_the_default_lock_lives_where_every_user_can_write() -> None:
-    from labctl.host.lock import DEFAULT_LOCK
+    from labctl.host.gpus.lock import DEFAULT_LOCK
 
     folder = Path(DEFAULT_LOCK).parent
     assert folder.stat().st_mode & 0o1777 == 0o1777  # world-writable and sticky, like /tmp

@@ -14,8 +14,8 @@ from helpers.harness_proc import free_port
 from helpers.support import LABCTL, REPO
 
 from labctl.errors import BadInput
-from labctl.host.loopback_hub import repo_from_folder
-from labctl.host.tiny_models import ensure_models, tiny_repos
+from labctl.host.hub.loopback import repo_from_folder
+from labctl.host.hub.tiny_models import ensure_models, tiny_repos
 
 
 def model(folder: Path, weights: bytes = b"\x00\x01" * 64) -> Path:

@@ -3,7 +3,7 @@ already present cost nothing, a layer that finishes without progress messages co
 
 from __future__ import annotations
 
-from labctl.host.pull import PullProgress, _count
+from labctl.host.images.pull_stream import PullProgress, _count
 from labctl.run.images.pull import pull_line
 
 STREAM = [

@@ -7,7 +7,7 @@ import pytest
 
 from labctl.catalog.image import ImageRef
 from labctl.errors import BadInput, LabctlError
-from labctl.host.registry import Platform, choose, locate, plain_http_allowed
+from labctl.host.images.registry import Platform, choose, locate, plain_http_allowed
 from labctl.run.records.prep import PrepPart
 from labctl.run.records.record import Record
 

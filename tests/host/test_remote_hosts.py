@@ -8,8 +8,8 @@ import pytest
 import yaml
 
 from labctl.errors import BadInput
-from labctl.host.claims import Claim, gpu_claim_name, port_claim_name
-from labctl.host.hosts import load_hosts
+from labctl.host.gpus.claims import Claim, gpu_claim_name, port_claim_name
+from labctl.host.remote.hosts import load_hosts
 
 
 def write_hosts(path: Path, hosts: dict[str, dict[str, object]], default: str | None = None) -> None:
@@ -43,7 +43,7 @@ def test_the_default_host_is_listed_first_and_local_always(tmp_path: Path) -> No
 
 
 def test_ssh_argv_uses_dockers_own_account_address_and_port() -> None:
-    from labctl.host.hosts import HostEntry
+    from labctl.host.remote.hosts import HostEntry
 
     entry = HostEntry("h", "ssh://lab@10.0.0.5:2222", ("nvidia-smi", "-L"))
     assert entry.ssh_argv() == ["ssh", "-o", "BatchMode=yes", "-p", "2222", "lab@10.0.0.5"]
@@ -78,8 +78,8 @@ def test_closing_a_forward_kills_an_ssh_that_ignores_sigterm(monkeypatch: pytest
     """An ssh blocked on a stalled peer leaves SIGTERM pending: the forward must still be gone after close."""
     import subprocess
 
-    from labctl.host import forward as fw
     from labctl.host.identity import process_alive, process_token
+    from labctl.host.remote import forward as fw
 
     monkeypatch.setattr(fw, "CLOSE_GRACE_S", 0.5)
 
@@ -101,7 +101,7 @@ def test_closing_a_forward_kills_an_ssh_that_ignores_sigterm(monkeypatch: pytest
 
 
 def test_remote_listeners_are_read_from_the_kernels_tables() -> None:
-    from labctl.host.remote_ports import holds, parse_tables
+    from labctl.host.remote.ports import holds, parse_tables
 
     table = (
         "  sl  local_address rem_address   st tx_queue rx_queue tr tm->when retrnsmt   uid  timeout inode\n"

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from labctl.host.sandbox import run_code
+from labctl.host.sandbox.launch import run_code
 
 pytestmark = pytest.mark.docker
 

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from labctl.host.sandboxed.wire import (
+from labctl.host.sandbox.sandboxed.wire import (
     MAX_MESSAGE,
     Ended,
     Reader,

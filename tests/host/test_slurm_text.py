@@ -9,10 +9,10 @@ import pytest
 import yaml
 
 from labctl.errors import BadInput
-from labctl.host.clusters import load_clusters
-from labctl.host.hosts import HostEntry
-from labctl.host.slurm_job import cluster_compose, job_script, sbatch_options
-from labctl.host.slurm_output import (
+from labctl.host.remote.hosts import HostEntry
+from labctl.host.slurm.clusters import load_clusters
+from labctl.host.slurm.job_script import cluster_compose, job_script, sbatch_options
+from labctl.host.slurm.parse import (
     expand_indexes,
     granted_gpus,
     parse_job_id,

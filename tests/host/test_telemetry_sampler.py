@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from helpers.support import REPO
 
-from labctl.host.telemetry import Plan, Sampler
+from labctl.host.engine.sampler import Plan, Sampler
 
 pytestmark = pytest.mark.process  # local processes: the CLI, the harness engine, loopback servers
 

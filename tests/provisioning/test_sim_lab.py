@@ -284,10 +284,11 @@ def test_config_from_environment_and_debian_python(cfg) -> None:
 def test_labctl_reads_the_stand_in(cfg, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """labctl's own nvidia-smi readers, pointed at the stand-in through PATH."""
     try:
-        from labctl.host import gpu
+        from labctl.host.gpus import inventory as gpu
     except ImportError as exc:  # the module moved: this test must follow it
         pytest.fail(
-            f"labctl.host.gpu not importable ({exc}): update this test to labctl's nvidia-smi reader", pytrace=False
+            f"labctl.host.gpus.inventory not importable ({exc}): update this test to labctl's nvidia-smi reader",
+            pytrace=False,
         )
     cfg.write(
         h100_config(processes=[{"gpu_index": 1, "pid": 4242, "process_name": "python3", "used_memory_mib": 30000}])

@@ -20,7 +20,7 @@ from helpers.harness_proc import free_port
 from helpers.lifecycle_helpers import containers_of
 from helpers.real_engine import TINY_MODELS, RealLab, image_id, metric, real_lab, wait_for
 
-from labctl.host.loopback_hub import repo_from_folder
+from labctl.host.hub.loopback import repo_from_folder
 
 pytestmark = [pytest.mark.docker, pytest.mark.real_engine]
 

@@ -11,7 +11,7 @@ import pytest
 from helpers.real_engine import TINY_MODELS, need_image
 from helpers.support import REPO
 
-from labctl.host.loopback_hub import repo_from_folder
+from labctl.host.hub.loopback import repo_from_folder
 
 pytestmark = [pytest.mark.docker, pytest.mark.real_engine]
 

@@ -29,8 +29,8 @@ from helpers.lifecycle_helpers import write_profile
 from helpers.loopback_hub import LoopbackHub, loopback_hub
 from helpers.support import IN_CI, LABCTL, REPO, Result, run_labctl
 
-from labctl.host.hosts import HostEntry
-from labctl.host.remote_ports import listeners
+from labctl.host.remote.hosts import HostEntry
+from labctl.host.remote.ports import listeners
 
 pytestmark = [pytest.mark.docker, pytest.mark.lab]  # the simulated GPU lab or labb: one test at a time
 
@@ -241,7 +241,7 @@ def test_a_claim_left_by_a_killed_up_is_reconciled_and_a_live_one_from_elsewhere
     """The state a SIGKILLed `up` leaves between claiming and starting: a claim whose run has no container
     and whose `up` process is gone. The next `up` for that GPU removes it and says so. A claim from another
     controller machine still within its deadline is respected (exit 3)."""
-    from labctl.host.claims import Claim, gpu_claim_name
+    from labctl.host.gpus.claims import Claim, gpu_claim_name
 
     gpu_lab(lab, labb)
     uuid = subprocess.run(

@@ -15,11 +15,11 @@ from dataclasses import dataclass
 from labctl.catalog.image import ImageRef, digests_of
 from labctl.catalog.profiles import Profile
 from labctl.errors import BadInput, LabctlError
-from labctl.host import docker as dk
-from labctl.host import registry
-from labctl.host.disk import size_text
-from labctl.host.hosts import LOCAL_HOST, HostEntry, endpoint_url
-from labctl.host.image_copy import copy_image
+from labctl.host.docker import daemon as dk
+from labctl.host.files.disk import size_text
+from labctl.host.images import registry
+from labctl.host.images.transfer import copy_image
+from labctl.host.remote.hosts import LOCAL_HOST, HostEntry, endpoint_url
 from labctl.run.images.pull import PLAIN_PROGRESS_EVERY_S
 from labctl.run.records.prep import PrepPart
 

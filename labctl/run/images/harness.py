@@ -22,10 +22,10 @@ from labctl.catalog.image import ImageRef, digests_of
 from labctl.catalog.lab import Lab, shipped_lab
 from labctl.catalog.profiles import Profile
 from labctl.errors import LabctlError
-from labctl.host import docker as dk
-from labctl.host import registry
-from labctl.host.hosts import LOCAL, HostEntry
-from labctl.host.image_build import build_image, push_image, registry_answers
+from labctl.host.docker import daemon as dk
+from labctl.host.images import registry
+from labctl.host.images.build import build_image, push_image, registry_answers
+from labctl.host.remote.hosts import LOCAL, HostEntry
 from labctl.run.records.prep import PrepPart
 
 Say = Callable[[str], None]
@@ -45,9 +45,11 @@ IMAGE_MODULES = (
     "catalog/user_folders.py",
     "host/__init__.py",
     "host/identity.py",
-    "host/hub_cache.py",
-    "host/hub_on_host.py",
-    "host/lifeline.py",
+    "host/hub/__init__.py",
+    "host/hub/cache.py",
+    "host/hub/on_host.py",
+    "host/remote/__init__.py",
+    "host/remote/lifeline.py",
 )
 BASES = ("python:3.12-slim", "labctl/base:bookworm")  # the first one present locally; else Docker pulls the first
 NO_DIGEST = "run by image id, no registry digest"

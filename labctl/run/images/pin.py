@@ -12,9 +12,9 @@ from labctl.catalog.lab import Lab
 from labctl.catalog.profiles import check_profile_spec, load_profile
 from labctl.catalog.sourcefile import parse_yaml_mapping
 from labctl.errors import BadInput
-from labctl.host import docker as dk
-from labctl.host import registry
-from labctl.host.files import write_atomically
+from labctl.host.docker import daemon as dk
+from labctl.host.files.atomic import write_atomically
+from labctl.host.images import registry
 
 _INDEX_NOTE = re.compile(r"\s*# \S+ image of index sha256:[0-9a-f]{64}")
 

@@ -8,10 +8,11 @@ from collections.abc import Callable
 from labctl.catalog.image import ImageRef
 from labctl.catalog.profiles import Profile
 from labctl.errors import LabctlError
-from labctl.host import docker as dk
-from labctl.host import engine_api, registry
-from labctl.host.disk import GIB, check_room, size_text
-from labctl.host.pull import PullProgress, pull_image
+from labctl.host.docker import daemon as dk
+from labctl.host.docker import engine_api
+from labctl.host.files.disk import GIB, check_room, size_text
+from labctl.host.images import registry
+from labctl.host.images.pull_stream import PullProgress, pull_image
 from labctl.run.records.prep import PrepPart
 
 Say = Callable[[str], None]

@@ -13,8 +13,8 @@ from labctl.catalog.profiles import Profile
 from labctl.compose.canonical import canonical_compose, sha256_text
 from labctl.compose.labels import RunLabels
 from labctl.errors import BadInput
-from labctl.host.forward import Forward
-from labctl.host.gpu import Gpu
+from labctl.host.gpus.inventory import Gpu
+from labctl.host.remote.forward import Forward
 from labctl.run.records.prep import PrepPart
 from labctl.run.records.record import (
     ComposeInfo,

@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from labctl.catalog.lab import Lab
-from labctl.host.clusters import ClusterEntry
+from labctl.host.slurm.clusters import ClusterEntry
 from labctl.run.lifecycle.cluster_run import up_on_cluster
 from labctl.run.lifecycle.reproduce import ReproduceRequest, checked_source, reproduction
 from labctl.run.records.record import Record

@@ -19,16 +19,17 @@ from labctl.compose.labels import RunLabels
 from labctl.compose.options import render_options
 from labctl.compose.render import render_compose
 from labctl.errors import BadInput, LabctlError
-from labctl.host import docker as dk
-from labctl.host import key_volume, slurm
-from labctl.host.clusters import ClusterEntry
-from labctl.host.files import write_atomically
-from labctl.host.forward import Forward, close_forward, open_forward
-from labctl.host.gpu import list_gpus
+from labctl.host.docker import daemon as dk
+from labctl.host.engine.probes import wait_until_ready
+from labctl.host.files.atomic import write_atomically
+from labctl.host.gpus.inventory import list_gpus
 from labctl.host.identity import current_user, host_name
-from labctl.host.probes import wait_until_ready
-from labctl.host.slurm_job import JOB_LABEL, cluster_compose, job_script, sbatch_options
-from labctl.host.slurm_output import JobState
+from labctl.host.remote import key_volume
+from labctl.host.remote.forward import Forward, close_forward, open_forward
+from labctl.host.slurm import commands as slurm
+from labctl.host.slurm.clusters import ClusterEntry
+from labctl.host.slurm.job_script import JOB_LABEL, cluster_compose, job_script, sbatch_options
+from labctl.host.slurm.parse import JobState
 from labctl.run.lifecycle import cluster_record
 from labctl.run.lifecycle.cluster_record import ClusterRecord
 from labctl.run.lifecycle.down import project_name

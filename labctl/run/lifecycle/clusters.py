@@ -8,8 +8,8 @@ from typing import Any
 
 from labctl.catalog.lab import Lab
 from labctl.errors import LabctlError
-from labctl.host import slurm
-from labctl.host.clusters import ClusterEntry, load_clusters
+from labctl.host.slurm import commands as slurm
+from labctl.host.slurm.clusters import ClusterEntry, load_clusters
 
 
 def describe_cluster(entry: ClusterEntry) -> dict[str, Any]:

@@ -8,9 +8,9 @@ from typing import Any
 
 from labctl.catalog.lab import Lab
 from labctl.errors import BadInput, LabctlError
-from labctl.host import docker as dk
-from labctl.host import gpu as gpus_mod
-from labctl.host.hosts import HostEntry, endpoint_url, load_hosts
+from labctl.host.docker import daemon as dk
+from labctl.host.gpus import inventory as gpus_mod
+from labctl.host.remote.hosts import HostEntry, endpoint_url, load_hosts
 from labctl.run.records.store import Runs
 
 HOST_TIMEOUT_S = 10.0
@@ -54,7 +54,7 @@ def describe_host(entry: HostEntry) -> dict[str, Any]:
 def holders_by_gpu(url: str, entry: HostEntry, gpus: list[gpus_mod.Gpu]) -> dict[str, str]:
     """GPU index -> the run holding it: running containers' labels, and on a remote host its on-host claims
     (which also cover an `up` that has not started its engine yet)."""
-    from labctl.host import claims
+    from labctl.host.gpus import claims
     from labctl.run.lifecycle.preflight import current_holders
 
     held: dict[str, str] = {}

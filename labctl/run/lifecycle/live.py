@@ -9,10 +9,10 @@ from contextlib import contextmanager
 from typing import Any
 
 from labctl.compose.labels import RunLabels
-from labctl.host import docker as dk
-from labctl.host.forward import temporary_forward
-from labctl.host.hosts import LOCAL_HOST, HostEntry
-from labctl.host.probes import probe_now
+from labctl.host.docker import daemon as dk
+from labctl.host.engine.probes import probe_now
+from labctl.host.remote.forward import temporary_forward
+from labctl.host.remote.hosts import LOCAL_HOST, HostEntry
 from labctl.run.records.record import Record
 from labctl.run.records.store import Runs
 from labctl.run.remote import ensure_forward

@@ -9,8 +9,8 @@ from labctl.catalog.fit import Target, fit
 from labctl.catalog.profiles import Profile
 from labctl.compose.labels import RunLabels
 from labctl.errors import BadInput, Conflict, LabctlError
-from labctl.host import docker as dk
-from labctl.host import gpu as gpus_mod
+from labctl.host.docker import daemon as dk
+from labctl.host.gpus import inventory as gpus_mod
 from labctl.run.records.record import Fit
 
 

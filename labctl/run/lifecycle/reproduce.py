@@ -13,7 +13,7 @@ from labctl.catalog.lab import Lab
 from labctl.catalog.limits import check_seconds
 from labctl.catalog.profiles import Profile, with_overrides
 from labctl.errors import BadInput
-from labctl.host.hosts import LOCAL_HOST, HostEntry
+from labctl.host.remote.hosts import LOCAL_HOST, HostEntry
 from labctl.run.records.export import (
     Export,
     content_problem,
@@ -107,7 +107,7 @@ def checked_source(
     lab: Lab, runs: Runs, request: ReproduceRequest, say: Any
 ) -> tuple[Export, Profile, Verification, Profile]:
     """The export (or run) believed and its setup pinned by digest, or refused before anything starts."""
-    from labctl.host import docker as dk
+    from labctl.host.docker import daemon as dk
 
     check_seconds("--timeout", request.timeout)
     export = load_source(runs, request.source)
@@ -155,7 +155,7 @@ def reproduction(export: Export, record: Record, forced: bool) -> Reproduction:
 
 
 def reproduce(lab: Lab, runs: Runs, request: ReproduceRequest, say: Any, progress: Any = None) -> Record:
-    from labctl.host import docker as dk
+    from labctl.host.docker import daemon as dk
     from labctl.run.lifecycle.up import up
     from labctl.run.lifecycle.up_plan import UpRequest, plan_up
 

@@ -10,8 +10,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from labctl.errors import BadInput, LabctlError
-from labctl.host import docker as dk
-from labctl.host.hosts import HostEntry, endpoint_url
+from labctl.host.docker import daemon as dk
+from labctl.host.remote.hosts import HostEntry, endpoint_url
 from labctl.run.lifecycle.live import live_runs
 from labctl.run.lifecycle.reconcile import reconcile
 from labctl.run.records.store import MAX_LOG_BYTES, Runs, read_tail

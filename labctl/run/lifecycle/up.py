@@ -25,17 +25,17 @@ from labctl.compose.labels import RunLabels
 from labctl.compose.options import render_options
 from labctl.compose.render import ProxySetup, build_key, render_compose
 from labctl.errors import BadInput, Conflict, LabctlError, describe_error
-from labctl.host import docker as dk
-from labctl.host.bound import bound_problem, listeners
-from labctl.host.files import write_atomically
-from labctl.host.forward import Forward
-from labctl.host.gpu import Gpu
+from labctl.host.docker import daemon as dk
+from labctl.host.engine.bound import bound_problem, listeners
+from labctl.host.engine.probes import check_openai_api, port_in_use, status_without_key, wait_until_ready
+from labctl.host.files.atomic import write_atomically
+from labctl.host.gpus.inventory import Gpu
+from labctl.host.gpus.lock import host_lock
 from labctl.host.homes import note_home
-from labctl.host.hosts import LOCAL_HOST
 from labctl.host.identity import current_user, host_name, process_token
-from labctl.host.key_volume import volume_name as key_volume_name
-from labctl.host.lock import host_lock
-from labctl.host.probes import check_openai_api, port_in_use, status_without_key, wait_until_ready
+from labctl.host.remote.forward import Forward
+from labctl.host.remote.hosts import LOCAL_HOST
+from labctl.host.remote.key_volume import volume_name as key_volume_name
 from labctl.run.images.copy import copy_tag, copy_to_host
 from labctl.run.images.harness import build_for_up, dockerfile_to_build
 from labctl.run.images.pull import pull_for_up
@@ -141,7 +141,7 @@ class Starter:
         self.prep["image_pull"] = image_pull
         check_device_request(profile, gpu_host, image.runnable)
         try:
-            # A remote host's claims live on the host (host/claims.py); the lock file covers this machine only.
+            # A remote host's claims live on the host (host/gpus/claims.py); the lock file covers this machine only.
             with contextlib.nullcontext() if request.host.is_remote else host_lock():
                 profile, replaced = self.claim(profile, found_gpus, image.runnable)
                 compose_file = self.prepare(profile, image, image_pull, found_gpus, replaced)

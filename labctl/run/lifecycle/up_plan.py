@@ -17,8 +17,8 @@ from labctl.compose.contract_check import Verdict, check_profile, refuse_unless_
 from labctl.compose.options import check_cache_dir, render_options
 from labctl.compose.render import render_compose
 from labctl.errors import BadInput
-from labctl.host.hosts import LOCAL_HOST, HostEntry
 from labctl.host.identity import current_user
+from labctl.host.remote.hosts import LOCAL_HOST, HostEntry
 from labctl.run.images.copy import check_copy_request
 from labctl.run.resident.keys import MAX_KEYS
 from labctl.run.resident.lock import check_proxied, needs_proxy

@@ -16,10 +16,11 @@ from labctl.catalog.memory import find_config
 from labctl.catalog.profiles import Profile
 from labctl.compose.options import check_cache_dir, default_cache_dir
 from labctl.errors import BadInput, LabctlError
-from labctl.host import hub, tiny_models
-from labctl.host.disk import check_room
-from labctl.host.hosts import HostEntry
-from labctl.host.hub_cache import FetchPlan
+from labctl.host.files.disk import check_room
+from labctl.host.hub import revisions as hub
+from labctl.host.hub import tiny_models
+from labctl.host.hub.cache import FetchPlan
+from labctl.host.remote.hosts import HostEntry
 from labctl.run.records.acquired import Acquisition, Action, Kind
 from labctl.run.records.prep import PrepPart
 from labctl.run.records.prep_view import size as human
@@ -196,12 +197,12 @@ def starting_line(plan: FetchPlan, resolved: str, place: str, missing: int, resu
 def fetch_on_host(
     plan: FetchPlan, cache: str, host: HostEntry, say: Say, live: Say | None, resolved: str
 ) -> tuple[int, bool]:
-    """The download runs on the host (labctl/host/hub_on_host.py in labctl's client image, the cache mounted):
+    """The download runs on the host (labctl/host/hub/on_host.py in labctl's client image, the cache mounted):
     the engine there mounts that cache, and the bytes go from the Hub to the GPU host directly."""
-    from labctl.host.client_container import client_image, ensure_client_image, run_job
-    from labctl.host.disk import reserve_bytes
-    from labctl.host.hosts import endpoint_url
-    from labctl.host.hub_on_host import PROTOCOL
+    from labctl.host.files.disk import reserve_bytes
+    from labctl.host.hub.on_host import PROTOCOL
+    from labctl.host.remote.client_container import client_image, ensure_client_image, run_job
+    from labctl.host.remote.hosts import endpoint_url
 
     image = client_image()
     ensure_client_image(image, host)
@@ -223,7 +224,7 @@ def fetch_on_host(
         endpoint_url(host),
         image,
         name,
-        "labctl.host.hub_on_host",
+        "labctl.host.hub.on_host",
         json.dumps(job).encode(),
         FETCH_TIMEOUT_S,
         label="labctl.fetch_client=true",

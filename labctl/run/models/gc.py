@@ -30,11 +30,11 @@ from labctl.catalog.profiles import Profile, list_profile_names, load_profile
 from labctl.compose.labels import RunLabels
 from labctl.compose.render import build_key
 from labctl.errors import LabctlError
-from labctl.host import docker as dk
-from labctl.host.engine_api import unique_image_bytes
-from labctl.host.files import remove_tree, tree_bytes
+from labctl.host.docker import daemon as dk
+from labctl.host.docker.engine_api import unique_image_bytes
+from labctl.host.files.atomic import remove_tree, tree_bytes
 from labctl.host.homes import known_homes
-from labctl.host.hosts import LOCAL, LOCAL_HOST, HostEntry
+from labctl.host.remote.hosts import LOCAL, LOCAL_HOST, HostEntry
 from labctl.run.records.acquired import ACQUIRED, Acquisition, Action, Kind, Ledger
 from labctl.run.records.record import Record
 from labctl.run.records.store import ENDED, Runs

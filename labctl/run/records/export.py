@@ -22,7 +22,7 @@ from labctl.compose.canonical import canonical_compose, sha256_text
 from labctl.compose.labels import RunLabels
 from labctl.compose.render import SECRETS_TARGET, RenderOptions, render_compose
 from labctl.errors import BadInput
-from labctl.host.key_volume import volume_name as key_volume_name
+from labctl.host.remote.key_volume import volume_name as key_volume_name
 from labctl.run.records.record import SCHEMA_VERSION, Record
 from labctl.run.records.store import MAX_RECORD_BYTES, Runs, is_run_id, parse_record, read_text_file
 

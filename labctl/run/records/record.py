@@ -10,8 +10,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from labctl.compose.labels import RunLabels
-from labctl.host.forward import Forward
-from labctl.host.gpu import Gpu
+from labctl.host.gpus.inventory import Gpu
+from labctl.host.remote.forward import Forward
 from labctl.run.records.prep import PrepPart
 from labctl.run.records.typed import check_depth, check_version, expect, from_json
 

@@ -17,9 +17,9 @@ from labctl.catalog.lab import Lab
 from labctl.catalog.sourcefile import read_bounded
 from labctl.catalog.user_folders import data_folder
 from labctl.errors import BadInput, LabctlError
-from labctl.host.files import write_atomically
+from labctl.host.files.atomic import write_atomically
+from labctl.host.gpus.lock import file_lock
 from labctl.host.identity import current_user
-from labctl.host.lock import file_lock
 from labctl.run.records.prep_view import prep_rows
 from labctl.run.records.record import Record, now
 from labctl.run.records.typed import FutureSchema, ShapeError

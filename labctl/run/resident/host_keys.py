@@ -1,10 +1,10 @@
-"""A remote run's API keys on its own host (host/key_volume.py): which image fills the key volume and whose
+"""A remote run's API keys on its own host (host/remote/key_volume.py): which image fills the key volume and whose
 the file is there. The controller keeps its KeyStore copy too: `share` and `rotate-key` read it."""
 
 from __future__ import annotations
 
-from labctl.host import docker as dk
-from labctl.host import key_volume
+from labctl.host.docker import daemon as dk
+from labctl.host.remote import key_volume
 from labctl.run.records.record import ImageInfo
 from labctl.run.resident.plan import image_user_ids
 from labctl.run.resident.watch import DEFAULT_IMAGE

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from labctl.catalog.sourcefile import read_bounded
 from labctl.errors import BadInput, LabctlError
-from labctl.host.files import write_atomically
+from labctl.host.files.atomic import write_atomically
 
 MAX_KEY_FILE = 64 * 1024  # 100 keys of a few hundred characters each
 PREVIOUS = "api_key.previous"

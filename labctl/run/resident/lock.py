@@ -13,13 +13,13 @@ from labctl.catalog.http_contracts import HttpContract
 from labctl.catalog.profiles import Profile
 from labctl.compose.render import ProxySetup
 from labctl.errors import BadInput, LabctlError
-from labctl.host import docker as dk
-from labctl.host.auth_proxy import RELOAD_TIMEOUT_S, free_loopback_port, reload_keys
-from labctl.host.hosts import LOCAL_HOST, HostEntry, endpoint_url
-from labctl.host.image_copy import copy_image
-from labctl.host.open_routes import probe_open_routes
-from labctl.host.probes import status_with_key
-from labctl.host.remote_ports import listeners
+from labctl.host.docker import daemon as dk
+from labctl.host.engine.auth_proxy import RELOAD_TIMEOUT_S, free_loopback_port, reload_keys
+from labctl.host.engine.open_routes import probe_open_routes
+from labctl.host.engine.probes import status_with_key
+from labctl.host.images.transfer import copy_image
+from labctl.host.remote.hosts import LOCAL_HOST, HostEntry, endpoint_url
+from labctl.host.remote.ports import listeners
 
 # Built by `make auth-proxy-image` (scripts/auth-proxy-image.sh): Debian 12's nginx, never pulled.
 AUTH_PROXY_IMAGE = "labctl/auth-proxy:1"

@@ -1,5 +1,5 @@
-"""The restart watcher of a resident run on a remote (ssh://) host (see host/remote_watch.py): the same
-program as on a local host (host/watcher.py), with its files in a volume on that host instead of the run's
+"""The restart watcher of a resident run on a remote (ssh://) host (see host/watcher/on_remote.py): the same
+program as on a local host (host/watcher/program.py), with its files in a volume on that host instead of the run's
 folder; what it records is read back into the run's events log here at `status` and `down`."""
 
 from __future__ import annotations
@@ -10,10 +10,10 @@ from pathlib import Path
 
 from labctl.catalog.specs import Readiness
 from labctl.errors import LabctlError
-from labctl.host import docker as dk
-from labctl.host import remote_watch as on_host
-from labctl.host import watcher as program
-from labctl.host.hosts import HostEntry
+from labctl.host.docker import daemon as dk
+from labctl.host.remote.hosts import HostEntry
+from labctl.host.watcher import on_remote as on_host
+from labctl.host.watcher import program
 from labctl.run.records.record import Record
 from labctl.run.records.store import Runs
 from labctl.run.resident.watch import RESTART_EVENTS, remove, watcher_images, watcher_name

@@ -1,5 +1,5 @@
 """Restart watchers of resident deployments: started by `up`, removed by `down`, orphans cleared by any
-`status`, and a fallback that replays Docker's own events when no watcher ran (see host/watcher.py for
+`status`, and a fallback that replays Docker's own events when no watcher ran (see host/watcher/program.py for
 why a sidecar container, and what it records)."""
 
 from __future__ import annotations
@@ -12,8 +12,8 @@ from typing import Any
 
 from labctl.catalog.specs import Readiness
 from labctl.errors import LabctlError
-from labctl.host import docker as dk
-from labctl.host import watcher as program
+from labctl.host.docker import daemon as dk
+from labctl.host.watcher import program
 from labctl.run.records.record import Record, now
 from labctl.run.records.store import ENDED, Runs
 

@@ -22,9 +22,9 @@ from helpers.harness_proc import free_port
 from helpers.support import IN_CI, LABCTL, REPO, ensure_second_user, run_labctl
 
 from labctl.catalog.lab import Lab
-from labctl.host import docker as dk
-from labctl.host import slurm
-from labctl.host.clusters import ClusterEntry, load_clusters
+from labctl.host.docker import daemon as dk
+from labctl.host.slurm import commands as slurm
+from labctl.host.slurm.clusters import ClusterEntry, load_clusters
 from labctl.run.lifecycle import cluster_run as cr
 
 pytestmark = pytest.mark.slurm

@@ -47,7 +47,7 @@ def answers(base: str, key: str | None) -> int:
     "step",
     [
         "labctl.run.resident.watch:remove",  # right after `stopping` was written
-        "labctl.host.docker:compose_down",  # logs saved, the engine still up
+        "labctl.host.docker.daemon:compose_down",  # logs saved, the engine still up
         "labctl.run.lifecycle.down:finish_stop",  # the engine gone, keys and record not yet
     ],
 )
@@ -101,7 +101,7 @@ def test_a_rotation_killed_after_the_restart_is_finished_and_before_it_undone(la
     fingerprints = record(home, run_id)["resident"]["key_fingerprints"]
 
     # Killed before the engine restarted: it still runs with the old key, which must stay the shared one.
-    killed = interrupted(lab, home, "labctl.host.docker:restart", KILL, "rotate-key", run_id)
+    killed = interrupted(lab, home, "labctl.host.docker.daemon:restart", KILL, "rotate-key", run_id)
     assert killed.returncode == -signal.SIGKILL
     assert record(home, run_id)["resident"]["rotating_since"]
     refused = labctl(lab, home, "share", run_id, "--json")
@@ -176,8 +176,8 @@ def test_a_killed_bench_controller_stops_its_client_container(lab: Path) -> None
         from labctl.bench.runner import level_prompts
         from labctl.bench.workloads import load_workload
         from labctl.catalog.lab import Lab
-        from labctl.host.client_container import client_image, run_job
-        from labctl.host.hosts import LOCAL_HOST, endpoint_url
+        from labctl.host.remote.client_container import client_image, run_job
+        from labctl.host.remote.hosts import LOCAL_HOST, endpoint_url
         workload = load_workload(Lab(Path({str(lab)!r})), "latency-probe")
         job = LevelJob(Target("http://127.0.0.1:{silent.getsockname()[1]}/v1", "m"), workload, 2, 0, 0,
                        level_prompts(workload, 2, 0), 600.0, 600.0)

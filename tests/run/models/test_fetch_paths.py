@@ -14,7 +14,8 @@ from helpers.loopback_hub import FIXTURES, HubRepo, loopback_hub, repo_from_fold
 from helpers.support import LABCTL
 
 from labctl.errors import BadInput, LabctlError
-from labctl.host import hub, hub_cache
+from labctl.host.hub import cache as hub_cache
+from labctl.host.hub import revisions as hub
 
 pytestmark = pytest.mark.process  # a loopback Hub server and the CLI as a subprocess
 

@@ -8,7 +8,7 @@ import pytest
 
 from labctl.catalog.image import ImageRef, digests_of
 from labctl.compose.labels import GpuClaim, RunLabels
-from labctl.host.gpu import Gpu
+from labctl.host.gpus.inventory import Gpu
 from labctl.run.records.record import Endpoint, GpuSet, ImageInfo, Record, ResidentInfo, Timings
 from labctl.run.records.store import redact
 

@@ -67,7 +67,7 @@ def test_a_down_killed_on_labb_is_finished_by_status_claims_volume_and_forward_i
     info = up_resident(lab, home)
     run_id = info["run_id"]
     forward_pid = int(record(home, run_id)["forward"]["process"].split(":")[0])
-    killed = interrupted(lab, home, "labctl.host.docker:compose_down", KILL, "down", run_id, env=env(home))
+    killed = interrupted(lab, home, "labctl.host.docker.daemon:compose_down", KILL, "down", run_id, env=env(home))
     assert killed.returncode == -signal.SIGKILL, killed.stderr
     assert record(home, run_id)["status"] == "stopping"
     assert remote_names(f"labctl.run_id={run_id}"), "the engine still ran when down was killed"
@@ -86,7 +86,7 @@ def test_a_rotation_killed_on_labb_before_the_restart_is_undone_so_a_restart_kee
     info = up_resident(lab, home)
     run_id, base = info["run_id"], info["base_url"]
     old = json.loads(labctl(lab, home, "share", run_id, "--json").stdout)["api_key"]
-    killed = interrupted(lab, home, "labctl.host.docker:restart", KILL, "rotate-key", run_id, env=env(home))
+    killed = interrupted(lab, home, "labctl.host.docker.daemon:restart", KILL, "rotate-key", run_id, env=env(home))
     assert killed.returncode == -signal.SIGKILL, killed.stderr
     status = labctl(lab, home, "status")
     assert f"undid the interrupted key rotation of run {run_id}" in status.stderr, status.stderr

@@ -14,8 +14,8 @@ from labctl.catalog.profiles import load_profile, with_overrides
 from labctl.compose.docker_run import docker_run_commands
 from labctl.compose.render import SECRETS_TARGET, RenderOptions, render_compose
 from labctl.errors import BadInput
-from labctl.host.forward import Forward
-from labctl.host.hosts import load_hosts
+from labctl.host.remote.forward import Forward
+from labctl.host.remote.hosts import load_hosts
 from labctl.run.records.record import Endpoint, Record
 from labctl.run.resident.deployments import colleague_reach
 
@@ -100,7 +100,7 @@ def test_a_host_entry_names_its_daemons_socket_as_that_host_sees_it(
 def test_hosts_add_writes_a_socket_and_refuses_one_that_is_no_absolute_path(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from labctl.host.hosts import add_host
+    from labctl.host.remote.hosts import add_host
 
     monkeypatch.setenv("LABCTL_HOSTS", str(tmp_path / "user-hosts.yaml"))
     add_host("gpu-b", "ssh://lab@10.0.0.6", ["nvidia-smi"], "/run/docker-b.sock")

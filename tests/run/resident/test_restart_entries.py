@@ -17,7 +17,7 @@ from helpers.support import REPO
 from labctl.catalog.engines import load_engine
 from labctl.catalog.lab import Lab
 from labctl.errors import BadInput
-from labctl.host.watcher import append_new, moment, restart_entries
+from labctl.host.watcher.program import append_new, moment, restart_entries
 
 T0 = 1_796_301_785_000_000_000
 
@@ -96,6 +96,6 @@ def test_watch_settings_have_defaults() -> None:
 def test_the_watcher_runs_alone_from_a_copy(tmp_path: Path) -> None:
     """It is copied into the run's folder and run by any python3: the standard library must be enough."""
     copy = tmp_path / "watcher.py"
-    shutil.copyfile(REPO / "labctl" / "host" / "watcher.py", copy)
+    shutil.copyfile(REPO / "labctl" / "host" / "watcher" / "program.py", copy)
     proc = subprocess.run([sys.executable, "-I", str(copy), "--help"], capture_output=True, text=True, cwd=tmp_path)
     assert proc.returncode == 0 and "--probe-url" in proc.stdout, proc.stderr

@@ -1,0 +1,2 @@
+"""Hosts labctl drives and how it reaches the remote ones: the hosts file, SSH forwards, remote listening ports, the
+one-shot client container and its lifeline, and a resident run's key volume."""

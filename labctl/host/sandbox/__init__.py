@@ -1,0 +1,1 @@
+"""Running model-written code and user regexes where they cannot harm or hang labctl: throwaway containers."""
