@@ -121,3 +121,19 @@ def test_no_import_cycles() -> None:
     for module in sorted(graph):
         visit(module)
     assert cycles == []
+
+
+def test_no_module_name_names_two_subjects() -> None:
+    """A file name says its subject once in the package; cli/NAME.py fronts the library's NAME and may share it."""
+    seen: dict[str, list[str]] = {}
+    for rel, path in modules():
+        if path.name in ("__init__.py", "__main__.py") or rel.startswith("cli/"):
+            continue
+        seen.setdefault(path.name, []).append(rel)
+    assert {name: rels for name, rels in seen.items() if len(rels) > 1} == {}
+
+
+def test_the_edges_folder_is_by_subject() -> None:
+    """host/ answers "where does labctl touch X?" by folder: about a dozen entries at its top, not a drawer."""
+    entries = [p.name for p in (PACKAGE / "host").iterdir() if p.name != "__pycache__"]
+    assert len(entries) <= 13, sorted(entries)

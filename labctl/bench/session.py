@@ -18,11 +18,10 @@ import httpx
 from labctl.bench import capacity
 from labctl.bench.client import Target
 from labctl.bench.environment import client_environment
-from labctl.bench.export import append_requests
 from labctl.bench.intervals import RESAMPLES, SEED, combine_repeats, request_intervals
 from labctl.bench.metrics import clean
-from labctl.bench.plan import PlannedLevel, SweepClock, plan_levels, plan_line
-from labctl.bench.remote import LevelJob, OnHost, engine_address
+from labctl.bench.remote_client import LevelJob, OnHost, engine_address
+from labctl.bench.request_file import append_requests
 from labctl.bench.results import find_result as find_typed_result
 from labctl.bench.results import load_results
 from labctl.bench.runner import (
@@ -35,6 +34,7 @@ from labctl.bench.runner import (
     outcome_of,
     run_level,
 )
+from labctl.bench.sweep_plan import PlannedLevel, SweepClock, plan_levels, plan_line
 from labctl.bench.telemetry import Window, peak_in_flight, summarise_engine, summarise_gpus
 from labctl.bench.tokens import counter_for, spelled_as_path, tokenizer_counter
 from labctl.bench.workloads import Workload, make_prompts
@@ -91,7 +91,7 @@ class BenchRequest:
     repeat: int = 1  # each level runs this many times; intervals then come from the per-run values
     telemetry: bool = True
     # The host this bench drives (labctl hosts): GPU samples come from its nvidia-smi; for a run on a remote
-    # host the client itself runs there (bench/remote.py).
+    # host the client itself runs there (bench/remote_client.py).
     host: HostEntry | None = None
     allow_shared_engine: bool = False  # measure even while another bench or eval holds the engine (recorded)
     wait_for_engine: float = 0.0  # seconds to wait for another bench or eval on the engine to finish

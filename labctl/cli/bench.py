@@ -229,7 +229,7 @@ class _progress:
         return self.update
 
     def update(self, phase: str, done: int, total: int, eta: float | None) -> None:
-        from labctl.bench.plan import SweepClock
+        from labctl.bench.sweep_plan import SweepClock
 
         if self.bar is not None:
             if phase != self.phase:

@@ -33,8 +33,8 @@ def hosts(
     """
     if ctx.invoked_subcommand is not None:
         return
-    from labctl.run.lifecycle.clusters import describe_clusters
-    from labctl.run.lifecycle.inventory import describe_hosts
+    from labctl.run.lifecycle.cluster_nodes import describe_clusters
+    from labctl.run.lifecycle.host_inventory import describe_hosts
 
     rows = describe_hosts(state.lab())
     clusters = describe_clusters(state.lab())

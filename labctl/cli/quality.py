@@ -283,7 +283,7 @@ def report(
 
     Example: labctl report b20261203-020000-aaaaaa b20261203-021500-bbbbbb -o reports/qwen3-32b
     """
-    from labctl.compare.report import write_report
+    from labctl.compare.report_folder import write_report
     from labctl.compare.rules import compare as gather
     from labctl.host.files.outputs import check_report_target, output_path
 

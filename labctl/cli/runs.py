@@ -106,7 +106,7 @@ def up(
     from labctl.run.lifecycle.up import up as start
     from labctl.run.lifecycle.up_plan import UpRequest
     from labctl.run.records.prep_view import prep_rows
-    from labctl.run.resident.lock import describe_open
+    from labctl.run.resident.lockdown import describe_open
 
     if host is not None and (cluster := _cluster(host)) is not None:
         if key_file is not None or bind is not None:
@@ -307,7 +307,7 @@ def status(
 
     Example: labctl status --json
     """
-    from labctl.run.lifecycle.inventory import HOST_TIMEOUT_S, status_hosts
+    from labctl.run.lifecycle.host_inventory import HOST_TIMEOUT_S, status_hosts
     from labctl.run.lifecycle.status import host_sections
 
     if host is not None and (cluster := _cluster(host)) is not None:

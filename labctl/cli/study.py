@@ -173,7 +173,7 @@ def run(
     Example: labctl study run studies/harness-demo.yaml
     """
     from labctl.study.report import report_writer
-    from labctl.study.runner import run_study
+    from labctl.study.schedule import run_study
     from labctl.study.state import open_state
 
     study = _load(file)
@@ -200,8 +200,8 @@ def status(
 
     Example: labctl study status harness-demo --json
     """
+    from labctl.study.progress import study_status
     from labctl.study.state import find_state
-    from labctl.study.status import study_status
 
     found = find_state(state.runs().home, name)
     from labctl.errors import BadInput

@@ -309,7 +309,7 @@ def proxy_listen(profile: Profile) -> str:
 
 
 def proxy_service(profile: Profile, proxy: ProxySetup) -> dict[str, Any]:
-    if profile.network != "host":  # up refuses it first (run/resident/lock.py): the engine would not be behind it
+    if profile.network != "host":  # up refuses it first (run/resident/lockdown.py): the engine would not be behind it
         raise LabctlError(f"{profile.engine.name}/{profile.name}: labctl's proxy runs only with `network: host`.")
     return {
         "image": proxy.image,

@@ -17,7 +17,7 @@ from labctl import __version__
 from labctl.bench.intervals import mean_interval
 from labctl.bench.session import find_result
 from labctl.compare.pivot import interval_of, value_of
-from labctl.compare.report import markdown, page
+from labctl.compare.report_folder import markdown, page
 from labctl.compare.rules import Entry, checklist, rows
 from labctl.errors import LabctlError
 from labctl.host.files.atomic import write_atomically

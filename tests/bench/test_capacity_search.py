@@ -101,7 +101,7 @@ def test_bad_rate_flags() -> None:
 
 
 def test_the_plan_and_the_sweep_eta() -> None:
-    from labctl.bench.plan import PlannedLevel, SweepClock, plan_levels, plan_line
+    from labctl.bench.sweep_plan import PlannedLevel, SweepClock, plan_levels, plan_line
 
     w = _workload(BASE + "request_rate: [2, 4]\nrequests: 8\nwarmup_per_concurrency: 1\n")
     levels = plan_levels(w)

@@ -8,8 +8,8 @@ import random
 from pathlib import Path
 
 from labctl.bench.client import RequestResult
-from labctl.bench.export import append_requests, read_requests
 from labctl.bench.metrics import level_metrics
+from labctl.bench.request_file import append_requests, read_requests
 
 
 def some_requests(seed: int, n: int) -> list[RequestResult]:

@@ -13,7 +13,7 @@ from labctl.catalog.profiles import load_profile
 from labctl.compose.render import ENGINE_KEY_FILE, ProxySetup, RenderOptions, render_compose
 from labctl.errors import BadInput, LabctlError
 from labctl.run.resident.keys import ENGINE_KEY
-from labctl.run.resident.lock import check_proxy_keys, describe_open, needs_proxy
+from labctl.run.resident.lockdown import check_proxy_keys, describe_open, needs_proxy
 
 pytestmark = pytest.mark.unit
 

@@ -13,7 +13,7 @@ from labctl.catalog.lab import check_name
 from labctl.compose.labels import GpuClaim
 from labctl.errors import BadInput
 from labctl.run.records.store import Runs, is_run_id
-from labctl.run.resident.plan import image_user_ids
+from labctl.run.resident.resident_plan import image_user_ids
 
 RUN_ID = "20261203-015815-a1b2c3"
 DIGEST = "sha256:" + "a" * 64

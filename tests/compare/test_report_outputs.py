@@ -107,7 +107,8 @@ def test_a_missing_parent_is_refused_and_not_created(world: dict[str, Any], tmp_
 def test_a_report_that_fails_midway_leaves_the_old_one_whole(
     world: dict[str, Any], tmp_path: Path, monkeypatch: pytest.MonkeyPatch, which: str
 ) -> None:
-    from labctl.compare import report, single
+    from labctl.compare import report_folder as report
+    from labctl.compare import single
     from labctl.compare.rules import compare
 
     target = tmp_path / "r"

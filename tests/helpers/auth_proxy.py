@@ -10,7 +10,7 @@ import pytest
 import yaml
 
 from helpers.support import IN_CI
-from labctl.run.resident.lock import AUTH_PROXY_IMAGE
+from labctl.run.resident.lockdown import AUTH_PROXY_IMAGE
 
 ROUTES = [
     {"path": "/v1/models", "methods": ["GET"], "key_guarded": True, "runs_model": False},

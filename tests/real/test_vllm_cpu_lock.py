@@ -23,7 +23,7 @@ from helpers.lifecycle_helpers import containers_of, labctl, record, remove_runs
 from helpers.loopback_hub import LoopbackHub, repo_from_folder
 from helpers.support import IN_CI, REPO, docker_available
 
-from labctl.run.resident.lock import AUTH_PROXY_IMAGE
+from labctl.run.resident.lockdown import AUTH_PROXY_IMAGE
 
 pytestmark = [pytest.mark.docker, pytest.mark.real_engine]
 

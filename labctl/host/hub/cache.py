@@ -1,6 +1,6 @@
 """A model revision's files in the Hugging Face cache layout, downloaded resumably — with the standard library
 only, so that the same code runs on this machine and, for a host reached over ssh://, in labctl's client
-image on that host (labctl/host/hub/on_host.py). What a revision holds is asked of the Hub elsewhere
+image on that host (labctl/host/hub/fetch_job.py). What a revision holds is asked of the Hub elsewhere
 (labctl/host/hub/revisions.py, through huggingface_hub); this module only compares, downloads and links.
 
 A partial file keeps a stable name (`blobs/<etag>.incomplete`) and the next fetch asks for the rest with

@@ -47,7 +47,7 @@ IMAGE_MODULES = (
     "host/identity.py",
     "host/hub/__init__.py",
     "host/hub/cache.py",
-    "host/hub/on_host.py",
+    "host/hub/fetch_job.py",
     "host/remote/__init__.py",
     "host/remote/lifeline.py",
 )

@@ -25,7 +25,7 @@ from labctl.run.records.export import (
 )
 from labctl.run.records.record import Record, Reproduction
 from labctl.run.records.store import Runs
-from labctl.run.resident.plan import check_bind
+from labctl.run.resident.resident_plan import check_bind
 
 
 def unified(a: str, b: str, a_name: str, b_name: str) -> str:

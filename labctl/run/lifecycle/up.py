@@ -76,8 +76,8 @@ from labctl.run.remote import check_port_free, close_run_forward, open_run_forwa
 from labctl.run.resident import remote_watch, watch
 from labctl.run.resident.host_keys import put_keys, remove_keys
 from labctl.run.resident.keys import ENGINE_KEY, KeyAccess, KeyStore, fingerprint, generate_keys
-from labctl.run.resident.lock import PROXY_SERVICE, check_locked, plan_proxy
-from labctl.run.resident.plan import RESTART_POLICY, ResidentPlan, image_user_ids
+from labctl.run.resident.lockdown import PROXY_SERVICE, check_locked, plan_proxy
+from labctl.run.resident.resident_plan import RESTART_POLICY, ResidentPlan, image_user_ids
 
 Say = Callable[[str], None]
 

@@ -21,8 +21,8 @@ from labctl.host.identity import current_user
 from labctl.host.remote.hosts import LOCAL_HOST, HostEntry
 from labctl.run.images.copy import check_copy_request
 from labctl.run.resident.keys import MAX_KEYS
-from labctl.run.resident.lock import check_proxied, needs_proxy
-from labctl.run.resident.plan import ResidentPlan, check_bind, plan_resident
+from labctl.run.resident.lockdown import check_proxied, needs_proxy
+from labctl.run.resident.resident_plan import ResidentPlan, check_bind, plan_resident
 
 MAX_OWNER_CHARS = 64  # a user name; it is a container label and a column of `status`
 

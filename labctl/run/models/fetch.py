@@ -197,10 +197,10 @@ def starting_line(plan: FetchPlan, resolved: str, place: str, missing: int, resu
 def fetch_on_host(
     plan: FetchPlan, cache: str, host: HostEntry, say: Say, live: Say | None, resolved: str
 ) -> tuple[int, bool]:
-    """The download runs on the host (labctl/host/hub/on_host.py in labctl's client image, the cache mounted):
+    """The download runs on the host (labctl/host/hub/fetch_job.py in labctl's client image, the cache mounted):
     the engine there mounts that cache, and the bytes go from the Hub to the GPU host directly."""
     from labctl.host.files.disk import reserve_bytes
-    from labctl.host.hub.on_host import PROTOCOL
+    from labctl.host.hub.fetch_job import PROTOCOL
     from labctl.host.remote.client_container import client_image, ensure_client_image, run_job
     from labctl.host.remote.hosts import endpoint_url
 
@@ -224,7 +224,7 @@ def fetch_on_host(
         endpoint_url(host),
         image,
         name,
-        "labctl.host.hub.on_host",
+        "labctl.host.hub.fetch_job",
         json.dumps(job).encode(),
         FETCH_TIMEOUT_S,
         label="labctl.fetch_client=true",

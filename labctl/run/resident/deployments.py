@@ -18,8 +18,8 @@ from labctl.run.records.record import Observed, Record, now
 from labctl.run.records.store import ENDED, Runs
 from labctl.run.resident import remote_watch, watch
 from labctl.run.resident.keys import KeyStore
-from labctl.run.resident.lock import describe_open
-from labctl.run.resident.plan import flag_key_note, is_loopback
+from labctl.run.resident.lockdown import describe_open
+from labctl.run.resident.resident_plan import flag_key_note, is_loopback
 
 # Counters an engine's /metrics exposes for requests served and tokens generated.
 REQUEST_METRICS = (

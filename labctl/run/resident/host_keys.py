@@ -6,7 +6,7 @@ from __future__ import annotations
 from labctl.host.docker import daemon as dk
 from labctl.host.remote import key_volume
 from labctl.run.records.record import ImageInfo
-from labctl.run.resident.plan import image_user_ids
+from labctl.run.resident.resident_plan import image_user_ids
 from labctl.run.resident.watch import DEFAULT_IMAGE
 
 

@@ -20,9 +20,9 @@ from labctl.run.records.store import Runs
 from labctl.run.remote import ensure_forward
 from labctl.run.resident.host_keys import put_keys
 from labctl.run.resident.keys import MAX_KEYS, KeyStore, fingerprint, generate_keys, read_key_file
-from labctl.run.resident.lock import check_locked, check_proxy_keys, reload_proxy
+from labctl.run.resident.lockdown import check_locked, check_proxy_keys, reload_proxy
 from labctl.run.resident.ownership import check_force, check_may_act
-from labctl.run.resident.plan import image_user_ids
+from labctl.run.resident.resident_plan import image_user_ids
 
 
 def rotate_key(

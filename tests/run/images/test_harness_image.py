@@ -15,7 +15,7 @@ from labctl.run.images.harness import FIXED_TIME, stage_context
 
 PACKAGE = REPO / "labctl"
 # The image's programs: the harness engine, the bench client beside a remote engine, the fetch client on a host.
-ENTRY_POINTS = ("harness/__main__.py", "bench/on_host.py", "host/hub/on_host.py")
+ENTRY_POINTS = ("harness/__main__.py", "bench/bench_job.py", "host/hub/fetch_job.py")
 
 
 def module_file(name: str) -> Path | None:

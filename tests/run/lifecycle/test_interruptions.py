@@ -172,7 +172,7 @@ def test_a_killed_bench_controller_stops_its_client_container(lab: Path) -> None
         f"""
         from pathlib import Path
         from labctl.bench.client import Target
-        from labctl.bench.remote import LevelJob
+        from labctl.bench.remote_client import LevelJob
         from labctl.bench.runner import level_prompts
         from labctl.bench.workloads import load_workload
         from labctl.catalog.lab import Lab
@@ -181,7 +181,7 @@ def test_a_killed_bench_controller_stops_its_client_container(lab: Path) -> None
         workload = load_workload(Lab(Path({str(lab)!r})), "latency-probe")
         job = LevelJob(Target("http://127.0.0.1:{silent.getsockname()[1]}/v1", "m"), workload, 2, 0, 0,
                        level_prompts(workload, 2, 0), 600.0, 600.0)
-        for line in run_job(endpoint_url(LOCAL_HOST), client_image(), {name!r}, "labctl.bench.on_host",
+        for line in run_job(endpoint_url(LOCAL_HOST), client_image(), {name!r}, "labctl.bench.bench_job",
                             job.encode(), 900):
             print(line, flush=True)
         """

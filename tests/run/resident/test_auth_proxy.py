@@ -17,7 +17,7 @@ from helpers.auth_proxy import pin_contract_version, require_proxy_image, write_
 from helpers.harness_proc import free_port
 from helpers.lifecycle_helpers import containers_of, labctl, record, up, write_profile
 
-from labctl.run.resident.lock import AUTH_PROXY_IMAGE
+from labctl.run.resident.lockdown import AUTH_PROXY_IMAGE
 
 pytestmark = pytest.mark.docker
 

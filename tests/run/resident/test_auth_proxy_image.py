@@ -17,7 +17,7 @@ import pytest
 from helpers.harness_proc import free_port
 from helpers.support import IN_CI, REPO
 
-from labctl.run.resident.lock import AUTH_PROXY_IMAGE
+from labctl.run.resident.lockdown import AUTH_PROXY_IMAGE
 
 pytestmark = pytest.mark.docker
 

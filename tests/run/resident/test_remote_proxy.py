@@ -27,7 +27,7 @@ from helpers.support import (
     run_labctl,
 )
 
-from labctl.run.resident.lock import AUTH_PROXY_IMAGE
+from labctl.run.resident.lockdown import AUTH_PROXY_IMAGE
 
 pytestmark = [pytest.mark.docker, pytest.mark.lab]  # labb: one test at a time
 

@@ -1,4 +1,4 @@
-"""A model fetch on a host reached over ssh://: `python3 -m labctl.host.hub.on_host` in a container of
+"""A model fetch on a host reached over ssh://: `python3 -m labctl.host.hub.fetch_job` in a container of
 labctl's client image on that host, the host's model cache mounted at /cache. It reads one job on stdin —
 the revision's files as the controller asked the Hub (commit, paths, sizes, ETags, URLs), the Hub token,
 the disk reserve — compares them with that cache, checks the disk, downloads what is missing (resumably,

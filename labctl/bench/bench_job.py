@@ -1,4 +1,4 @@
-"""labctl's bench client next to the engine: `python3 -m labctl.bench.on_host`, run in a container of
+"""labctl's bench client next to the engine: `python3 -m labctl.bench.bench_job`, run in a container of
 labctl's own image with host networking on the engine's host, so that the network between the controller
 and the GPU host never enters TTFT. It reads one job (one line of JSON) on stdin, and stops when stdin closes before it is done
 (host/remote/lifeline.py) — one run of one level: its prompts

@@ -1,5 +1,5 @@
 """`bench` on a run of a remote host: labctl's own client runs on that host, in a container of labctl's
-image with host networking (labctl/bench/on_host.py), so the network between this controller and the GPU
+image with host networking (labctl/bench/bench_job.py), so the network between this controller and the GPU
 host never enters TTFT. Each run of a level is one job: the controller makes its prompts (the workload's
 dataset and the model's tokenizer are here), the client sends them and streams every measured request
 back; the controller keeps everything else — repeats, intervals, the per-request file, telemetry, the
@@ -19,8 +19,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from labctl.bench.bench_job import PROTOCOL
 from labctl.bench.client import RequestResult, Target
-from labctl.bench.on_host import PROTOCOL
 from labctl.bench.request_lines import result_of
 from labctl.bench.runner import LevelOutcome, LevelProgress, LevelPrompts
 from labctl.bench.workloads import Workload
@@ -29,7 +29,7 @@ from labctl.host.remote.client_container import client_image, ensure_client_imag
 from labctl.host.remote.hosts import HostEntry, endpoint_url
 from labctl.run.records.record import Record
 
-MODULE = "labctl.bench.on_host"
+MODULE = "labctl.bench.bench_job"
 MAX_LINE = 16 * 1024 * 1024  # one request's line: its inter-token gaps
 Progress = Callable[[str, int, int], None]
 
