@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from labctl.bench.metric_table import DERIVED, METRICS, Metric, value_in
 from labctl.errors import BadInput
 from labctl.run.records.store import MAX_RESULT_BYTES, Runs, is_result_id, read_json_file, shape_refusal
 from labctl.run.records.typed import ShapeError, check_depth, check_interval, check_version, expect, from_json
@@ -17,17 +18,6 @@ from labctl.run.records.typed import ShapeError, check_depth, check_interval, ch
 READABLE = (1,)
 UNVERSIONED = 1  # results written before schema_version was stamped read as version 1
 FIX = "Re-run the benchmark, or move the file out of the run's bench/ folder."
-METRICS = (
-    "median_ttft_ms",
-    "p99_ttft_ms",
-    "median_tpot_ms",
-    "median_itl_ms",
-    "p99_itl_ms",
-    "median_e2el_ms",
-    "output_throughput",
-    "request_throughput",
-    "goodput",
-)
 
 
 @dataclass(frozen=True)
@@ -74,25 +64,18 @@ class Level:
     completed: int = 0
     repeat: int = 1
     target_rate: float | None = None
-    median_ttft_ms: float | None = None
-    p99_ttft_ms: float | None = None
-    median_tpot_ms: float | None = None
-    median_itl_ms: float | None = None
-    p99_itl_ms: float | None = None
-    median_e2el_ms: float | None = None
-    output_throughput: float | None = None
-    request_throughput: float | None = None
-    goodput: float | None = None
     client_cpu_share: float | None = None
     over_max_batch_size: bool = False
     warnings: tuple[str, ...] = ()
     telemetry: dict[str, Any] | None = None
-    median_ttft_ms_ci95: tuple[float, ...] | None = None
-    median_tpot_ms_ci95: tuple[float, ...] | None = None
-    output_throughput_ci95: tuple[float, ...] | None = None
-    p99_ttft_ms_ci95: tuple[float, ...] | None = None
-    p99_itl_ms_ci95: tuple[float, ...] | None = None
-    goodput_ci95: tuple[float, ...] | None = None
+    figures: dict[str, float | None] = field(default_factory=dict)  # per metric of the table: its value
+    intervals: dict[str, tuple[float, float]] = field(default_factory=dict)  # and its 95 % interval, if any
+
+    def value(self, metric: Metric) -> float | None:
+        return value_in(metric, self.figures)
+
+    def interval(self, metric: Metric) -> tuple[float, float] | None:
+        return self.intervals.get(metric.key)
 
 
 @dataclass(frozen=True)
@@ -130,10 +113,27 @@ def parse_result(data: Any) -> BenchResult:
     result: BenchResult = from_json(BenchResult, {k: v for k, v in data.items() if k != "data"})
     if result.workload.spec is not None:  # the workload as run: its SLO is read as numbers
         from_json(dict[str, float] | None, result.workload.spec.get("slo"), "workload.spec.slo")
-    for index, level in enumerate(result.levels):
-        for name in ("median_ttft_ms", "median_tpot_ms", "output_throughput", "p99_ttft_ms", "p99_itl_ms", "goodput"):
-            check_interval(getattr(level, f"{name}_ci95"), f"levels[{index}].{name}_ci95")
-    return dataclasses.replace(result, data=data)
+    levels = tuple(
+        with_metrics(level, raw, f"levels[{i}]")
+        for i, (level, raw) in enumerate(zip(result.levels, data["levels"], strict=True))
+    )
+    return dataclasses.replace(result, levels=levels, data=data)
+
+
+def with_metrics(level: Level, data: dict[str, Any], where: str) -> Level:
+    """A level's metrics (and their intervals), read by the metric table."""
+    figures: dict[str, float | None] = {}
+    intervals: dict[str, tuple[float, float]] = {}
+    for metric in METRICS:
+        if metric.key in DERIVED:
+            continue
+        figures[metric.key] = from_json(float | None, data.get(metric.key), f"{where}.{metric.key}")
+        if metric.interval:
+            found = from_json(tuple[float, ...] | None, data.get(f"{metric.key}_ci95"), f"{where}.{metric.key}_ci95")
+            check_interval(found, f"{where}.{metric.key}_ci95")
+            if found is not None:
+                intervals[metric.key] = (found[0], found[1])
+    return dataclasses.replace(level, figures=figures, intervals=intervals)
 
 
 def load_result(path: Path) -> BenchResult:

@@ -19,6 +19,7 @@ from labctl.bench import capacity
 from labctl.bench.client import Target
 from labctl.bench.environment import client_environment
 from labctl.bench.intervals import RESAMPLES, SEED, combine_repeats, request_intervals
+from labctl.bench.metric_table import View, shown_in
 from labctl.bench.metrics import clean
 from labctl.bench.remote_client import LevelJob, OnHost, engine_address
 from labctl.bench.request_file import append_requests
@@ -677,17 +678,16 @@ def mark_partial(level: dict[str, Any], max_error_rate: float) -> None:
 
 
 def level_line(level: dict[str, Any]) -> str:
-    def ms(key: str) -> str:
-        value = level.get(key)
-        return "-" if value is None else f"{value:.1f} ms"
-
-    goodput = level.get("goodput")
-    return (
-        f"{level['completed']}/{level['requests']} ok, TTFT p50 {ms('median_ttft_ms')}, TPOT p50 "
-        f"{ms('median_tpot_ms')}, {level.get('output_throughput') or 0:.0f} out tok/s, "
-        f"{level.get('request_throughput') or 0:.2f} req/s"
-        + ("" if goodput is None else f", goodput {goodput:.2f} req/s")
-    )
+    parts = []
+    for metric in shown_in(View.PROGRESS):
+        value = level.get(metric.key)
+        if value is None and metric.key == "goodput":
+            continue  # no SLO, no goodput
+        if value is None and metric.unit == "ms":
+            parts.append(f"{metric.label} -")
+        else:  # a rate the level could not compute reads 0
+            parts.append(metric.said(f"{value or 0:.{metric.digits}f}"))
+    return f"{level['completed']}/{level['requests']} ok, " + ", ".join(parts)
 
 
 def every_request_failed(failures: dict[str, int], where: str, path: Path) -> str:

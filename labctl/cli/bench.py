@@ -15,6 +15,7 @@ from labctl.cli.groups import GroupWithDefault
 from labctl.cli.terminal import inert_value
 
 if TYPE_CHECKING:
+    from labctl.bench.metric_table import Metric
     from labctl.bench.results import BenchResult, Level
 
 
@@ -258,11 +259,16 @@ def _flag(value: Any) -> str:
     return f"{value:g}" if isinstance(value, float) else str(value)
 
 
-def _ms(value: Any) -> str:
-    return "-" if value is None else f"{value:.1f}"
+def _figure(metric: Metric, value: float | None) -> str:
+    """A zero throughput is no measurement ("-"); a zero goodput is one (no request met the SLO)."""
+    if value is None or (not value and metric.better == "higher" and metric.key != "goodput"):
+        return "-"
+    return f"{value:.{metric.digits}f}"
 
 
 def print_result(result: BenchResult, path: str) -> None:
+    from labctl.bench.metric_table import View, shown_in
+
     target, workload = result.target, result.workload
     v = inert_value  # values read from the result file, each kept on this one line
     out(
@@ -272,6 +278,7 @@ def print_result(result: BenchResult, path: str) -> None:
     if workload.overrides:
         flags = " ".join(f"{o.flag} {_flag(o.value)}" for o in workload.overrides)
         out(f"overrides: {flags} (the file's sha256: {str(workload.file_sha256)[:12]})")
+    columns = shown_in(View.BENCH_TABLE)
     rows = []
     for level in result.levels:
         rows.append(
@@ -279,38 +286,11 @@ def print_result(result: BenchResult, path: str) -> None:
                 str(level.concurrency) + (" !" if level.over_max_batch_size else ""),
                 "-" if not level.target_rate else f"{level.target_rate:g}",
                 f"{level.completed}/{level.requests}",
-                _ms(level.median_ttft_ms),
-                _ms(level.p99_ttft_ms),
-                _ms(level.median_tpot_ms),
-                _ms(level.median_itl_ms),
-                _ms(level.p99_itl_ms),
-                _ms(level.median_e2el_ms),
-                f"{level.output_throughput:.0f}" if level.output_throughput else "-",
-                f"{level.request_throughput:.2f}" if level.request_throughput else "-",
-                "-" if level.goodput is None else f"{level.goodput:.2f}",
+                *[_figure(metric, level.value(metric)) for metric in columns],
                 "-" if level.client_cpu_share is None else f"{level.client_cpu_share:.0%}",
             ]
         )
-    out(
-        table(
-            rows,
-            [
-                "CONC",
-                "RATE",
-                "OK/SENT",
-                "TTFT p50",
-                "TTFT p99",
-                "TPOT p50",
-                "ITL p50",
-                "ITL p99",
-                "E2E p50",
-                "OUT tok/s",
-                "REQ/s",
-                "GOODPUT",
-                "CLIENT CPU",
-            ],
-        )
-    )
+    out(table(rows, ["CONC", "RATE", "OK/SENT", *[metric.heading for metric in columns], "CLIENT CPU"]))
     for level in result.levels:
         out(_level_detail(level))
     missing = (result.telemetry or {}).get("missing")
@@ -338,12 +318,11 @@ def _ci(interval: tuple[float, ...] | None) -> str:
 
 def _level_detail(level: Level) -> str:
     """One line per level: the 95 % intervals of the headline figures, and what telemetry saw."""
-    parts = [
-        f"c={level.concurrency}" + (f" x{level.repeat}" if level.repeat > 1 else ""),
-        f"95% TTFT p50 {_ci(level.median_ttft_ms_ci95)}",
-        f"TPOT p50 {_ci(level.median_tpot_ms_ci95)}",
-        f"out tok/s {_ci(level.output_throughput_ci95)}",
-    ]
+    from labctl.bench.metric_table import View, shown_in
+
+    intervals = [f"{metric.label} {_ci(level.interval(metric))}" for metric in shown_in(View.BENCH_INTERVALS)]
+    parts = [f"c={level.concurrency}" + (f" x{level.repeat}" if level.repeat > 1 else ""), *intervals]
+    parts[1] = f"95% {parts[1]}"  # said once, before the first interval
     telemetry = level.telemetry or {}
     for index, gpu in _mapping(_mapping(telemetry.get("gpu")).get("gpus")).items():
         util = _mapping(_mapping(gpu).get("utilization_gpu_pct"))

@@ -11,6 +11,7 @@ import json
 import re
 from typing import Any
 
+from labctl.bench.metric_table import View, shown_in
 from labctl.compare.pivot import all_caveats, legend, letter, pivot, pivot_cells, pivot_head
 from labctl.compare.quality import paired_quality, quality_lines
 from labctl.compare.rules import RULE_COLUMNS, Check, Entry
@@ -51,12 +52,7 @@ LEVEL_COLUMNS = [
     ("requests", "N"),
     ("failed", "failed"),
     ("interrupted", "interrupted"),
-    ("median_ttft_ms", "TTFT p50"),
-    ("p99_ttft_ms", "TTFT p99"),
-    ("median_tpot_ms", "TPOT p50"),
-    ("p99_itl_ms", "ITL p99"),
-    ("output_throughput", "out tok/s"),
-    ("goodput", "goodput"),
+    *[(metric.key, metric.label) for metric in shown_in(View.COMPARE_ROW)],
 ]
 COLUMNS = SETUP_COLUMNS[:14] + LEVEL_COLUMNS + SETUP_COLUMNS[14:] + [("command", "command")]
 

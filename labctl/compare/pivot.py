@@ -4,26 +4,14 @@ kept with the level it touches. Pure: tables, Markdown, HTML and plots all read 
 
 from __future__ import annotations
 
-import math
 import string
 from dataclasses import dataclass
 from typing import Any
 
+from labctl.bench.metric_table import Metric, View, interval_in, shown_in, value_in
 from labctl.compare.rules import Check, Entry
 
 BATCH_RULE = "concurrency within built max batch size"
-# (title, key): None keys are derived in value_of
-METRICS: list[tuple[str, str]] = [
-    ("n/N", "n_of_n"),
-    ("TTFT p50 ms", "median_ttft_ms"),
-    ("TTFT p99 ms", "p99_ttft_ms"),
-    ("TPOT p50 ms", "median_tpot_ms"),
-    ("TPOT p99 ms", "p99_tpot_ms"),
-    ("ITL p99 ms", "p99_itl_ms"),
-    ("out tok/s", "output_throughput"),
-    ("tok/s per user", "tokens_per_user"),
-    ("goodput req/s", "goodput"),
-]
 
 
 def letter(index: int) -> str:
@@ -38,20 +26,13 @@ def level_name(key: tuple[int, float]) -> str:
     return f"c={key[0]}" + (f" r={key[1]:g}/s" if key[1] else "")
 
 
-def value_of(level: dict[str, Any], key: str) -> float | None:
-    if key == "tokens_per_user":
-        tpot = level.get("median_tpot_ms")
-        return 1000.0 / tpot if tpot else None
-    value = level.get(key)
-    return float(value) if isinstance(value, (int, float)) and math.isfinite(value) else None
+def value_of(level: dict[str, Any], metric: Metric) -> float | None:
+    return value_in(metric, level)
 
 
-def interval_of(level: dict[str, Any], key: str) -> tuple[float, float] | None:
-    """A 95 % interval when the result carries one (`<key>_ci95: [lo, hi]`, written with --repeat)."""
-    pair = level.get(f"{key}_ci95")
-    if isinstance(pair, list) and len(pair) == 2 and all(isinstance(v, (int, float)) for v in pair):
-        return float(pair[0]), float(pair[1])
-    return None
+def interval_of(level: dict[str, Any], metric: Metric) -> tuple[float, float] | None:
+    """A 95 % interval when the result carries one (`<key>_ci95: [lo, hi]`)."""
+    return interval_in(metric, level)
 
 
 def number(value: float | None) -> str:
@@ -112,27 +93,24 @@ def pivot(entries: list[Entry], checks: list[Check]) -> list[PivotRow]:
     out = []
     for key in keys:
         levels = [levels.get(key) for levels in by_entry]
-        for title, metric in METRICS:
+        counts = ["-" if lv is None else f"{lv.get('completed', '?')}/{lv.get('requests', '?')}" for lv in levels]
+        out.append(PivotRow(level_name(key), "n/N", counts, ["-"] * (len(levels) - 1)))
+        for metric in shown_in(View.PIVOT):
             cells: list[str] = []
             values: list[float | None] = []
             intervals: list[tuple[float, float] | None] = []
             for level in levels:
+                value = None if level is None else value_of(level, metric)
+                interval = None if level is None else interval_of(level, metric)
                 if level is None:
                     cells.append("-")
-                    values.append(None)
-                    intervals.append(None)
-                    continue
-                if metric == "n_of_n":
-                    cells.append(f"{level.get('completed', '?')}/{level.get('requests', '?')}")
-                    values.append(None)
-                    intervals.append(None)
-                    continue
-                value, interval = value_of(level, metric), interval_of(level, metric)
-                cells.append(number(value) + (f" [{number(interval[0])}, {number(interval[1])}]" if interval else ""))
+                else:
+                    ci = f" [{number(interval[0])}, {number(interval[1])}]" if interval else ""
+                    cells.append(number(value) + ci)
                 values.append(value)
                 intervals.append(interval)
             deltas = [_delta(values[0], values[i], intervals[0], intervals[i]) for i in range(1, len(levels))]
-            out.append(PivotRow(level_name(key), title, cells, deltas))
+            out.append(PivotRow(level_name(key), metric.titled, cells, deltas))
         caveats = [_caveat_cell(e, lv, failed) for e, lv in zip(entries, levels, strict=True)]
         if any(c.startswith("✗") for c in caveats):
             out.append(PivotRow(level_name(key), "caveats", caveats, [""] * (len(entries) - 1)))

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from labctl.bench.metric_table import BY_KEY, Metric
 from labctl.catalog.engine_metrics import LEGACY_NAMES
 from labctl.compare.pivot import all_caveats, interval_of, letter, level_caveats, level_key, level_name, value_of
 from labctl.compare.rules import Check, Entry
@@ -27,26 +28,27 @@ TELEMETRY_PANELS = [
     ("Engine: KV-cache usage (mean)", "%", ("engine", "kv_cache_usage_fraction", "mean")),
 ]
 PERCENT_OF_FRACTION = {"kv_cache_usage_fraction"}  # stored as 0-1, drawn as %
-# (file, title, y label, keys): lines against concurrency (or the request rate for rate sweeps)
+# (file, title, y label, metrics): lines against concurrency (or the request rate for rate sweeps)
+M = BY_KEY
 PLOTS = [
-    ("throughput.png", "Output throughput", "output tokens/s", ["output_throughput"]),
-    ("ttft.png", "TTFT", "ms", ["median_ttft_ms", "p99_ttft_ms"]),
-    ("tpot.png", "TPOT", "ms", ["median_tpot_ms", "p99_tpot_ms"]),
+    ("throughput.png", "Output throughput", M["output_throughput"].named, [M["output_throughput"]]),
+    ("ttft.png", "TTFT", "ms", [M["median_ttft_ms"], M["p99_ttft_ms"]]),
+    ("tpot.png", "TPOT", "ms", [M["median_tpot_ms"], M["p99_tpot_ms"]]),
 ]
 
-# One result: one line per metric, p50 solid, p99 dashed, ITL dotted:
-# (file, title, y label, [(key, legend, colour, dash)])
+# One result: one line per metric (its legend the metric's name), p50 solid, p99 dashed, ITL dotted:
+# (file, title, y label, [(metric, colour, dash)])
 P50, P99, ITL = ("C0", "-"), ("C3", "--"), ("C2", ":")
 ONE_RESULT_PLOTS = [
-    ("throughput.png", "Output throughput", "output tokens/s", [("output_throughput", "output tokens/s", *P50)]),
-    ("ttft.png", "TTFT", "ms", [("median_ttft_ms", "TTFT p50", *P50), ("p99_ttft_ms", "TTFT p99", *P99)]),
+    ("throughput.png", "Output throughput", M["output_throughput"].named, [(M["output_throughput"], *P50)]),
+    ("ttft.png", "TTFT", "ms", [(M["median_ttft_ms"], *P50), (M["p99_ttft_ms"], *P99)]),
     (
         "tpot.png",
         "TPOT and ITL",
         "ms",
-        [("median_tpot_ms", "TPOT p50", *P50), ("p99_tpot_ms", "TPOT p99", *P99), ("p99_itl_ms", "ITL p99", *ITL)],
+        [(M["median_tpot_ms"], *P50), (M["p99_tpot_ms"], *P99), (M["p99_itl_ms"], *ITL)],
     ),
-    ("e2e.png", "End-to-end latency", "ms", [("median_e2el_ms", "E2E p50", *P50), ("p99_e2el_ms", "E2E p99", *P99)]),
+    ("e2e.png", "End-to-end latency", "ms", [(M["median_e2el_ms"], *P50), (M["p99_e2el_ms"], *P99)]),
 ]
 DODGE = 0.03  # octaves between lines drawn at the same level
 
@@ -112,14 +114,14 @@ def draw_plots(folder: Path, entries: list[Entry], checks: list[Check]) -> list[
     frame = Frame([series_label(i, e) for i, e in enumerate(entries)], failed, notes, by_rate(entries))
     colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
     written = [_pareto(plt, folder, entries, frame, colors), _telemetry(plt, folder, entries, frame, colors)]
-    for filename, title, unit, keys in PLOTS:
+    for filename, title, unit, metrics in PLOTS:
         lines = []
         for index, entry in enumerate(entries):
-            for key in keys:
-                suffix = "" if len(keys) == 1 else (" p99" if key.startswith("p99") else " p50")
-                style = "--" if key.startswith("p99") else "-"
+            for metric in metrics:
+                suffix = "" if len(metrics) == 1 else (" p99" if metric.key.startswith("p99") else " p50")
+                style = "--" if metric.key.startswith("p99") else "-"
                 color = colors[index % len(colors)]
-                lines.append(_line(entry, key, frame, Line(frame.labels[index] + suffix, color, style)))
+                lines.append(_line(entry, metric, frame, Line(frame.labels[index] + suffix, color, style)))
         written.append(_line_plot(plt, folder, filename, title, unit, entries, lines, frame))
     return written
 
@@ -130,20 +132,20 @@ def draw_one_result(folder: Path, entry: Entry, label: str, about: str, notes: l
     frame = Frame([label], [], [f"✗ {n}" for n in notes], by_rate([entry]), about)
     colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
     written = []
-    for filename, title, unit, keys in ONE_RESULT_PLOTS:
-        lines = [_line(entry, key, frame, Line(legend, color, dash)) for key, legend, color, dash in keys]
+    for filename, title, unit, metrics in ONE_RESULT_PLOTS:
+        lines = [_line(entry, metric, frame, Line(metric.named, color, dash)) for metric, color, dash in metrics]
         written.append(_line_plot(plt, folder, filename, title, unit, [entry], lines, frame))
     return [*written, _pareto(plt, folder, [entry], frame, colors), _telemetry(plt, folder, [entry], frame, colors)]
 
 
-def _line(entry: Entry, key: str, frame: Frame, line: Line) -> Line:
+def _line(entry: Entry, metric: Metric, frame: Frame, line: Line) -> Line:
     failed = set(frame.failed)
     for level in levels_of(entry):
         line.points.append(
             (
                 _x(level, frame.by_rate),
-                value_of(level, key),
-                interval_of(level, key),
+                value_of(level, metric),
+                interval_of(level, metric),
                 level_caveats(entry, level, failed),
             )
         )
@@ -307,8 +309,8 @@ def _pareto(plt: Any, folder: Path, entries: list[Entry], frame: Frame, colors: 
         points = [
             (x, y, lv)
             for lv in levels_of(entry)
-            if (x := value_of(lv, "output_throughput")) is not None
-            and (y := value_of(lv, "tokens_per_user")) is not None
+            if (x := value_of(lv, M["output_throughput"])) is not None
+            and (y := value_of(lv, M["tokens_per_user"])) is not None
         ]
         if not points:
             continue

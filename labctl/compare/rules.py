@@ -8,6 +8,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from labctl.bench.metric_table import View, shown_in
 from labctl.bench.session import find_result, list_results
 from labctl.errors import BadInput
 from labctl.quality.evaluate import list_evals
@@ -28,7 +29,8 @@ RULES = (
 # Said, not enforced: a cold and a warm start serve the same tokens at the same speed once ready, but their
 # prep times (fetch, pull, build) do not compare; the checklist says so instead of comparing them silently.
 CACHE_RULE = "what a cache served (prep times compare only when equal)"
-LEVEL_KEYS = ("median_ttft_ms", "p99_ttft_ms", "median_tpot_ms", "p99_itl_ms", "output_throughput", "goodput")
+# The metrics of a comparison's row: every schema-1 result holds them, so a level without one is refused.
+LEVEL_KEYS = tuple(metric.key for metric in shown_in(View.COMPARE_ROW))
 REQUIRED_RESULT_KEYS = ("bench_id", "run_id", "target", "workload", "levels")
 
 

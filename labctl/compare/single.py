@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from labctl import __version__
+from labctl.bench.metric_table import View, shown_in
 from labctl.bench.session import list_results
 from labctl.compare.formats import md, workload_lines
 from labctl.compare.pivot import interval_of, level_caveats, level_key, level_name, number, result_caveat, value_of
@@ -24,21 +25,6 @@ from labctl.run.records.record import now
 from labctl.run.records.store import Runs, is_run_id
 
 PREP = [("pull", "pull_s"), ("fetch", "fetch_s"), ("build", "build_s"), ("load", "load_s"), ("warm-up", "warmup_s")]
-# (title, key): one column per metric, one row per level
-METRICS = [
-    ("TTFT p50 ms", "median_ttft_ms"),
-    ("TTFT p99 ms", "p99_ttft_ms"),
-    ("TPOT p50 ms", "median_tpot_ms"),
-    ("TPOT p99 ms", "p99_tpot_ms"),
-    ("ITL p50 ms", "median_itl_ms"),
-    ("ITL p99 ms", "p99_itl_ms"),
-    ("E2E p50 ms", "median_e2el_ms"),
-    ("E2E p99 ms", "p99_e2el_ms"),
-    ("out tok/s", "output_throughput"),
-    ("tok/s per user", "tokens_per_user"),
-    ("req/s", "request_throughput"),
-    ("goodput req/s", "goodput"),
-]
 
 
 @dataclass
@@ -227,7 +213,8 @@ def _level_caveats(level: dict[str, Any]) -> list[str]:
 
 def level_head(one: OneResult) -> list[str]:
     search = any("meets_slo" in lv for lv in one.entry.result["levels"])
-    return ["level", "n/N", *[title for title, _ in METRICS], *(["meets SLO"] if search else []), "caveats"]
+    titles = [metric.titled for metric in shown_in(View.REPORT)]
+    return ["level", "n/N", *titles, *(["meets SLO"] if search else []), "caveats"]
 
 
 def level_rows(one: OneResult) -> list[list[tuple[str, str]]]:
@@ -236,10 +223,10 @@ def level_rows(one: OneResult) -> list[list[tuple[str, str]]]:
     search = any("meets_slo" in lv for lv in one.entry.result["levels"])
     for level in sorted(one.entry.result["levels"], key=level_key):
         row = [(level_name(level_key(level)), ""), (f"{level.get('completed', '?')}/{level.get('requests', '?')}", "")]
-        for _, key in METRICS:
-            interval = interval_of(level, key)
+        for metric in shown_in(View.REPORT):
+            interval = interval_of(level, metric)
             row.append(
-                (number(value_of(level, key)), f"[{number(interval[0])}, {number(interval[1])}]" if interval else "")
+                (number(value_of(level, metric)), f"[{number(interval[0])}, {number(interval[1])}]" if interval else "")
             )
         if search:
             row.append(("yes" if level.get("meets_slo") else "no" if "meets_slo" in level else "-", ""))

@@ -15,6 +15,7 @@ from typing import Any
 
 from labctl import __version__
 from labctl.bench.intervals import mean_interval
+from labctl.bench.metric_table import BY_KEY, Metric, View, shown_in
 from labctl.bench.session import find_result
 from labctl.compare.pivot import interval_of, value_of
 from labctl.compare.report_folder import markdown, page
@@ -31,6 +32,7 @@ from labctl.study.failures import meets_slo
 from labctl.study.prefetch import overlaps
 from labctl.study.state import StudyState
 
+REQUEST_RATE = BY_KEY["request_throughput"]
 SUMMARY_COLUMNS = (
     "cell",
     "repeat",
@@ -107,7 +109,7 @@ def summary_rows(runs: Runs, cells: list[dict[str, Any]]) -> list[dict[str, str]
             meeting = [lv for lv in result.get("levels") or [] if meets_slo(lv)]
             if meeting:
                 top = max(meeting, key=lambda lv: int(lv.get("concurrency") or 0))
-                rate, ci = value_of(top, "request_throughput"), interval_of(top, "request_throughput")
+                rate, ci = value_of(top, REQUEST_RATE), interval_of(top, REQUEST_RATE)
                 span = f" [{ci[0]:.2f}, {ci[1]:.2f}]" if ci else ""
                 best.append(f"{bench['workload']} c={top['concurrency']} ({_number(rate)} req/s{span})")
             elif result.get("levels"):
@@ -183,15 +185,16 @@ def _per_cell(runs: Runs, cells: list[dict[str, Any]]) -> dict[str, dict[str, di
     return out
 
 
-def _interval(levels: list[dict[str, Any]], key: str) -> tuple[float, float] | None:
+def _interval(levels: list[dict[str, Any]], metric: Metric) -> tuple[float, float] | None:
     """Across repeats, the bootstrap interval of the mean of the per-run values; one run, its own interval."""
     if len(levels) > 1:
-        found = mean_interval([v for v in (value_of(lv, key) for lv in levels) if v is not None])
+        found = mean_interval([v for v in (value_of(lv, metric) for lv in levels) if v is not None])
         return (found[0], found[1]) if found else None
-    return interval_of(levels[0], key) if levels else None
+    return interval_of(levels[0], metric) if levels else None
 
 
-VERDICT_KEYS = (("output_throughput", "output tokens/s"), ("median_ttft_ms", "TTFT p50"))
+# higher-is-better metrics first: what a cell serves, then how fast it answers
+VERDICT_METRICS = sorted(shown_in(View.VERDICT), key=lambda metric: metric.better != "higher")
 
 
 def verdicts(per_cell: dict[str, dict[str, dict[int, list[dict[str, Any]]]]]) -> list[str]:
@@ -201,11 +204,11 @@ def verdicts(per_cell: dict[str, dict[str, dict[int, list[dict[str, Any]]]]]) ->
         names = sorted(by_cell)
         levels = sorted({c for cell in by_cell.values() for c in cell})
         for level in levels:
-            for key, title in VERDICT_KEYS:
+            for metric in VERDICT_METRICS:
                 for i, a in enumerate(names):
                     for b in names[i + 1 :]:
-                        ca = _interval(by_cell[a].get(level, []), key)
-                        cb = _interval(by_cell[b].get(level, []), key)
+                        ca = _interval(by_cell[a].get(level, []), metric)
+                        cb = _interval(by_cell[b].get(level, []), metric)
                         if not ca or not cb:
                             continue
                         if ca[0] <= cb[1] and cb[0] <= ca[1]:
@@ -213,7 +216,7 @@ def verdicts(per_cell: dict[str, dict[str, dict[int, list[dict[str, Any]]]]]) ->
                         else:
                             verdict = f"{a if ca[0] > cb[1] else b} higher"
                         lines.append(
-                            f"{workload} c={level} {title}: {a} [{ca[0]:.4g}, {ca[1]:.4g}] vs {b} "
+                            f"{workload} c={level} {metric.named}: {a} [{ca[0]:.4g}, {ca[1]:.4g}] vs {b} "
                             f"[{cb[0]:.4g}, {cb[1]:.4g}]: {verdict}"
                         )
     return lines
@@ -230,8 +233,8 @@ def slo_lines(per_cell: dict[str, dict[str, dict[int, list[dict[str, Any]]]]]) -
                 continue
             top = max(meeting)
             found = levels[top]
-            rates = [v for v in (value_of(lv, "request_throughput") for lv in found) if v is not None]
-            ci = _interval(found, "request_throughput")
+            rates = [v for v in (value_of(lv, REQUEST_RATE) for lv in found) if v is not None]
+            ci = _interval(found, REQUEST_RATE)
             span = f", 95% [{ci[0]:.3g}, {ci[1]:.3g}]" if ci else ""
             mean = sum(rates) / len(rates) if rates else 0.0
             lines.append(f"{workload} {cell}: c={top}, {mean:.3g} req/s over {len(found)} repeat(s){span}")

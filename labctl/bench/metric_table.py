@@ -1,0 +1,129 @@
+"""Every benchmark metric a level shows, named once: its key in the result, its label and unit, which way is
+better, whether the result carries its 95 % interval, and which views show it. `bench`, `compare`, `report`,
+the study report and the CLI read their columns, labels and digits from here; adding a metric is one row
+here plus its computation where the level is measured."""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Any, Literal
+
+
+class View(StrEnum):
+    """Where a metric is shown: each view lists the metrics that name it, in the table's order."""
+
+    COMPARE_ROW = "compare row"  # a comparison's per-level row: its table, CSV and JSON columns
+    PIVOT = "pivot"  # a comparison's side-by-side rows per level (terminal, Markdown, HTML)
+    REPORT = "report"  # one result's report: a column per metric, a row per level
+    BENCH_TABLE = "bench table"  # `labctl bench show`: a column per metric
+    BENCH_INTERVALS = "bench intervals"  # `labctl bench show`: the 95 % intervals line of each level
+    PROGRESS = "progress"  # the line the bench says when a level is done
+    VERDICT = "verdict"  # the study report's verdicts between cells (higher-is-better ones first)
+
+
+@dataclass(frozen=True)
+class Metric:
+    key: str  # the level's key in the result file (vLLM's names), `<key>_ci95` its interval
+    label: str  # as tables head it; it holds the unit where the unit is the name ("out tok/s", "req/s")
+    unit: str
+    better: Literal["lower", "higher"]
+    interval: bool  # the result carries `<key>_ci95` (bench/intervals.py)
+    digits: int  # decimals where the bench prints it
+    views: frozenset[View]
+    spelled: str | None = None  # the long name of plots and prose, where the label is too terse
+
+    @property
+    def titled(self) -> str:
+        """The label with its unit: "TTFT p50 ms", "out tok/s", "goodput req/s"."""
+        return self.label if self.unit in self.label else f"{self.label} {self.unit}"
+
+    @property
+    def heading(self) -> str:
+        """A column head of `labctl bench show`: the label's leading word in capitals ("OUT tok/s")."""
+        return re.sub(r"^[a-z]+", lambda m: m.group().upper(), self.label)
+
+    @property
+    def named(self) -> str:
+        return self.spelled or self.label
+
+    def said(self, value: str) -> str:
+        """A value in a sentence: "TTFT p50 12.0 ms", "130 out tok/s", "goodput 1.20 req/s"."""
+        return f"{value} {self.label}" if self.unit in self.label else f"{self.label} {value} {self.unit}"
+
+
+def _views(*views: View) -> frozenset[View]:
+    return frozenset(views)
+
+
+COMPARED = _views(View.COMPARE_ROW, View.PIVOT, View.REPORT)
+METRICS: tuple[Metric, ...] = (
+    Metric(
+        "median_ttft_ms",
+        "TTFT p50",
+        "ms",
+        "lower",
+        True,
+        1,
+        COMPARED | _views(View.BENCH_TABLE, View.BENCH_INTERVALS, View.PROGRESS, View.VERDICT),
+    ),
+    Metric("p99_ttft_ms", "TTFT p99", "ms", "lower", True, 1, COMPARED | _views(View.BENCH_TABLE)),
+    Metric(
+        "median_tpot_ms",
+        "TPOT p50",
+        "ms",
+        "lower",
+        True,
+        1,
+        COMPARED | _views(View.BENCH_TABLE, View.BENCH_INTERVALS, View.PROGRESS),
+    ),
+    Metric("p99_tpot_ms", "TPOT p99", "ms", "lower", True, 1, _views(View.PIVOT, View.REPORT)),
+    Metric("median_itl_ms", "ITL p50", "ms", "lower", True, 1, _views(View.REPORT, View.BENCH_TABLE)),
+    Metric("p99_itl_ms", "ITL p99", "ms", "lower", True, 1, COMPARED | _views(View.BENCH_TABLE)),
+    Metric("median_e2el_ms", "E2E p50", "ms", "lower", True, 1, _views(View.REPORT, View.BENCH_TABLE)),
+    Metric("p99_e2el_ms", "E2E p99", "ms", "lower", True, 1, _views(View.REPORT)),
+    Metric(
+        "output_throughput",
+        "out tok/s",
+        "tok/s",
+        "higher",
+        True,
+        0,
+        COMPARED | _views(View.BENCH_TABLE, View.BENCH_INTERVALS, View.PROGRESS, View.VERDICT),
+        spelled="output tokens/s",
+    ),
+    # derived from median_tpot_ms when read (a level has no such key): 1000 / TPOT p50
+    Metric("tokens_per_user", "tok/s per user", "tok/s", "higher", False, 1, _views(View.PIVOT, View.REPORT)),
+    Metric(
+        "request_throughput", "req/s", "req/s", "higher", True, 2, _views(View.REPORT, View.BENCH_TABLE, View.PROGRESS)
+    ),
+    Metric("goodput", "goodput", "req/s", "higher", True, 2, COMPARED | _views(View.BENCH_TABLE, View.PROGRESS)),
+)
+BY_KEY = {metric.key: metric for metric in METRICS}
+DERIVED = frozenset({"tokens_per_user"})  # computed from other metrics when read, never stored in a level
+
+
+def shown_in(view: View) -> tuple[Metric, ...]:
+    """The metrics a view shows, in the table's order."""
+    return tuple(metric for metric in METRICS if view in metric.views)
+
+
+def value_in(metric: Metric, level: Mapping[str, Any]) -> float | None:
+    """A metric's value in a level (as written, or a typed level's figures): a finite number or None; a derived
+    one computed from what it derives from."""
+    if metric.key == "tokens_per_user":
+        tpot = level.get("median_tpot_ms")
+        return 1000.0 / tpot if tpot else None
+    value = level.get(metric.key)
+    return float(value) if isinstance(value, int | float) and math.isfinite(value) else None
+
+
+def interval_in(metric: Metric, level: Mapping[str, Any]) -> tuple[float, float] | None:
+    """A metric's 95 % interval when the level carries one (`<key>_ci95: [lo, hi]`)."""
+    pair = level.get(f"{metric.key}_ci95")
+    if isinstance(pair, list | tuple) and len(pair) == 2 and all(isinstance(v, int | float) for v in pair):
+        return float(pair[0]), float(pair[1])
+    return None
