@@ -119,11 +119,3 @@ def value_in(metric: Metric, level: Mapping[str, Any]) -> float | None:
         return 1000.0 / tpot if tpot else None
     value = level.get(metric.key)
     return float(value) if isinstance(value, int | float) and math.isfinite(value) else None
-
-
-def interval_in(metric: Metric, level: Mapping[str, Any]) -> tuple[float, float] | None:
-    """A metric's 95 % interval when the level carries one (`<key>_ci95: [lo, hi]`)."""
-    pair = level.get(f"{metric.key}_ci95")
-    if isinstance(pair, list | tuple) and len(pair) == 2 and all(isinstance(v, int | float) for v in pair):
-        return float(pair[0]), float(pair[1])
-    return None

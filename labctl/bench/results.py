@@ -1,6 +1,8 @@
-"""Bench results read back: one loader that checks a result file's schema version and shape and gives a
-typed value (the facts `bench list`, `bench show`, `compare` and `report` read), or one line saying which
-file, which field, and what to do. The file itself is kept as `data` for what reads it as a whole."""
+"""The bench result as a typed value: made from the document the bench writes (bench/session.py), and read
+back by one loader that checks a result file's schema version and shape, or says in one line which file,
+which field, and what to do. `bench`, `compare`, `report` and the study read its fields; its metrics are read
+by the metric table (bench/metric_table.py). The document itself is kept as `data`: `to_json()` gives it
+back as written, so the file keeps its exact format."""
 
 from __future__ import annotations
 
@@ -29,6 +31,7 @@ class Memory:
 
 @dataclass(frozen=True)
 class Target:
+    accelerator: str | None = None
     engine: str = "?"
     profile: str = "?"
     model: str = ""
@@ -65,11 +68,22 @@ class Level:
     repeat: int = 1
     target_rate: float | None = None
     client_cpu_share: float | None = None
+    duration_s: float | None = None
+    failed: int = 0
+    failures: dict[str, int] = field(default_factory=dict)
+    interrupted: bool = False
+    partial: bool = False  # more than --max-error-rate failed
+    shared_engine: bool = False  # another bench held the engine (--allow-shared-engine)
+    engine_busier: dict[str, Any] | None = None  # the engine held more requests than this client sent
+    usage_fallback: bool = False
+    chunks_unlike_usage: int = 0
+    meets_slo: bool | None = None  # a capacity search's level: whether it met the SLO
     over_max_batch_size: bool = False
     warnings: tuple[str, ...] = ()
     telemetry: dict[str, Any] | None = None
     figures: dict[str, float | None] = field(default_factory=dict)  # per metric of the table: its value
-    intervals: dict[str, tuple[float, float]] = field(default_factory=dict)  # and its 95 % interval, if any
+    # and its 95 % interval: a key present when the level carries `<key>_ci95`, even as null
+    intervals: dict[str, tuple[float, float] | None] = field(default_factory=dict)
 
     def value(self, metric: Metric) -> float | None:
         return value_in(metric, self.figures)
@@ -77,12 +91,29 @@ class Level:
     def interval(self, metric: Metric) -> tuple[float, float] | None:
         return self.intervals.get(metric.key)
 
+    @property
+    def engine_shared(self) -> bool:
+        return self.shared_engine or bool(self.engine_busier)
+
 
 @dataclass(frozen=True)
 class Capacity:
     note: str
     rule: str = ""
     slo: dict[str, Any] = field(default_factory=dict)
+    converged: bool | None = None
+
+
+@dataclass(frozen=True)
+class SharedEngine:
+    allowed: bool = True
+    holder: str | None = None
+
+
+@dataclass(frozen=True)
+class Client:
+    host: str | None = None
+    labctl_version: str | None = None
 
 
 @dataclass(frozen=True)
@@ -102,8 +133,22 @@ class BenchResult:
     requests_file: str | None = None
     telemetry_file: str | None = None
     repeat: int = 1
-    client: dict[str, Any] | None = None
-    data: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)  # the file as written
+    client: Client | None = None
+    writer: dict[str, Any] | None = None
+    interval_method: str | None = None
+    max_error_rate: float = 0.1
+    shared_engine: SharedEngine | None = None
+    failure: str | None = None
+    interrupted_reason: str | None = None
+    data: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)  # the document as written
+
+    def to_json(self) -> dict[str, Any]:
+        """The document as the bench wrote it (its key order, and the fields no reader types, kept)."""
+        return self.data
+
+    def changed(self, **fields: Any) -> BenchResult:
+        """The same result with top-level fields of its document set (the document's key order kept)."""
+        return parse_result({**self.data, **fields})
 
 
 def parse_result(data: Any) -> BenchResult:
@@ -121,19 +166,26 @@ def parse_result(data: Any) -> BenchResult:
 
 
 def with_metrics(level: Level, data: dict[str, Any], where: str) -> Level:
-    """A level's metrics (and their intervals), read by the metric table."""
+    """A level's metrics and their intervals, read by the metric table; numbers kept as written (a rate of 2
+    stays 2, as every printer showed it)."""
     figures: dict[str, float | None] = {}
-    intervals: dict[str, tuple[float, float]] = {}
+    intervals: dict[str, tuple[float, float] | None] = {}
     for metric in METRICS:
         if metric.key in DERIVED:
             continue
-        figures[metric.key] = from_json(float | None, data.get(metric.key), f"{where}.{metric.key}")
-        if metric.interval:
-            found = from_json(tuple[float, ...] | None, data.get(f"{metric.key}_ci95"), f"{where}.{metric.key}_ci95")
-            check_interval(found, f"{where}.{metric.key}_ci95")
-            if found is not None:
-                intervals[metric.key] = (found[0], found[1])
-    return dataclasses.replace(level, figures=figures, intervals=intervals)
+        from_json(float | None, data.get(metric.key), f"{where}.{metric.key}")
+        figures[metric.key] = data.get(metric.key)
+        ci = f"{metric.key}_ci95"
+        if metric.interval and ci in data:
+            found = from_json(tuple[float, ...] | None, data[ci], f"{where}.{ci}")
+            check_interval(found, f"{where}.{ci}")
+            intervals[metric.key] = None if found is None else (data[ci][0], data[ci][1])
+    return dataclasses.replace(level, target_rate=data.get("target_rate"), figures=figures, intervals=intervals)
+
+
+def level_from_json(data: Any, where: str = "level") -> Level:
+    """One level from its JSON, as a result file holds it."""
+    return with_metrics(from_json(Level, data, where), expect(dict, data, where), where)
 
 
 def load_result(path: Path) -> BenchResult:

@@ -4,6 +4,7 @@ run every level of the workload, and store the result beside the run's record.""
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import math
 import os
@@ -23,8 +24,8 @@ from labctl.bench.metric_table import View, shown_in
 from labctl.bench.metrics import clean
 from labctl.bench.remote_client import LevelJob, OnHost, engine_address
 from labctl.bench.request_file import append_requests
+from labctl.bench.results import BenchResult, load_results, parse_result
 from labctl.bench.results import find_result as find_typed_result
-from labctl.bench.results import load_results
 from labctl.bench.runner import (
     LevelOutcome,
     LevelProgress,
@@ -281,7 +282,7 @@ def check_request(request: BenchRequest, workload: Workload) -> None:
 
 def run_bench(
     runs: Runs, request: BenchRequest, progress: SweepProgress, say: Callable[[str], None]
-) -> tuple[dict[str, Any], Path]:
+) -> tuple[BenchResult, Path]:
     assert request.workload is not None
     workload = request.workload
     check_request(request, workload)
@@ -325,7 +326,7 @@ def _run_held(
     bench_id: str,
     end: float,
     hold: EngineHold,
-) -> tuple[dict[str, Any], Path]:
+) -> tuple[BenchResult, Path]:
     path = runs.dir(record.run_id) / "bench" / f"{bench_id}.json"
     result: dict[str, Any] = {
         "schema_version": RESULT_SCHEMA,
@@ -430,7 +431,12 @@ def _run_held(
         if name in result["telemetry"]["missing"]:
             say(f"telemetry: no {name} samples: {result['telemetry']['missing'][name]}")
     save_result(path, result)
-    return result, path
+    return made(result), path
+
+
+def made(document: dict[str, Any]) -> BenchResult:
+    """The typed result of the document the bench wrote; `to_json()` gives the document back as it was."""
+    return dataclasses.replace(parse_result(clean(document)), data=document)
 
 
 class WriteFailed(LabctlError):
@@ -720,23 +726,25 @@ def save_result(path: Path, result: dict[str, Any]) -> None:
         raise WriteFailed(path, "the result", exc) from None
 
 
-def settle(result: dict[str, Any]) -> dict[str, Any]:
+def settle(result: BenchResult) -> BenchResult:
     """A result still `running` whose writer is gone (a SIGKILLed bench) is interrupted, said so on reading;
     the file is left as it is (it may belong to another user)."""
-    if result.get("status") == "running" and writer_gone(result.get("writer")):
-        who = result["writer"]
-        result["status"] = "interrupted"
-        result["interrupted_reason"] = (
-            f"its writer (pid {str(who.get('process', '?')).split(':')[0]} on {who.get('host')}) is gone: the bench "
-            "was killed before it could say so"
+    if result.status == "running" and writer_gone(result.writer):
+        who = result.writer or {}
+        return result.changed(
+            status="interrupted",
+            interrupted_reason=(
+                f"its writer (pid {str(who.get('process', '?')).split(':')[0]} on {who.get('host')}) is gone: the "
+                "bench was killed before it could say so"
+            ),
         )
     return result
 
 
-def list_results(runs: Runs, run_id: str, skipped: Callable[[str], None] | None = None) -> list[dict[str, Any]]:
-    return [settle(result.data) for result in load_results(runs, run_id, skipped)]  # each checked by its typed loader
+def list_results(runs: Runs, run_id: str, skipped: Callable[[str], None] | None = None) -> list[BenchResult]:
+    return [settle(result) for result in load_results(runs, run_id, skipped)]  # each checked by its typed loader
 
 
-def find_result(runs: Runs, bench_id: str) -> tuple[dict[str, Any], Path]:
+def find_result(runs: Runs, bench_id: str) -> tuple[BenchResult, Path]:
     result, path = find_typed_result(runs, bench_id)
-    return settle(result.data), path
+    return settle(result), path

@@ -192,13 +192,11 @@ def run(
     with _progress() as progress:
         result, path = run_bench(runs, request, progress, warn)
     if as_json:
-        print(json.dumps(result))
+        print(json.dumps(result.to_json()))
     else:
-        from labctl.bench.results import load_result
-
-        print_result(load_result(path), str(path))  # what was saved, read back as any result is
-    if result["status"] == "partial":
-        partial = [str(level["concurrency"]) for level in result["levels"] if level.get("partial")]
+        print_result(result, str(path))
+    if result.status == "partial":
+        partial = [str(level.concurrency) for level in result.levels if level.partial]
         warn(
             f"Error: the result is partial: more than {max_error_rate:.0%} of the requests failed at c="
             f"{','.join(partial)}; its figures describe the requests that succeeded only. Result: {path}"
@@ -298,10 +296,10 @@ def print_result(result: BenchResult, path: str) -> None:
         out(f"telemetry {name}: {why}")
     for warning in result.warnings:
         out(f"warning: {warning}")
-    if result.data.get("interrupted_reason"):
-        out(f"interrupted: {result.data['interrupted_reason']}")
-    if result.data.get("failure"):
-        out(f"failed: {result.data['failure']}")
+    if result.interrupted_reason:
+        out(f"interrupted: {result.interrupted_reason}")
+    if result.failure:
+        out(f"failed: {result.failure}")
     found = result.max_rate_meeting_slo
     if found:
         out(f"max_rate_meeting_slo: {found.note} (SLO {_flag(found.slo)}; {found.rule})")
@@ -360,14 +358,14 @@ def list_results(
 
     Example: labctl bench list 20261203-015815-a1b2c3
     """
-    from labctl.bench.results import load_results, parse_result
-    from labctl.bench.session import settle
+    from labctl.bench.session import list_results as results_of
 
-    # settle: a result left `running` by a killed bench reads as interrupted
-    results = [parse_result(settle(r.data)) for r in load_results(state.runs(), run_id, skipped=skip)]
+    results = results_of(state.runs(), run_id, skipped=skip)  # one left `running` by a killed bench: interrupted
     if as_json:
         print(
-            json.dumps([{k: r.data.get(k) for k in ("bench_id", "status", "created_at", "workload")} for r in results])
+            json.dumps(
+                [{k: r.to_json().get(k) for k in ("bench_id", "status", "created_at", "workload")} for r in results]
+            )
         )
         return
     rows = [
@@ -396,12 +394,10 @@ def show(
 
     Example: labctl bench show b20261203-020000-abcdef
     """
-    from labctl.bench.results import find_result, parse_result
-    from labctl.bench.session import settle
+    from labctl.bench.session import find_result
 
-    found, path = find_result(state.runs(), bench_id)
-    result = parse_result(settle(found.data))
+    result, path = find_result(state.runs(), bench_id)
     if as_json:
-        print(json.dumps(result.data, indent=1))
+        print(json.dumps(result.to_json(), indent=1))
     else:
         print_result(result, str(path))

@@ -84,7 +84,7 @@ def setup_rows(rows: list[dict[str, Any]], entries: list[Entry], checks: list[Ch
     failed = sorted(c.rule for c in checks if not c.ok)
     out = []
     for index, entry in enumerate(entries):
-        mine = [r for r in rows if r["id"] == entry.result["bench_id"]]
+        mine = [r for r in rows if r["id"] == entry.result.bench_id]
         base = dict(mine[0]) if mine else {"mismatch": []}
         base["mismatch"] = sorted(set(failed) - {"concurrency within built max batch size"})
         base["key"] = letter(index)
@@ -94,25 +94,25 @@ def setup_rows(rows: list[dict[str, Any]], entries: list[Entry], checks: list[Ch
 
 def workload_lines(entries: list[Entry]) -> list[str]:
     """The workload spec and its SLO, once when every result shares it."""
-    specs = {json.dumps(e.result["workload"].get("spec"), sort_keys=True) for e in entries}
+    specs = {json.dumps(e.result.workload.spec, sort_keys=True) for e in entries}
     lines = []
     for index, e in enumerate(entries if len(specs) > 1 else entries[:1]):
-        w = e.result["workload"]
+        w = e.result.workload
         who = "" if len(specs) == 1 else f"{letter(index)}: "
-        spec = _set_only(w.get("spec") or {})
+        spec = _set_only(w.spec or {})
         slo = spec.get("slo")
-        lines.append(f"{who}workload {w['name']} ({w['sha256'][:12]}): {json.dumps(spec, sort_keys=True)}")
+        lines.append(f"{who}workload {w.name} ({w.sha256[:12]}): {json.dumps(spec, sort_keys=True)}")
         lines.append(
             f"{who}SLO behind goodput: " + (", ".join(f"{k} ≤ {v:g}" for k, v in slo.items()) if slo else "none")
         )
-        if w.get("length_unit"):
-            lines.append(f"{who}lengths in {w['length_unit']}: {w.get('tokenizer') or '-'}")
-        if w.get("overrides"):
-            lines.append(f"{who}overrides: " + " ".join(f"{o['flag']} {_flag(o['value'])}" for o in w["overrides"]))
-        found = e.result.get("max_rate_meeting_slo")
+        if w.length_unit:
+            lines.append(f"{who}lengths in {w.length_unit}: {w.tokenizer or '-'}")
+        if w.overrides:
+            lines.append(f"{who}overrides: " + " ".join(f"{o.flag} {_flag(o.value)}" for o in w.overrides))
+        found = e.result.max_rate_meeting_slo
         if found:
             whose = f"{letter(index)}: " if len(entries) > 1 else ""  # one result has no letter
-            lines.append(f"{whose}max_rate_meeting_slo: {found['note']}")
+            lines.append(f"{whose}max_rate_meeting_slo: {found.note}")
     return lines
 
 
@@ -127,7 +127,7 @@ def command_lines(rows: list[dict[str, Any]], entries: list[Entry]) -> list[str]
     """Each engine's command line as Docker reports it, once per result."""
     out = []
     for index, entry in enumerate(entries):
-        mine = next((r for r in rows if r["id"] == entry.result["bench_id"]), None)
+        mine = next((r for r in rows if r["id"] == entry.result.bench_id), None)
         out.append(f"{letter(index)}: {mine['command'] if mine else '-'}")
     return out
 
@@ -245,7 +245,7 @@ def terminal(checks: list[Check], rows: list[dict[str, Any]], entries: list[Entr
     for s, entry in zip(setup_rows(rows, entries, checks), entries, strict=True):
         facts = [f"{title} {cell(s, key)}" for key, title in [*SETUP_COLUMNS[2:], ("command", "command")]]
         lines.append(
-            _clip(f"{s['key']} = {cell(s, 'engine')}/{cell(s, 'profile')} ({entry.result['bench_id']})", TERMINAL_WIDTH)
+            _clip(f"{s['key']} = {cell(s, 'engine')}/{cell(s, 'profile')} ({entry.result.bench_id})", TERMINAL_WIDTH)
         )
         current = "   "
         for fact in facts:

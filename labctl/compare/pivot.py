@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import string
 from dataclasses import dataclass
-from typing import Any
 
-from labctl.bench.metric_table import Metric, View, interval_in, shown_in, value_in
+from labctl.bench.metric_table import View, shown_in
+from labctl.bench.results import BenchResult, Level
 from labctl.compare.rules import Check, Entry
 
 BATCH_RULE = "concurrency within built max batch size"
@@ -18,21 +18,12 @@ def letter(index: int) -> str:
     return string.ascii_uppercase[index] if index < 26 else f"R{index + 1}"
 
 
-def level_key(level: dict[str, Any]) -> tuple[int, float]:
-    return int(level["concurrency"]), float(level.get("target_rate") or 0.0)
+def level_key(level: Level) -> tuple[int, float]:
+    return level.concurrency, float(level.target_rate or 0.0)
 
 
 def level_name(key: tuple[int, float]) -> str:
     return f"c={key[0]}" + (f" r={key[1]:g}/s" if key[1] else "")
-
-
-def value_of(level: dict[str, Any], metric: Metric) -> float | None:
-    return value_in(metric, level)
-
-
-def interval_of(level: dict[str, Any], metric: Metric) -> tuple[float, float] | None:
-    """A 95 % interval when the result carries one (`<key>_ci95: [lo, hi]`)."""
-    return interval_in(metric, level)
 
 
 def number(value: float | None) -> str:
@@ -41,24 +32,24 @@ def number(value: float | None) -> str:
     return f"{value:.1f}" if abs(value) >= 10 else f"{value:.2f}"
 
 
-def level_caveats(entry: Entry, level: dict[str, Any], failed_rules: set[str]) -> list[str]:
+def level_caveats(entry: Entry, level: Level, failed_rules: set[str]) -> list[str]:
     caveats = []
-    if level.get("interrupted") or entry.result.get("status") == "interrupted":
+    if level.interrupted or entry.result.status == "interrupted":
         caveats.append("interrupted")
-    if level.get("over_max_batch_size"):
+    if level.over_max_batch_size:
         caveats.append("over batch limit")
     caveats += [f"mismatch: {rule}" for rule in sorted(failed_rules) if rule != BATCH_RULE]
-    if level.get("failed"):
-        caveats.append(f"{level['failed']} failed")
-    if level.get("usage_fallback"):  # output tokens counted from chunks: the throughputs may be wrong
+    if level.failed:
+        caveats.append(f"{level.failed} failed")
+    if level.usage_fallback:  # output tokens counted from chunks: the throughputs may be wrong
         caveats.append("no usage from server")
-    if level.get("chunks_unlike_usage"):  # token chunks other than usage: ITL pools fewer (or more) gaps
-        caveats.append(f"{level['chunks_unlike_usage']} streamed unlike usage")
-    if level.get("partial"):  # more than --max-error-rate failed: the figures are the survivors'
+    if level.chunks_unlike_usage:  # token chunks other than usage: ITL pools fewer (or more) gaps
+        caveats.append(f"{level.chunks_unlike_usage} streamed unlike usage")
+    if level.partial:  # more than --max-error-rate failed: the figures are the survivors'
         caveats.append("partial (too many failed)")
-    if level.get("shared_engine") or level.get("engine_busier"):  # another client measured the engine too
+    if level.engine_shared:  # another client measured the engine too
         caveats.append("engine shared")
-    for warning in level.get("warnings", []):
+    for warning in level.warnings:
         if warning.startswith("CLIENT SATURATED"):
             caveats.append("client saturated")
         elif warning.startswith("CLIENT FELL BEHIND"):
@@ -66,15 +57,13 @@ def level_caveats(entry: Entry, level: dict[str, Any], failed_rules: set[str]) -
     return caveats
 
 
-def result_caveat(result: dict[str, Any]) -> str | None:
+def result_caveat(result: BenchResult) -> str | None:
     """What the whole result's status says beyond its levels: partial, or measured on a shared engine."""
     said = []
-    if result.get("status") == "partial":
-        said.append(f"partial: more than {result.get('max_error_rate', 0.1):.0%} of a level's requests failed")
-    if result.get("shared_engine"):
-        said.append(
-            f"measured beside {result['shared_engine'].get('holder') or 'another bench'} (--allow-shared-engine)"
-        )
+    if result.status == "partial":
+        said.append(f"partial: more than {result.max_error_rate:.0%} of a level's requests failed")
+    if result.shared_engine:
+        said.append(f"measured beside {result.shared_engine.holder or 'another bench'} (--allow-shared-engine)")
     return "; ".join(said) or None
 
 
@@ -88,20 +77,20 @@ class PivotRow:
 
 def pivot(entries: list[Entry], checks: list[Check]) -> list[PivotRow]:
     failed = {c.rule for c in checks if not c.ok and c.blocking}
-    by_entry = [{level_key(lv): lv for lv in e.result["levels"]} for e in entries]
+    by_entry = [{level_key(lv): lv for lv in e.result.levels} for e in entries]
     keys = sorted({k for levels in by_entry for k in levels})
     out = []
     for key in keys:
         levels = [levels.get(key) for levels in by_entry]
-        counts = ["-" if lv is None else f"{lv.get('completed', '?')}/{lv.get('requests', '?')}" for lv in levels]
+        counts = ["-" if lv is None else f"{lv.completed}/{lv.requests}" for lv in levels]
         out.append(PivotRow(level_name(key), "n/N", counts, ["-"] * (len(levels) - 1)))
         for metric in shown_in(View.PIVOT):
             cells: list[str] = []
             values: list[float | None] = []
             intervals: list[tuple[float, float] | None] = []
             for level in levels:
-                value = None if level is None else value_of(level, metric)
-                interval = None if level is None else interval_of(level, metric)
+                value = None if level is None else level.value(metric)
+                interval = None if level is None else level.interval(metric)
                 if level is None:
                     cells.append("-")
                 else:
@@ -117,7 +106,7 @@ def pivot(entries: list[Entry], checks: list[Check]) -> list[PivotRow]:
     return out
 
 
-def _caveat_cell(entry: Entry, level: dict[str, Any] | None, failed: set[str]) -> str:
+def _caveat_cell(entry: Entry, level: Level | None, failed: set[str]) -> str:
     if level is None:
         return "(not run)"
     caveats = level_caveats(entry, level, failed)
@@ -146,18 +135,18 @@ def pivot_cells(row: PivotRow) -> list[str]:
 
 def legend(entries: list[Entry]) -> list[str]:
     """Who A, B, … are: said once, above the table."""
-    return [f"{letter(i)} = {e.label} ({e.result['bench_id']})" for i, e in enumerate(entries)]
+    return [f"{letter(i)} = {e.label} ({e.result.bench_id})" for i, e in enumerate(entries)]
 
 
 def all_caveats(entries: list[Entry], checks: list[Check]) -> list[str]:
     failed = {c.rule for c in checks if not c.ok and c.blocking}
     lines = []
     for index, e in enumerate(entries):
-        if e.result.get("status") == "interrupted":
+        if e.result.status == "interrupted":
             lines.append(f"{letter(index)}: the benchmark was interrupted; its last level is partial")
         if result_caveat(e.result):
             lines.append(f"{letter(index)}: {result_caveat(e.result)}")
-        for lv in e.result["levels"]:
+        for lv in e.result.levels:
             caveats = [c for c in level_caveats(e, lv, failed) if not c.startswith("mismatch")]
             if caveats:
                 lines.append(f"{letter(index)} {level_name(level_key(lv))}: " + ", ".join(caveats))

@@ -13,8 +13,9 @@ from pathlib import Path
 from typing import Any
 
 from labctl.bench.metric_table import BY_KEY, Metric
+from labctl.bench.results import Level
 from labctl.catalog.engine_metrics import LEGACY_NAMES
-from labctl.compare.pivot import all_caveats, interval_of, letter, level_caveats, level_key, level_name, value_of
+from labctl.compare.pivot import all_caveats, letter, level_caveats, level_key, level_name
 from labctl.compare.rules import Check, Entry
 from labctl.errors import LabctlError
 
@@ -84,21 +85,22 @@ def pyplot() -> Any:
 
 
 def series_label(index: int, entry: Entry) -> str:
-    name = entry.label if entry.record.engine != "external" else f"external {entry.result['target']['base_url']}"
-    return f"{letter(index)} {name} [{entry.result['target'].get('environment_label', '?')}]"
+    target = entry.result.target
+    name = entry.label if entry.record.engine != "external" else f"external {target.base_url}"
+    return f"{letter(index)} {name} [{target.environment_label or '?'}]"
 
 
-def levels_of(entry: Entry) -> list[dict[str, Any]]:
-    return sorted(entry.result["levels"], key=level_key)
+def levels_of(entry: Entry) -> list[Level]:
+    return sorted(entry.result.levels, key=level_key)
 
 
 def by_rate(entries: list[Entry]) -> bool:
     """Rate sweeps are drawn against the rate; everything else against concurrency."""
-    return all(level.get("target_rate") for e in entries for level in e.result["levels"])
+    return all(level.target_rate for e in entries for level in e.result.levels)
 
 
-def _x(level: dict[str, Any], rate: bool) -> float:
-    return float(level["target_rate"]) if rate else float(level["concurrency"])
+def _x(level: Level, rate: bool) -> float:
+    return float(level.target_rate or 0.0) if rate else float(level.concurrency)
 
 
 def _x_label(rate: bool) -> str:
@@ -144,8 +146,8 @@ def _line(entry: Entry, metric: Metric, frame: Frame, line: Line) -> Line:
         line.points.append(
             (
                 _x(level, frame.by_rate),
-                value_of(level, metric),
-                interval_of(level, metric),
+                level.value(metric),
+                level.interval(metric),
                 level_caveats(entry, level, failed),
             )
         )
@@ -166,7 +168,7 @@ def _line_plot(
             if ci and yi is not None:
                 axis.errorbar([xi], [yi], yerr=[[yi - ci[0]], [ci[1] - yi]], color=line.color, capsize=3)
             _mark(axis, xi, yi, caveats)
-    _log_x(axis, sorted({_x(lv, frame.by_rate) for e in entries for lv in e.result["levels"]}))
+    _log_x(axis, sorted({_x(lv, frame.by_rate) for e in entries for lv in e.result.levels}))
     axis.set_xlabel(_x_label(frame.by_rate))
     axis.set_ylabel(unit)
     axis.set_title(f"{title} vs {'request rate' if frame.by_rate else 'concurrency'}" + (" ✗" if frame.failed else ""))
@@ -216,10 +218,10 @@ def _mark(axis: Any, x: float | None, y: float | None, caveats: list[str]) -> No
         axis.annotate("✗", (x, y), color="#b00000", fontsize=13, ha="center", va="center", fontweight="bold")
 
 
-def telemetry_value(level: dict[str, Any], where: tuple[str, str, str]) -> float | None:
+def telemetry_value(telemetry: dict[str, Any] | None, where: tuple[str, str, str]) -> float | None:
     """One level's telemetry figure: an engine gauge, or a GPU field averaged over the run's GPUs."""
     part, key, stat = where
-    section = (level.get("telemetry") or {}).get(part) or {}
+    section = (telemetry or {}).get(part) or {}
     if part == "engine":
         value = (section.get(key) or section.get(LEGACY_NAMES.get(key, key)) or {}).get(stat)
         return None if value is None else float(value)
@@ -230,7 +232,7 @@ def telemetry_value(level: dict[str, Any], where: tuple[str, str, str]) -> float
 
 def missing_reason(entry: Entry, where: tuple[str, str, str]) -> str | None:
     """Why a result has no samples for this panel, as the bench recorded it."""
-    missing = (entry.result.get("telemetry") or {}).get("missing") or {}
+    missing = (entry.result.telemetry or {}).get("missing") or {}
     part, key, _ = where
     legacy = LEGACY_NAMES.get(key, key)
     reason = missing.get(part) or (
@@ -242,13 +244,13 @@ def missing_reason(entry: Entry, where: tuple[str, str, str]) -> str | None:
 def _telemetry(plt: Any, folder: Path, entries: list[Entry], frame: Frame, colors: list[str]) -> str:
     """What the GPUs and the engine did during each level, beside the latency it produced."""
     figure, axes = plt.subplots(2, 2, figsize=(9.5, 6.6), dpi=110)
-    simulated = any(((e.result.get("telemetry") or {}).get("gpu") or {}).get("simulated") for e in entries)
+    simulated = any(((e.result.telemetry or {}).get("gpu") or {}).get("simulated") for e in entries)
     failed = set(frame.failed)
     for axis, (title, unit, where) in zip(axes.flat, TELEMETRY_PANELS, strict=True):
         drawn = False
         for index, entry in enumerate(entries):
             scale = 100.0 if where[1] in PERCENT_OF_FRACTION else 1.0
-            points = [(_x(lv, frame.by_rate), telemetry_value(lv, where), lv) for lv in levels_of(entry)]
+            points = [(_x(lv, frame.by_rate), telemetry_value(lv.telemetry, where), lv) for lv in levels_of(entry)]
             points = [(x, y * scale, lv) for x, y, lv in points if y is not None]
             if not points:
                 continue
@@ -309,8 +311,7 @@ def _pareto(plt: Any, folder: Path, entries: list[Entry], frame: Frame, colors: 
         points = [
             (x, y, lv)
             for lv in levels_of(entry)
-            if (x := value_of(lv, M["output_throughput"])) is not None
-            and (y := value_of(lv, M["tokens_per_user"])) is not None
+            if (x := lv.value(M["output_throughput"])) is not None and (y := lv.value(M["tokens_per_user"])) is not None
         ]
         if not points:
             continue
@@ -319,11 +320,10 @@ def _pareto(plt: Any, folder: Path, entries: list[Entry], frame: Frame, colors: 
         for x, y, lv in points:
             labels.append((x, y, level_name(level_key(lv)), color))
             _mark(axis, x, y, level_caveats(entry, lv, failed))
-        censored = entry.result.get("censored_levels")  # a study's cell whose engine died: no number, a bound
-        if isinstance(censored, list) and censored:
+        if entry.censored:  # a study's cell whose engine died: no number, a bound
             x, y, _ = points[-1]
             axis.plot([x], [y], marker=">", markersize=11, color=color, linestyle="none")
-            labels.append((x, y, f"c≥{min(censored)} censored", color))
+            labels.append((x, y, f"c≥{min(entry.censored)} censored", color))
     axis.margins(0.08)  # room for the labels of the outermost points
     _label_points(figure, axis, labels)
     axis.set_xlabel("total output tokens/s")

@@ -107,6 +107,6 @@ def write_report(
         write_atomically(work / "report.md", markdown(checks, rows, entries, plots))
         write_atomically(work / "index.html", page(checks, rows, entries, plots))
 
-    ids = [str(entry.result.get("bench_id")) for entry in entries]
+    ids = [entry.result.bench_id for entry in entries]
     marker = {"kind": "comparison report", "labctl_version": __version__, "bench_ids": ids, "written_at": now()}
     return write_report_folder(folder, marker, overwrite, build)

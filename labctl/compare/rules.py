@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from labctl.bench.metric_table import View, shown_in
+from labctl.bench.results import BenchResult, Memory
 from labctl.bench.session import find_result, list_results
 from labctl.errors import BadInput
 from labctl.quality.evaluate import list_evals
@@ -37,10 +38,11 @@ REQUIRED_RESULT_KEYS = ("bench_id", "run_id", "target", "workload", "levels")
 @dataclass
 class Entry:
     given: str
-    result: dict[str, Any]
+    result: BenchResult
     record: Record
     evals: dict[str, dict[str, Any]]
     name: str | None = None  # what to call it where engine/profile says too little (a study's cell and repeat)
+    censored: tuple[int, ...] = ()  # a study's cell whose engine died: the levels it has no number for
 
     @property
     def label(self) -> str:
@@ -48,7 +50,7 @@ class Entry:
 
     @property
     def thinking(self) -> str:
-        given = self.result["target"].get("thinking")
+        given = self.result.target.thinking
         if given is None and self.record.engine_setup is not None:
             given = self.record.engine_setup.thinking
         return str(given) if given else "unknown"
@@ -56,16 +58,14 @@ class Entry:
     @property
     def memory(self) -> str:
         """The engine's memory option, its value and what it means (one number, four meanings)."""
-        memory = self.result["target"].get("memory")
+        memory = self.result.target.memory
         setup = self.record.engine_setup
         if memory is None and setup is not None and setup.memory_setting:
-            memory = {"setting": setup.memory_setting, "value": setup.memory_value, "meaning": setup.memory_meaning}
+            memory = Memory(setup.memory_setting, setup.memory_value, setup.memory_meaning)
         if not memory:
             return "-"
-        value = memory.get("value")  # the loader checked the types; each key may still be absent
-        return (
-            f"{memory.get('setting', '?')} {value if value is not None else 'default'} ({memory.get('meaning', '?')})"
-        )
+        value = memory.value
+        return f"{memory.setting} {value if value is not None else 'default'} ({memory.meaning})"
 
     def facts(self) -> dict[str, str]:
         model = ((self.record.resolved_profile or {}).get("model")) or {}
@@ -75,19 +75,16 @@ class Entry:
             if devices
             else ("none (no GPU used)" if self.record.engine == "harness" else "unknown")
         )
-        over = [str(level["concurrency"]) for level in self.result["levels"] if level.get("over_max_batch_size")]
+        over = [str(level.concurrency) for level in self.result.levels if level.over_max_batch_size]
+        workload, target = self.result.workload, self.result.target
         return {
             "model family and revision": f"{model.get('family', '?')}@{model.get('revision', '?')}",
             "thinking mode": self.thinking,
-            "workload": f"{self.result['workload']['name']} ({self.result['workload']['sha256'][:12]})"
-            + (
-                f", lengths in tokens of {self.result['workload'].get('tokenizer')}"
-                if self.result["workload"].get("length_unit") == "tokens"
-                else ""
-            ),
-            "environment label": str(self.result["target"].get("environment_label", "?")),
+            "workload": f"{workload.name} ({workload.sha256[:12]})"
+            + (f", lengths in tokens of {workload.tokenizer}" if workload.length_unit == "tokens" else ""),
+            "environment label": target.environment_label or "?",
             # gpu, simulated, cpu or unknown (an endpoint labctl did not start): never equals across kinds
-            "accelerator": str(self.result["target"].get("accelerator") or self.record.accelerator_kind),
+            "accelerator": str(target.accelerator or self.record.accelerator_kind),
             "GPU model": gpu,
             "concurrency within built max batch size": "over at " + ",".join(over) if over else "ok",
         }
@@ -98,12 +95,12 @@ def load_entry(runs: Runs, given: str, skipped: Callable[[str], None] | None = N
     run record that cannot be read, is reported to `skipped` and gone past."""
     if is_run_id(given):
         every = list_results(runs, given, skipped)
-        results = [r for r in every if r.get("status") == "complete"]
+        results = [r for r in every if r.status == "complete"]
         if not results:
             partial = [
-                f"{kind}: {', '.join(str(r.get('bench_id')) for r in every if r.get('status') == kind)}"
+                f"{kind}: {', '.join(r.bench_id for r in every if r.status == kind)}"
                 for kind in ("interrupted", "partial")
-                if any(r.get("status") == kind for r in every)
+                if any(r.status == kind for r in every)
             ]
             raise BadInput(
                 f"run {given} has no complete bench result"
@@ -115,40 +112,45 @@ def load_entry(runs: Runs, given: str, skipped: Callable[[str], None] | None = N
         result, _ = find_result(runs, given)
     else:
         raise BadInput(f"{given!r} is neither a run id nor a bench id (like b20261203-015815-a1b2c3).")
-    if result.get("status") == "running":  # a live bench (a dead one reads as interrupted)
+    if result.status == "running":  # a live bench (a dead one reads as interrupted)
         raise BadInput(f"bench result {given} is still being measured: compare it once its bench has finished.")
-    if result.get("status") in ("failed", "timed_out"):
+    if result.status in ("failed", "timed_out"):
         raise BadInput(
-            f"bench result {given} {result['status'].replace('_', ' ')}: it holds no valid numbers to compare. "
+            f"bench result {given} {result.status.replace('_', ' ')}: it holds no valid numbers to compare. "
             "Re-run the benchmark once the endpoint answers."
         )
-    missing = [k for k in REQUIRED_RESULT_KEYS if k not in result]
-    if missing or result.get("schema_version", 0) < 1:
+    check_comparable(given, result.to_json())
+    target = result.target
+    record = _record_of(runs, result, skipped) or Record(
+        run_id=result.run_id,
+        status="unknown",
+        engine=target.engine or "?",
+        profile=target.profile or "?",
+        served_model_name=target.model,
+    )
+    evals: dict[str, dict[str, Any]] = {}
+    for evaluation in list_evals(runs, result.run_id, skipped):
+        if evaluation.get("status", "complete") != "complete":
+            continue  # a failed evaluation has no score; a partial one scores the endpoint's failures too
+        evals[evaluation["suite"]["name"]] = evaluation  # the latest per suite wins (sorted by id = time)
+    return Entry(given=given, result=result, record=record, evals=evals)
+
+
+def check_comparable(given: str, document: dict[str, Any]) -> None:
+    """The document holds what a comparison reads: results of an older schema lack some of it."""
+    missing = [k for k in REQUIRED_RESULT_KEYS if k not in document]
+    if missing or document.get("schema_version", 0) < 1:
         raise BadInput(
             f"bench result {given} lacks {', '.join(missing) or 'schema_version'}: it comes from an older "
             "labctl; re-run the benchmark."
         )
-    for level in result["levels"]:
+    for level in document["levels"]:
         absent = [k for k in ("concurrency", *LEVEL_KEYS) if k not in level]
         if absent:
             raise BadInput(
                 f"bench result {given} lacks {', '.join(absent)} at concurrency {level.get('concurrency')}: "
                 "an older schema; re-run the benchmark."
             )
-    target = result["target"]
-    record = _record_of(runs, result, skipped) or Record(
-        run_id=result["run_id"],
-        status="unknown",
-        engine=str(target.get("engine") or "?"),
-        profile=str(target.get("profile") or "?"),
-        served_model_name=str(target.get("model") or ""),
-    )
-    evals: dict[str, dict[str, Any]] = {}
-    for evaluation in list_evals(runs, result["run_id"], skipped):
-        if evaluation.get("status", "complete") != "complete":
-            continue  # a failed evaluation has no score; a partial one scores the endpoint's failures too
-        evals[evaluation["suite"]["name"]] = evaluation  # the latest per suite wins (sorted by id = time)
-    return Entry(given=given, result=result, record=record, evals=evals)
 
 
 @dataclass
@@ -239,15 +241,16 @@ def rows(entries: list[Entry], checks: list[Check]) -> list[dict[str, Any]]:
         facts = e.facts()
         quality = "; ".join(score_text(n, ev) for n, ev in sorted(e.evals.items())) or "-"
         suites = "; ".join(f"{n} {ev['suite']['full_version']}" for n, ev in sorted(e.evals.items())) or "-"
-        for level in e.result["levels"]:
+        for level in e.result.levels:
             mismatch = sorted(
                 rule
                 for rule in failed
-                if rule != "concurrency within built max batch size" or level.get("over_max_batch_size")
+                if rule != "concurrency within built max batch size" or level.over_max_batch_size
             )
+            client = e.result.client
             out.append(
                 {
-                    "id": e.result["bench_id"],
+                    "id": e.result.bench_id,
                     "engine": e.record.engine,
                     "profile": e.record.profile,
                     "image": e.record.image.reference or "-",
@@ -262,23 +265,23 @@ def rows(entries: list[Entry], checks: list[Check]) -> list[dict[str, Any]]:
                     "environment_label": facts["environment label"],
                     "accelerator": facts["accelerator"],
                     "gpu": facts["GPU model"],
-                    "concurrency": level["concurrency"],
-                    "rate": level.get("target_rate"),
-                    "completed": level.get("completed"),
-                    "requests": level.get("requests"),
-                    "failed": level.get("failed"),
-                    "interrupted": bool(level.get("interrupted")),
-                    "status": e.result.get("status"),
-                    "partial": bool(level.get("partial")),
-                    "engine_shared": bool(level.get("shared_engine") or level.get("engine_busier")),
-                    **{k: level.get(k) for k in LEVEL_KEYS},
-                    **{f"{k}_ci95": level[f"{k}_ci95"] for k in LEVEL_KEYS if f"{k}_ci95" in level},
-                    "repeat": level.get("repeat", 1),
+                    "concurrency": level.concurrency,
+                    "rate": level.target_rate,
+                    "completed": level.completed,
+                    "requests": level.requests,
+                    "failed": level.failed,
+                    "interrupted": level.interrupted,
+                    "status": e.result.status,
+                    "partial": level.partial,
+                    "engine_shared": level.engine_shared,
+                    **{k: level.figures.get(k) for k in LEVEL_KEYS},
+                    **{f"{k}_ci95": ci for k, ci in level.intervals.items() if k in LEVEL_KEYS},
+                    "repeat": level.repeat,
                     "quality": quality,
                     "suite_version": suites,
-                    "bench_date": str(e.result.get("created_at") or "-")[:16].replace("T", " "),
-                    "host": str((e.result.get("client") or {}).get("host") or "-"),
-                    "labctl_version": str((e.result.get("client") or {}).get("labctl_version") or "-"),
+                    "bench_date": (e.result.created_at or "-")[:16].replace("T", " "),
+                    "host": (client.host if client else None) or "-",
+                    "labctl_version": (client.labctl_version if client else None) or "-",
                     "mismatch": mismatch,
                 }
             )
@@ -317,15 +320,15 @@ def _overlap(a: list[float] | None, b: list[float] | None) -> bool:
     return a[0] <= b[1] and b[0] <= a[1]
 
 
-def _record_of(runs: Runs, result: dict[str, Any], skipped: Callable[[str], None] | None) -> Record | None:
+def _record_of(runs: Runs, result: BenchResult, skipped: Callable[[str], None] | None) -> Record | None:
     """The result's run record; one that cannot be read leaves the result's own facts (and says so)."""
-    if not is_run_id(str(result["run_id"])) or not runs.exists(result["run_id"]):
+    if not is_run_id(result.run_id) or not runs.exists(result.run_id):
         return None
     try:
-        return runs.load(result["run_id"])
+        return runs.load(result.run_id)
     except BadInput as exc:
         if skipped:
-            skipped(f"skipped the record of {result['bench_id']}: {exc}")
+            skipped(f"skipped the record of {result.bench_id}: {exc}")
         return None
 
 

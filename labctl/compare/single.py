@@ -12,9 +12,10 @@ from typing import Any
 
 from labctl import __version__
 from labctl.bench.metric_table import View, shown_in
+from labctl.bench.results import BenchResult, Level
 from labctl.bench.session import list_results
 from labctl.compare.formats import md, workload_lines
-from labctl.compare.pivot import interval_of, level_caveats, level_key, level_name, number, result_caveat, value_of
+from labctl.compare.pivot import level_caveats, level_key, level_name, number, result_caveat
 from labctl.compare.plots import draw_one_result
 from labctl.compare.rules import Entry, load_entry, rows
 from labctl.errors import BadInput
@@ -30,12 +31,12 @@ PREP = [("pull", "pull_s"), ("fetch", "fetch_s"), ("build", "build_s"), ("load",
 @dataclass
 class OneResult:
     entry: Entry
-    others: list[dict[str, Any]] = field(default_factory=list)  # the run's other results, when a run id was given
+    others: list[BenchResult] = field(default_factory=list)  # the run's other results, when a run id was given
 
     @property
     def name(self) -> str:
         if self.entry.record.engine == "external":
-            return f"external {self.entry.result['target']['base_url']}"
+            return f"external {self.entry.result.target.base_url}"
         return self.entry.label
 
     @property
@@ -44,20 +45,20 @@ class OneResult:
         result, facts = self.entry.result, self.entry.facts()
         model = facts["model family and revision"]
         if model == "?@?":  # an endpoint labctl did not start: only its served name is known
-            model = f"model {result['target'].get('model')}"
-        when = str(result.get("created_at") or "-")[:16].replace("T", " ") + " UTC"
+            model = f"model {result.target.model}"
+        when = (result.created_at or "-")[:16].replace("T", " ") + " UTC"
         workload = facts["workload"].split(",")[0]
-        return " · ".join([result["bench_id"], self.name, workload, facts["environment label"], model, when])
+        return " · ".join([result.bench_id, self.name, workload, facts["environment label"], model, when])
 
 
 def load_one(runs: Runs, given: str, skipped: Callable[[str], None] | None = None) -> OneResult:
     """A bench id, or a run id: its newest complete result, with the run's other results named."""
     entry = load_entry(runs, given, skipped)
-    if not entry.result["levels"]:
-        raise BadInput(f"bench result {entry.result['bench_id']} has no measured level: nothing to report.")
+    if not entry.result.levels:
+        raise BadInput(f"bench result {entry.result.bench_id} has no measured level: nothing to report.")
     others = []
     if is_run_id(given):
-        others = [r for r in list_results(runs, given, skipped) if r.get("bench_id") != entry.result["bench_id"]]
+        others = [r for r in list_results(runs, given, skipped) if r.bench_id != entry.result.bench_id]
     return OneResult(entry, others)
 
 
@@ -66,13 +67,10 @@ def choice_line(one: OneResult) -> str | None:
     if not one.others:
         return None
     result = one.entry.result
-    others = ", ".join(
-        f"{r.get('bench_id')} ({(r.get('workload') or {}).get('name', '?')}, {r.get('status', '?')})"
-        for r in reversed(one.others)
-    )
+    others = ", ".join(f"{r.bench_id} ({r.workload.name}, {r.status})" for r in reversed(one.others))
     return (
-        f"run {result['run_id']} has {len(one.others) + 1} bench results; this report is of its newest complete "
-        f"one, {result['bench_id']} ({result['workload']['name']}). The others: {others}. "
+        f"run {result.run_id} has {len(one.others) + 1} bench results; this report is of its newest complete "
+        f"one, {result.bench_id} ({result.workload.name}). The others: {others}. "
         "Give a bench id to report another."
     )
 
@@ -83,7 +81,7 @@ def setup_facts(one: OneResult) -> list[tuple[str, str]]:
     row = {key: _text(value) for key, value in rows([entry], [])[0].items()}
     record, result = entry.record, entry.result
     facts = [
-        ("result", f"{result['bench_id']} of run {result['run_id']} ({result.get('status', '?')})"),
+        ("result", f"{result.bench_id} of run {result.run_id} ({result.status})"),
         ("engine", row["engine"]),
         ("profile", row["profile"]),
         ("image", row["image"]),
@@ -92,7 +90,7 @@ def setup_facts(one: OneResult) -> list[tuple[str, str]]:
             record.image.digest or (f"none: local image {record.image.image_id}" if record.image.image_id else "-"),
         ),
         ("engine version", row["engine_version"]),
-        ("served model", str(result["target"].get("model") or record.served_model_name or "-")),
+        ("served model", result.target.model or record.served_model_name or "-"),
         ("model@revision", row["model"]),
         ("thinking", row["thinking"]),
         ("memory option", row["memory"]),
@@ -114,9 +112,9 @@ def setup_facts(one: OneResult) -> list[tuple[str, str]]:
         ("prep (s)", f"{prep} · cold start {row['cold_start_s']}"),
         ("served from cache", row["cache"]),
         ("command", row["command"]),
-        ("telemetry", telemetry_line(result)),
+        ("telemetry", telemetry_line(result.telemetry)),
         ("engine metrics", engine_metrics_line(result)),
-        ("intervals", f"{result.get('interval_method') or '-'} (repeat {result.get('repeat', 1)})"),
+        ("intervals", f"{result.interval_method or '-'} (repeat {result.repeat})"),
     ]
     return facts
 
@@ -129,9 +127,9 @@ def _text(value: Any) -> str:
     return " ".join(str(value).split())
 
 
-def telemetry_line(result: dict[str, Any]) -> str:
+def telemetry_line(telemetry: dict[str, Any] | None) -> str:
     """What was sampled during the levels, and what was not and why (as the bench recorded it)."""
-    telemetry = result.get("telemetry") or {}
+    telemetry = telemetry or {}
     if not telemetry:
         return "not recorded"
     missing = telemetry.get("missing") or {}
@@ -161,12 +159,12 @@ ENGINE_FIGURES = [
 ]
 
 
-def engine_metrics_line(result: dict[str, Any]) -> str:
+def engine_metrics_line(result: BenchResult) -> str:
     """Per level, the engine's running and waiting requests, KV-cache use, prefix-cache hit rate and generation
     rate, as the bench sampled them from the engine's /metrics ("-": the engine does not export it)."""
     parts = []
-    for level in sorted(result["levels"], key=level_key):
-        engine = (level.get("telemetry") or {}).get("engine") or {}
+    for level in sorted(result.levels, key=level_key):
+        engine = (level.telemetry or {}).get("engine") or {}
         if not engine.get("samples"):
             continue
         figures = []
@@ -181,38 +179,36 @@ def caveats(one: OneResult) -> list[str]:
     """Every caveat the result carries, each with the level it touches, in words a person can act on."""
     result = one.entry.result
     lines = []
-    if result.get("status") == "interrupted":
+    if result.status == "interrupted":
         lines.append("the benchmark was interrupted; its last level is partial")
     whole = result_caveat(result)
     lines += [whole] if whole else []
-    found = result.get("max_rate_meeting_slo")
-    if found and not found.get("converged"):
-        lines.append(f"the capacity search did not converge: {found.get('note', '?')}")
-    for level in sorted(result["levels"], key=level_key):
+    found = result.max_rate_meeting_slo
+    if found and not found.converged:
+        lines.append(f"the capacity search did not converge: {found.note}")
+    for level in sorted(result.levels, key=level_key):
         said = _level_caveats(level)
         if said:
             lines.append(f"{level_name(level_key(level))}: " + "; ".join(said))
     return [" ".join(line.split()) for line in lines]
 
 
-def _level_caveats(level: dict[str, Any]) -> list[str]:
+def _level_caveats(level: Level) -> list[str]:
     said = []
-    if level.get("interrupted"):
+    if level.interrupted:
         said.append("interrupted (partial)")
-    if level.get("failed"):
-        reasons = ", ".join(f"{reason} ×{count}" for reason, count in sorted((level.get("failures") or {}).items()))
-        said.append(
-            f"{level['failed']} of {level.get('requests', '?')} requests failed" + (f": {reasons}" if reasons else "")
-        )
-    warnings = [w for w in level.get("warnings", []) if "request(s) failed" not in w]
+    if level.failed:
+        reasons = ", ".join(f"{reason} ×{count}" for reason, count in sorted(level.failures.items()))
+        said.append(f"{level.failed} of {level.requests} requests failed" + (f": {reasons}" if reasons else ""))
+    warnings = [w for w in level.warnings if "request(s) failed" not in w]
     said += warnings
-    if level.get("over_max_batch_size") and not any("max_batch_size" in w for w in warnings):
+    if level.over_max_batch_size and not any("max_batch_size" in w for w in warnings):
         said.append("concurrency above the engine's built max_batch_size")
     return said
 
 
 def level_head(one: OneResult) -> list[str]:
-    search = any("meets_slo" in lv for lv in one.entry.result["levels"])
+    search = any(lv.meets_slo is not None for lv in one.entry.result.levels)
     titles = [metric.titled for metric in shown_in(View.REPORT)]
     return ["level", "n/N", *titles, *(["meets SLO"] if search else []), "caveats"]
 
@@ -220,16 +216,16 @@ def level_head(one: OneResult) -> list[str]:
 def level_rows(one: OneResult) -> list[list[tuple[str, str]]]:
     """One row per level: (value, 95 % interval or "") per cell."""
     out = []
-    search = any("meets_slo" in lv for lv in one.entry.result["levels"])
-    for level in sorted(one.entry.result["levels"], key=level_key):
-        row = [(level_name(level_key(level)), ""), (f"{level.get('completed', '?')}/{level.get('requests', '?')}", "")]
+    search = any(lv.meets_slo is not None for lv in one.entry.result.levels)
+    for level in sorted(one.entry.result.levels, key=level_key):
+        row = [(level_name(level_key(level)), ""), (f"{level.completed}/{level.requests}", "")]
         for metric in shown_in(View.REPORT):
-            interval = interval_of(level, metric)
+            interval = level.interval(metric)
             row.append(
-                (number(value_of(level, metric)), f"[{number(interval[0])}, {number(interval[1])}]" if interval else "")
+                (number(level.value(metric)), f"[{number(interval[0])}, {number(interval[1])}]" if interval else "")
             )
         if search:
-            row.append(("yes" if level.get("meets_slo") else "no" if "meets_slo" in level else "-", ""))
+            row.append(("yes" if level.meets_slo else "no" if level.meets_slo is not None else "-", ""))
         said = level_caveats(one.entry, level, set())
         row.append(("✗ " + ", ".join(said) if said else "-", ""))
         out.append(row)
@@ -313,6 +309,6 @@ def write_one_result_report(folder: Path, one: OneResult, overwrite: bool = Fals
         write_atomically(work / "report.md", markdown(one, plots))
         write_atomically(work / "index.html", page(one, plots))
 
-    ids = [str(one.entry.result.get("bench_id"))]
+    ids = [one.entry.result.bench_id]
     marker = {"kind": "one-result report", "labctl_version": __version__, "bench_ids": ids, "written_at": now()}
     return write_report_folder(folder, marker, overwrite, build)

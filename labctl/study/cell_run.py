@@ -11,6 +11,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
+from labctl.bench.results import BenchResult
 from labctl.bench.session import BenchRequest, find_result, list_results, run_bench, save_result
 from labctl.bench.workloads import with_overrides
 from labctl.catalog.lab import Lab
@@ -315,7 +316,7 @@ class CellRun:
                 ladder = self.bench(with_overrides(workload, levels), name, canary=False)
                 if not self.bench_ok(ladder, name, levels):
                     return False
-                if study.slo and ladder and not any(meets_slo(lv) for lv in ladder.get("levels") or []):
+                if study.slo and ladder and not any(meets_slo(lv) for lv in ladder.levels):
                     # its numbers stand (the cell is done); the class says no level met the SLO
                     self.fail("SLO out of reach", f"no level of {name} met {study.slo}")
                 self.between_levels(name)
@@ -346,7 +347,7 @@ class CellRun:
             self.gap_s += spent
             self.save()
 
-    def bench(self, workload: Any, label: str, canary: bool) -> dict[str, Any] | None:
+    def bench(self, workload: Any, label: str, canary: bool) -> BenchResult | None:
         ctx = self.ctx
         assert self.run_id is not None
         study = ctx.plan.study
@@ -369,23 +370,20 @@ class CellRun:
             with self.level():
                 result, path = run_bench(ctx.runs, request, progress, lambda _line: None)
         except LabctlError as exc:
-            found = [
-                r for r in list_results(ctx.runs, self.run_id) if r.get("workload", {}).get("name") == workload.name
-            ]
-            if not found or found[-1].get("bench_id") in {b["bench_id"] for b in self.data["benches"]}:
+            found = [r for r in list_results(ctx.runs, self.run_id) if r.workload.name == workload.name]
+            if not found or found[-1].bench_id in {b["bench_id"] for b in self.data["benches"]}:
                 self.fail("error", str(exc))  # refused before it measured anything
                 return None
-            result, path = find_result(ctx.runs, str(found[-1]["bench_id"]))
-            result["failure"] = result.get("failure") or str(exc).splitlines()[0]
-        result["study"] = {**self.tag, "canary": canary}
+            result, path = find_result(ctx.runs, found[-1].bench_id)
+            result = result.changed(failure=result.failure or str(exc).splitlines()[0])
         if path.is_file():
-            save_result(path, result)
+            save_result(path, {**result.to_json(), "study": {**self.tag, "canary": canary}})
         self.data["benches"].append(
             {
                 "workload": workload.name,
-                "bench_id": result["bench_id"],
+                "bench_id": result.bench_id,
                 "canary": canary,
-                "status": result["status"],
+                "status": result.status,
                 "started_at": started,
                 "finished_at": now(),
             }
@@ -404,17 +402,17 @@ class CellRun:
             self.gap_s += time.monotonic() - t0
             yield
 
-    def bench_ok(self, result: dict[str, Any] | None, name: str, levels: list[int]) -> bool:
+    def bench_ok(self, result: BenchResult | None, name: str, levels: list[int]) -> bool:
         """A crash or an out-of-memory censors this level and every higher one; too many errors fail the cell."""
         if result is None:
             return False
-        bad = next((lv for lv in result.get("levels") or [] if lv.get("partial") or not lv.get("completed")), None)
-        if result.get("status") == "complete" and bad is None:
+        bad = next((lv for lv in result.levels if lv.partial or not lv.completed), None)
+        if result.status == "complete" and bad is None:
             return True
         alive, oom = engine_state(self.run_id or "")
-        at = int(bad["concurrency"]) if bad else None
+        at = bad.concurrency if bad else None
         if at is None:
-            measured = {int(lv.get("concurrency") or 0) for lv in result.get("levels") or []}
+            measured = {lv.concurrency for lv in result.levels}
             at = next((c for c in levels if c not in measured), levels[-1])
         censored = [c for c in levels if c >= at]
         if not alive or oom:

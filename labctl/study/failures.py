@@ -4,8 +4,9 @@ out-of-memory in the middle, an error rate above the study's limit, the SLO out 
 from __future__ import annotations
 
 import re
-from typing import Any
 
+from labctl.bench.metric_table import BY_KEY
+from labctl.bench.results import Level
 from labctl.host.docker import daemon as dk
 
 GOODPUT_SHARE = 0.9  # a level meets the SLO when this share of its requests met every bound (as --find-max-rate)
@@ -42,8 +43,8 @@ def engine_state(run_id: str) -> tuple[bool, bool]:
     return bool(state.running), bool(getattr(state, "oom_killed", False))
 
 
-def meets_slo(level: dict[str, Any]) -> bool:
-    goodput, rate = level.get("goodput"), level.get("request_throughput")
-    if level.get("partial") or not isinstance(goodput, (int, float)) or not isinstance(rate, (int, float)) or not rate:
+def meets_slo(level: Level) -> bool:
+    goodput, rate = level.value(BY_KEY["goodput"]), level.value(BY_KEY["request_throughput"])
+    if level.partial or goodput is None or not rate:
         return False
     return goodput >= GOODPUT_SHARE * rate

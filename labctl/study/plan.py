@@ -157,12 +157,9 @@ def estimate_seconds(
         if record.timings.cold_start_s:
             cold.append(record.timings.cold_start_s)
         for result in list_results(runs, run_id):
-            name = str((result.get("workload") or {}).get("name"))
-            for level in result.get("levels") or []:
-                if isinstance(level, dict) and isinstance(level.get("duration_s"), (int, float)):
-                    per_level.setdefault((name, int(level.get("concurrency") or 0)), []).append(
-                        float(level["duration_s"])
-                    )
+            for level in result.levels:
+                if level.duration_s is not None:
+                    per_level.setdefault((result.workload.name, level.concurrency), []).append(level.duration_s)
     if not cold:
         return None
     total = statistics.median(cold)

@@ -10,14 +10,15 @@ import html
 import json
 import warnings
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from labctl import __version__
 from labctl.bench.intervals import mean_interval
 from labctl.bench.metric_table import BY_KEY, Metric, View, shown_in
+from labctl.bench.results import Level
 from labctl.bench.session import find_result
-from labctl.compare.pivot import interval_of, value_of
 from labctl.compare.report_folder import markdown, page
 from labctl.compare.rules import Entry, checklist, rows
 from labctl.errors import LabctlError
@@ -70,12 +71,11 @@ def ladder_entries(runs: Runs, cells: list[dict[str, Any]]) -> dict[str, list[En
                 continue
             try:
                 result, _ = find_result(runs, str(bench["bench_id"]))
-                record = runs.load(str(result["run_id"]))
+                record = runs.load(result.run_id)
             except (LabctlError, KeyError):
                 continue
             censored = set((data.get("censored") or {}).get(bench.get("workload")) or [])
-            levels = [lv for lv in result.get("levels") or [] if int(lv.get("concurrency") or 0) not in censored]
-            levels = [lv for lv in levels if lv.get("completed")]
+            levels = tuple(lv for lv in result.levels if lv.concurrency not in censored and lv.completed)
             if not levels:
                 continue
             evals = {}
@@ -85,7 +85,7 @@ def ladder_entries(runs: Runs, cells: list[dict[str, Any]]) -> dict[str, list[En
             given = f"{data['cell']} r{data['repeat']}"
             out.setdefault(str(bench["workload"]), []).append(
                 Entry(
-                    given, {**result, "levels": levels, "censored_levels": sorted(censored)}, record, evals, name=given
+                    given, replace(result, levels=levels), record, evals, name=given, censored=tuple(sorted(censored))
                 )
             )
     return out
@@ -106,13 +106,13 @@ def summary_rows(runs: Runs, cells: list[dict[str, Any]]) -> list[dict[str, str]
                 result, _ = find_result(runs, str(bench["bench_id"]))
             except LabctlError:
                 continue
-            meeting = [lv for lv in result.get("levels") or [] if meets_slo(lv)]
+            meeting = [lv for lv in result.levels if meets_slo(lv)]
             if meeting:
-                top = max(meeting, key=lambda lv: int(lv.get("concurrency") or 0))
-                rate, ci = value_of(top, REQUEST_RATE), interval_of(top, REQUEST_RATE)
+                top = max(meeting, key=lambda lv: lv.concurrency)
+                rate, ci = top.value(REQUEST_RATE), top.interval(REQUEST_RATE)
                 span = f" [{ci[0]:.2f}, {ci[1]:.2f}]" if ci else ""
-                best.append(f"{bench['workload']} c={top['concurrency']} ({_number(rate)} req/s{span})")
-            elif result.get("levels"):
+                best.append(f"{bench['workload']} c={top.concurrency} ({_number(rate)} req/s{span})")
+            elif result.levels:
                 best.append(f"{bench['workload']}: none")
         table.append(
             {
@@ -164,9 +164,12 @@ def gpu_hours(cells: list[dict[str, Any]]) -> list[str]:
     ]
 
 
-def _per_cell(runs: Runs, cells: list[dict[str, Any]]) -> dict[str, dict[str, dict[int, list[dict[str, Any]]]]]:
+PerCell = dict[str, dict[str, dict[int, list[Level]]]]
+
+
+def _per_cell(runs: Runs, cells: list[dict[str, Any]]) -> PerCell:
     """workload -> cell -> level -> that level of each repeat's ladder (censored levels left out)."""
-    out: dict[str, dict[str, dict[int, list[dict[str, Any]]]]] = {}
+    out: PerCell = {}
     for data in cells:
         for bench in data.get("benches") or []:
             if bench.get("canary"):
@@ -176,28 +179,28 @@ def _per_cell(runs: Runs, cells: list[dict[str, Any]]) -> dict[str, dict[str, di
             except LabctlError:
                 continue
             censored = set((data.get("censored") or {}).get(bench.get("workload")) or [])
-            for level in result.get("levels") or []:
-                c = int(level.get("concurrency") or 0)
-                if c not in censored and level.get("completed"):
+            for level in result.levels:
+                c = level.concurrency
+                if c not in censored and level.completed:
                     out.setdefault(str(bench["workload"]), {}).setdefault(str(data["cell"]), {}).setdefault(
                         c, []
                     ).append(level)
     return out
 
 
-def _interval(levels: list[dict[str, Any]], metric: Metric) -> tuple[float, float] | None:
+def _interval(levels: list[Level], metric: Metric) -> tuple[float, float] | None:
     """Across repeats, the bootstrap interval of the mean of the per-run values; one run, its own interval."""
     if len(levels) > 1:
-        found = mean_interval([v for v in (value_of(lv, metric) for lv in levels) if v is not None])
+        found = mean_interval([v for v in (lv.value(metric) for lv in levels) if v is not None])
         return (found[0], found[1]) if found else None
-    return interval_of(levels[0], metric) if levels else None
+    return levels[0].interval(metric) if levels else None
 
 
 # higher-is-better metrics first: what a cell serves, then how fast it answers
 VERDICT_METRICS = sorted(shown_in(View.VERDICT), key=lambda metric: metric.better != "higher")
 
 
-def verdicts(per_cell: dict[str, dict[str, dict[int, list[dict[str, Any]]]]]) -> list[str]:
+def verdicts(per_cell: PerCell) -> list[str]:
     """Per workload and level, each pair of cells: where the 95 % intervals overlap, not distinguishable."""
     lines = []
     for workload, by_cell in per_cell.items():
@@ -222,7 +225,7 @@ def verdicts(per_cell: dict[str, dict[str, dict[int, list[dict[str, Any]]]]]) ->
     return lines
 
 
-def slo_lines(per_cell: dict[str, dict[str, dict[int, list[dict[str, Any]]]]]) -> list[str]:
+def slo_lines(per_cell: PerCell) -> list[str]:
     """Per workload and cell: the highest level every repeat measured within the SLO, its rate and interval."""
     lines = []
     for workload, by_cell in per_cell.items():
@@ -233,7 +236,7 @@ def slo_lines(per_cell: dict[str, dict[str, dict[int, list[dict[str, Any]]]]]) -
                 continue
             top = max(meeting)
             found = levels[top]
-            rates = [v for v in (value_of(lv, REQUEST_RATE) for lv in found) if v is not None]
+            rates = [v for v in (lv.value(REQUEST_RATE) for lv in found) if v is not None]
             ci = _interval(found, REQUEST_RATE)
             span = f", 95% [{ci[0]:.3g}, {ci[1]:.3g}]" if ci else ""
             mean = sum(rates) / len(rates) if rates else 0.0

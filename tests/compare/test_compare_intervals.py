@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 
 from labctl.bench.intervals import mean_interval
+from labctl.bench.results import parse_result
 from labctl.compare.formats import render
 from labctl.compare.rules import Entry, checklist, rows, score_text
 from labctl.run.records.record import Record
@@ -22,6 +23,7 @@ def entry(given: str, engine: str, ttft: float, ci: list[float], evals: dict[str
     }
     result = {
         "bench_id": given,
+        "run_id": "r" + given,
         "levels": [level],
         "workload": {"name": "w", "sha256": "1" * 12},
         "target": {"environment_label": "harness-check"},
@@ -34,7 +36,7 @@ def entry(given: str, engine: str, ttft: float, ci: list[float], evals: dict[str
         served_model_name="m",
         resolved_profile={"model": {"family": "qwen3", "revision": "main"}},
     )
-    return Entry(given=given, result=result, record=record, evals=evals)  # type: ignore[arg-type]
+    return Entry(given=given, result=parse_result(result), record=record, evals=evals)  # type: ignore[arg-type]
 
 
 def test_overlapping_intervals_are_marked_not_distinguishable_and_apart_ones_are_not() -> None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from labctl.bench.results import BenchResult, parse_result
 from labctl.compare.rules import Entry
 from labctl.compare.single import OneResult, caveats, choice_line, level_head, level_rows, telemetry_line
 from labctl.run.records.record import Record
@@ -22,7 +23,13 @@ def one(levels: list[dict[str, Any]], **result: Any) -> OneResult:
         **result,
     }
     record = Record(run_id=doc["run_id"], status="stopped", engine="trtllm", profile="p", served_model_name="q")
-    return OneResult(Entry(given=doc["bench_id"], result=doc, record=record, evals={}))
+    return OneResult(Entry(given=doc["bench_id"], result=parse_result(doc), record=record, evals={}))
+
+
+def other(facts: dict[str, Any]) -> BenchResult:
+    """Another result of the same run: what the choice line names of it, the rest as a result file has it."""
+    workload = {"sha256": "2" * 64, **facts["workload"]}
+    return parse_result({"run_id": "20261204-100000-bbbbbb", "levels": [], "target": {}, **facts, "workload": workload})
 
 
 def level(concurrency: int, rate: float | None = None, **extra: Any) -> dict[str, Any]:
@@ -84,7 +91,7 @@ def test_telemetry_says_what_was_sampled_and_why_the_rest_was_not() -> None:
         "engine": {"samples": 0},
         "missing": {"engine": "GET /metrics answered 404", "engine.kv_cache_usage": "no such metric"},
     }
-    assert telemetry_line({"telemetry": telemetry}) == (
+    assert telemetry_line(telemetry) == (
         "GPU: 12 samples (simulated GPU); engine metrics: no samples (GET /metrics answered 404); "
         "kv_cache_usage: no such metric"
     )
@@ -95,8 +102,8 @@ def test_a_run_with_several_results_names_the_others_newest_first() -> None:
     report = one([level(1)])
     assert choice_line(report) is None
     report.others = [
-        {"bench_id": "b20261204-090000-cccccc", "workload": {"name": "long-context"}, "status": "complete"},
-        {"bench_id": "b20261204-110000-dddddd", "workload": {"name": "chat-sweep"}, "status": "interrupted"},
+        other({"bench_id": "b20261204-090000-cccccc", "workload": {"name": "long-context"}, "status": "complete"}),
+        other({"bench_id": "b20261204-110000-dddddd", "workload": {"name": "chat-sweep"}, "status": "interrupted"}),
     ]
     assert choice_line(report) == (
         "run 20261204-100000-bbbbbb has 3 bench results; this report is of its newest complete one, "

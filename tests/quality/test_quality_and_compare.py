@@ -9,6 +9,7 @@ import pytest
 
 from labctl.bench.client import RequestResult
 from labctl.bench.metrics import level_metrics, percentile
+from labctl.bench.results import parse_result
 from labctl.compare.formats import checklist_lines, render
 from labctl.compare.rules import Check, Entry, checklist, rows
 from labctl.quality.suites import judge
@@ -59,6 +60,7 @@ def entry(
     level = {"concurrency": 1, "median_ttft_ms": 10.0, "median_tpot_ms": 2.0, "output_throughput": 100.0}
     result = {
         "bench_id": given,
+        "run_id": "r",
         "levels": [level],
         "workload": {"name": "w", "sha256": workload_sha * 12},
         "target": {"environment_label": label},
@@ -72,7 +74,15 @@ def entry(
         resolved_profile={"model": {"family": "qwen3", "revision": "main"}},
         accelerator=accelerator,
     )
-    return Entry(given=given, result=result, record=record, evals={})
+    return Entry(given=given, result=parse_result(result), record=record, evals={})
+
+
+def edit(e: Entry, level: dict[str, object] | None = None, target: dict[str, object] | None = None) -> None:
+    """The entry's result with its first level's or its target's fields set (a typed result is not changed)."""
+    doc = json.loads(json.dumps(e.result.to_json()))
+    doc["levels"][0] |= level or {}
+    doc["target"] |= target or {}
+    e.result = parse_result(doc)
 
 
 def test_checklist_accepts_same_rules_and_names_what_differs() -> None:
@@ -119,17 +129,17 @@ def test_pivot_puts_engines_side_by_side_with_deltas_and_intervals() -> None:
     from labctl.compare.pivot import pivot
 
     a, b = entry("a", "vllm", "1"), entry("b", "sglang", "1")
-    b.result["levels"][0] |= {"median_tpot_ms": 3.0, "interrupted": True}
+    edit(b, level={"median_tpot_ms": 3.0, "interrupted": True})
     rows_ = {(p.level, p.metric): p for p in pivot([a, b], checklist([a, b]))}
     tpot = rows_[("c=1", "TPOT p50 ms")]
     assert tpot.cells == ["2.00", "3.00"] and tpot.deltas == ["+50.0%"]
     assert rows_[("c=1", "tok/s per user")].cells == ["500.0", "333.3"]
     assert rows_[("c=1", "caveats")].cells == ["-", "✗ interrupted"]
-    a.result["levels"][0]["median_tpot_ms_ci95"] = [1.5, 2.5]
-    b.result["levels"][0]["median_tpot_ms_ci95"] = [2.4, 3.6]
+    edit(a, level={"median_tpot_ms_ci95": [1.5, 2.5]})
+    edit(b, level={"median_tpot_ms_ci95": [2.4, 3.6]})
     overlapping = {(p.level, p.metric): p for p in pivot([a, b], checklist([a, b]))}[("c=1", "TPOT p50 ms")]
     assert overlapping.cells == ["2.00 [1.50, 2.50]", "3.00 [2.40, 3.60]"] and overlapping.deltas == ["+50.0% ≈"]
-    b.result["levels"][0]["median_tpot_ms_ci95"] = [2.6, 3.6]
+    edit(b, level={"median_tpot_ms_ci95": [2.6, 3.6]})
     apart = {(p.level, p.metric): p for p in pivot([a, b], checklist([a, b]))}[("c=1", "TPOT p50 ms")]
     assert apart.deltas == ["+50.0%"]
 
@@ -146,7 +156,8 @@ def test_thinking_off_reaches_every_chat_request_and_the_checklist() -> None:
     assert split_reasoning("<think>never closed") == ("", "never closed")
     assert split_reasoning("42") == ("42", "")
     a, b = entry("a", "vllm", "1"), entry("b", "sglang", "1")
-    a.result["target"]["thinking"], b.result["target"]["thinking"] = "off", "on"
+    edit(a, target={"thinking": "off"})
+    edit(b, target={"thinking": "on"})
     failed = {c.rule for c in checklist([a, b]) if not c.ok}
     assert failed == {"thinking mode"}
 
@@ -154,8 +165,7 @@ def test_thinking_off_reaches_every_chat_request_and_the_checklist() -> None:
 def test_terminal_table_stays_within_120_columns_for_many_results_with_intervals() -> None:
     entries = [entry(f"b{i}", "vllm", "1") for i in range(6)]
     for i, e in enumerate(entries):
-        level = e.result["levels"][0]
-        level |= {"median_ttft_ms": 1234.5 + i, "median_ttft_ms_ci95": [1200.25, 1300.75], "interrupted": i == 5}
+        edit(e, level={"median_ttft_ms": 1234.5 + i, "median_ttft_ms_ci95": [1200.25, 1300.75], "interrupted": i == 5})
     checks = checklist(entries)
     text = render(checks, rows(entries, checks), entries, "table")
     assert max(len(line) for line in text.splitlines()) <= 120

@@ -137,6 +137,7 @@ def test_every_shipped_study_reads_and_passes_the_same_rules_gate() -> None:
 
 
 def test_failures_are_classified_and_flakes_marked_for_one_more_try() -> None:
+    from labctl.bench.results import level_from_json
     from labctl.study.failures import classify_start, meets_slo
 
     assert classify_start("vllm/x does not fit the free memory of GPU(s) 0") == ("start: memory", False)
@@ -147,22 +148,27 @@ def test_failures_are_classified_and_flakes_marked_for_one_more_try() -> None:
     assert classify_start("port 8000 is already allocated") == ("start: other", False)  # not "ready"
     assert classify_start("cannot reach ssh://lab@10.0.0.5: no route") == ("start: other", False)
     assert classify_start("ssh: Could not resolve hostname gpu7") == ("start: ssh", True)
-    assert meets_slo({"goodput": 9.5, "request_throughput": 10.0})
-    assert not meets_slo({"goodput": 8.0, "request_throughput": 10.0})
-    assert not meets_slo({"goodput": 10.0, "request_throughput": 10.0, "partial": True})
+    assert meets_slo(level_from_json({"concurrency": 1, "goodput": 9.5, "request_throughput": 10.0}))
+    assert not meets_slo(level_from_json({"concurrency": 1, "goodput": 8.0, "request_throughput": 10.0}))
+    assert not meets_slo(
+        level_from_json({"concurrency": 1, "goodput": 10.0, "request_throughput": 10.0, "partial": True})
+    )
 
 
 def test_verdicts_say_not_distinguishable_only_where_intervals_overlap() -> None:
+    from labctl.bench.results import Level, level_from_json
     from labctl.study.report import slo_lines, verdicts
 
-    def level(tput: float, ttft: float) -> dict:
-        return {
-            "concurrency": 4,
-            "output_throughput": tput,
-            "median_ttft_ms": ttft,
-            "goodput": 1.0,
-            "request_throughput": 1.0,
-        }
+    def level(tput: float, ttft: float) -> Level:
+        return level_from_json(
+            {
+                "concurrency": 4,
+                "output_throughput": tput,
+                "median_ttft_ms": ttft,
+                "goodput": 1.0,
+                "request_throughput": 1.0,
+            }
+        )
 
     per_cell = {
         "chat": {

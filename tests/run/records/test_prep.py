@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from labctl.bench.results import parse_result
 from labctl.compare.formats import checklist_lines
 from labctl.compare.rules import CACHE_RULE, Entry, checklist
 from labctl.run.models.fetch import Meter
@@ -64,7 +65,8 @@ def test_show_lists_parts_in_their_order() -> None:
 
 def entry(given: str, rec: Record) -> Entry:
     result = {"target": {"environment_label": "harness-check"}, "workload": {"name": "w", "sha256": "0" * 64}}
-    return Entry(given=given, result={**result, "levels": []}, record=rec, evals={})
+    ids = {"bench_id": "b" + given, "run_id": rec.run_id}
+    return Entry(given=given, result=parse_result({**ids, **result, "levels": []}), record=rec, evals={})
 
 
 def test_compare_says_when_one_run_was_a_cold_start_and_the_other_warm() -> None:
