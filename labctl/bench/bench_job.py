@@ -7,7 +7,7 @@ settings, the engine's address on that host, limits — runs it with the same ru
 writes one JSON object per line: `client` (where it runs), `request` (each measured request as it
 finishes, in the per-request file's format), `progress`, then `level` (how long measuring took, the
 client's CPU) or `timed_out`, or `error`. The controller does the rest (repeats, intervals, telemetry,
-the capacity search: labctl/bench/session.py)."""
+the capacity search: labctl/bench/sweep.py)."""
 
 from __future__ import annotations
 

@@ -14,6 +14,7 @@ from typing import Any
 
 from labctl.bench.metric_table import DERIVED, METRICS, Metric, value_in
 from labctl.errors import BadInput
+from labctl.host.identity import writer_gone
 from labctl.run.records.store import MAX_RESULT_BYTES, Runs, is_result_id, read_json_file, shape_refusal
 from labctl.run.records.typed import ShapeError, check_depth, check_interval, check_version, expect, from_json
 
@@ -199,14 +200,29 @@ def load_result(path: Path) -> BenchResult:
         raise shape_refusal("bench result", path, exc, FIX) from None
 
 
-def load_results(runs: Runs, run_id: str, skipped: Callable[[str], None] | None = None) -> list[BenchResult]:
-    """Every result of a run, oldest first; one that cannot be read is reported to `skipped` and left out,
-    never hiding the others."""
+def settle(result: BenchResult) -> BenchResult:
+    """A result still `running` whose writer is gone (a SIGKILLed bench) is interrupted, said so on reading;
+    the file is left as it is (it may belong to another user)."""
+    if result.status == "running" and writer_gone(result.writer):
+        who = result.writer or {}
+        return result.changed(
+            status="interrupted",
+            interrupted_reason=(
+                f"its writer (pid {str(who.get('process', '?')).split(':')[0]} on {who.get('host')}) is gone: the "
+                "bench was killed before it could say so"
+            ),
+        )
+    return result
+
+
+def list_results(runs: Runs, run_id: str, skipped: Callable[[str], None] | None = None) -> list[BenchResult]:
+    """Every result of a run, oldest first, settled; one that cannot be read is reported to `skipped` and left
+    out, never hiding the others."""
     folder = runs.dir(run_id) / "bench"
     found = []
     for path in sorted(folder.glob("*.json")) if folder.is_dir() else []:
         try:
-            found.append(load_result(path))
+            found.append(settle(load_result(path)))
         except BadInput as exc:
             if skipped:
                 skipped(f"skipped {exc}")
@@ -214,6 +230,7 @@ def load_results(runs: Runs, run_id: str, skipped: Callable[[str], None] | None 
 
 
 def find_result(runs: Runs, bench_id: str) -> tuple[BenchResult, Path]:
+    """A result by its bench id, under any run, settled."""
     if not is_result_id(bench_id, "b"):
         raise BadInput(
             f"{bench_id[:80]!r} is not a bench id (like b20261203-015815-a1b2c3). "
@@ -222,7 +239,7 @@ def find_result(runs: Runs, bench_id: str) -> tuple[BenchResult, Path]:
     for run_id in runs.all_ids():
         path = runs.dir(run_id) / "bench" / f"{bench_id}.json"
         if path.is_file():
-            return load_result(path), path
+            return settle(load_result(path)), path
     raise BadInput(
         f"no bench result {bench_id} under {runs.root}. List a run's results with `labctl bench list RUN_ID`."
     )

@@ -151,7 +151,8 @@ def run(
 
     Example: labctl bench run 20261203-015815-a1b2c3 --workload chat-sweep --concurrency 1,8,64
     """
-    from labctl.bench.session import BenchRequest, run_bench
+    from labctl.bench.bench_request import BenchRequest
+    from labctl.bench.session import run_bench
     from labctl.bench.workloads import load_workload, parse_slo, with_overrides
     from labctl.errors import BadInput
 
@@ -358,7 +359,7 @@ def list_results(
 
     Example: labctl bench list 20261203-015815-a1b2c3
     """
-    from labctl.bench.session import list_results as results_of
+    from labctl.bench.results import list_results as results_of
 
     results = results_of(state.runs(), run_id, skipped=skip)  # one left `running` by a killed bench: interrupted
     if as_json:
@@ -394,7 +395,7 @@ def show(
 
     Example: labctl bench show b20261203-020000-abcdef
     """
-    from labctl.bench.session import find_result
+    from labctl.bench.results import find_result
 
     result, path = find_result(state.runs(), bench_id)
     if as_json:

@@ -127,7 +127,7 @@ def evaluate(
 
     Example: labctl eval run 20261203-015815-a1b2c3 --suite coding
     """
-    from labctl.bench.session import BenchRequest
+    from labctl.bench.bench_request import BenchRequest
     from labctl.errors import BadInput
     from labctl.quality.evaluate import run_eval
     from labctl.quality.suites import load_suite

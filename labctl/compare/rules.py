@@ -9,8 +9,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from labctl.bench.metric_table import View, shown_in
-from labctl.bench.results import BenchResult, Memory
-from labctl.bench.session import find_result, list_results
+from labctl.bench.results import BenchResult, Memory, find_result, list_results
 from labctl.errors import BadInput
 from labctl.quality.evaluate import list_evals
 from labctl.run.records.prep_view import cache_state, seconds

@@ -12,8 +12,7 @@ from typing import Any
 
 from labctl import __version__
 from labctl.bench.metric_table import View, shown_in
-from labctl.bench.results import BenchResult, Level
-from labctl.bench.session import list_results
+from labctl.bench.results import BenchResult, Level, list_results
 from labctl.compare.formats import md, workload_lines
 from labctl.compare.pivot import level_caveats, level_key, level_name, number, result_caveat
 from labctl.compare.plots import draw_one_result

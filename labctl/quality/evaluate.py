@@ -14,20 +14,11 @@ from typing import Any
 import httpx
 
 from labctl import __version__
+from labctl.bench.bench_request import MAX_ERROR_RATE, BenchRequest, check_engine_wait, check_names
 from labctl.bench.client import Target
 from labctl.bench.intervals import RESAMPLES, SEED, mean_interval
-from labctl.bench.session import (
-    MAX_ERROR_RATE,
-    PARTIAL_WARNING,
-    BenchRequest,
-    check_engine_wait,
-    check_names,
-    engine_key,
-    engine_root,
-    every_request_failed,
-    preflight,
-    resolve_target,
-)
+from labctl.bench.level_summary import PARTIAL_WARNING, every_request_failed
+from labctl.bench.target import engine_key, engine_root, preflight, resolve_target
 from labctl.catalog.limits import MAX_CONCURRENCY, check_count, check_seconds
 from labctl.errors import BadInput, LabctlError
 from labctl.host.engine.info import probe_engine_version

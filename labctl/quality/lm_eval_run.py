@@ -13,9 +13,10 @@ from pathlib import Path
 from typing import Any
 
 from labctl import __version__
+from labctl.bench.bench_request import BenchRequest, check_engine_wait, check_names
 from labctl.bench.client import Target
 from labctl.bench.intervals import mean_interval
-from labctl.bench.session import BenchRequest, check_engine_wait, check_names, engine_key, preflight, resolve_target
+from labctl.bench.target import engine_key, preflight, resolve_target
 from labctl.catalog.lab import Lab
 from labctl.catalog.limits import MAX_CONCURRENCY, check_count, check_seconds
 from labctl.compose.options import check_cache_dir

@@ -11,8 +11,10 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
-from labctl.bench.results import BenchResult
-from labctl.bench.session import BenchRequest, find_result, list_results, run_bench, save_result
+from labctl.bench.bench_request import BenchRequest
+from labctl.bench.result_store import save_result
+from labctl.bench.results import BenchResult, find_result, list_results
+from labctl.bench.session import run_bench
 from labctl.bench.workloads import with_overrides
 from labctl.catalog.lab import Lab
 from labctl.errors import Conflict, LabctlError, describe_error

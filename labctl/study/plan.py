@@ -144,7 +144,7 @@ def estimate_seconds(
     runs: Runs, cell: Cell, workloads: dict[str, Workload], levels: dict[str, list[int]]
 ) -> float | None:
     """Cold start, then level by level, from this home's past records of the same setup on the same host."""
-    from labctl.bench.session import list_results
+    from labctl.bench.results import list_results
 
     cold: list[float] = []
     per_level: dict[tuple[str, int], list[float]] = {}

@@ -17,8 +17,7 @@ from typing import Any
 from labctl import __version__
 from labctl.bench.intervals import mean_interval
 from labctl.bench.metric_table import BY_KEY, Metric, View, shown_in
-from labctl.bench.results import Level
-from labctl.bench.session import find_result
+from labctl.bench.results import Level, find_result
 from labctl.compare.report_folder import markdown, page
 from labctl.compare.rules import Entry, checklist, rows
 from labctl.errors import LabctlError

@@ -57,7 +57,7 @@ def test_a_huge_error_body_fails_the_request_not_the_host(lab: Path, tmp_path: P
 
 
 def test_the_default_request_timeout_is_two_minutes() -> None:
-    from labctl.bench.session import BenchRequest
+    from labctl.bench.bench_request import BenchRequest
 
     assert BenchRequest(workload=None).request_timeout == 120.0
     shown = run_labctl("bench", "run", "--help")

@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from labctl.bench.session import BenchRequest, run_bench
+from labctl.bench.bench_request import BenchRequest
+from labctl.bench.session import run_bench
 from labctl.bench.workloads import Workload, check_workload, with_overrides
 from labctl.catalog.fields import Field, check_mapping
 from labctl.catalog.lab import Lab

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from labctl.bench.session import find_result
+from labctl.bench.results import find_result
 from labctl.bench.workloads import load_workload, make_prompts
 from labctl.catalog.lab import Lab
 from labctl.errors import BadInput
