@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any, Literal
@@ -25,6 +25,10 @@ class View(StrEnum):
     VERDICT = "verdict"  # the study report's verdicts between cells (higher-is-better ones first)
 
 
+# A metric computed when a level is read, from its stored figures and its telemetry, never stored itself.
+Derive = Callable[[Mapping[str, Any], Mapping[str, Any]], float | None]
+
+
 @dataclass(frozen=True)
 class Metric:
     key: str  # the level's key in the result file (vLLM's names), `<key>_ci95` its interval
@@ -35,6 +39,7 @@ class Metric:
     digits: int  # decimals where the bench prints it
     views: frozenset[View]
     spelled: str | None = None  # the long name of plots and prose, where the label is too terse
+    derive: Derive | None = None  # a derived metric: how it is computed from the level
 
     @property
     def titled(self) -> str:
@@ -57,6 +62,12 @@ class Metric:
 
 def _views(*views: View) -> frozenset[View]:
     return frozenset(views)
+
+
+def _per_user(figures: Mapping[str, Any], telemetry: Mapping[str, Any]) -> float | None:
+    """Output tokens per second each user sees: 1000 / TPOT p50."""
+    tpot = figures.get("median_tpot_ms")
+    return 1000.0 / tpot if tpot else None
 
 
 COMPARED = _views(View.COMPARE_ROW, View.PIVOT, View.REPORT)
@@ -95,15 +106,22 @@ METRICS: tuple[Metric, ...] = (
         COMPARED | _views(View.BENCH_TABLE, View.BENCH_INTERVALS, View.PROGRESS, View.VERDICT),
         spelled="output tokens/s",
     ),
-    # derived from median_tpot_ms when read (a level has no such key): 1000 / TPOT p50
-    Metric("tokens_per_user", "tok/s per user", "tok/s", "higher", False, 1, _views(View.PIVOT, View.REPORT)),
+    Metric(
+        "tokens_per_user",
+        "tok/s per user",
+        "tok/s",
+        "higher",
+        False,
+        1,
+        _views(View.PIVOT, View.REPORT),
+        derive=_per_user,
+    ),
     Metric(
         "request_throughput", "req/s", "req/s", "higher", True, 2, _views(View.REPORT, View.BENCH_TABLE, View.PROGRESS)
     ),
     Metric("goodput", "goodput", "req/s", "higher", True, 2, COMPARED | _views(View.BENCH_TABLE, View.PROGRESS)),
 )
 BY_KEY = {metric.key: metric for metric in METRICS}
-DERIVED = frozenset({"tokens_per_user"})  # computed from other metrics when read, never stored in a level
 
 
 def shown_in(view: View) -> tuple[Metric, ...]:
@@ -111,11 +129,9 @@ def shown_in(view: View) -> tuple[Metric, ...]:
     return tuple(metric for metric in METRICS if view in metric.views)
 
 
-def value_in(metric: Metric, level: Mapping[str, Any]) -> float | None:
-    """A metric's value in a level (as written, or a typed level's figures): a finite number or None; a derived
-    one computed from what it derives from."""
-    if metric.key == "tokens_per_user":
-        tpot = level.get("median_tpot_ms")
-        return 1000.0 / tpot if tpot else None
-    value = level.get(metric.key)
+def value_in(metric: Metric, figures: Mapping[str, Any], telemetry: Mapping[str, Any] | None) -> float | None:
+    """A metric's value in a level's figures: a finite number or None; a derived one computed from the level."""
+    if metric.derive is not None:
+        return metric.derive(figures, telemetry or {})
+    value = figures.get(metric.key)
     return float(value) if isinstance(value, int | float) and math.isfinite(value) else None

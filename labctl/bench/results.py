@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from labctl.bench.metric_table import DERIVED, METRICS, Metric, value_in
+from labctl.bench.metric_table import METRICS, Metric, value_in
 from labctl.errors import BadInput
 from labctl.host.identity import writer_gone
 from labctl.run.records.store import MAX_RESULT_BYTES, Runs, is_result_id, read_json_file, shape_refusal
@@ -87,7 +87,7 @@ class Level:
     intervals: dict[str, tuple[float, float] | None] = field(default_factory=dict)
 
     def value(self, metric: Metric) -> float | None:
-        return value_in(metric, self.figures)
+        return value_in(metric, self.figures, self.telemetry)
 
     def interval(self, metric: Metric) -> tuple[float, float] | None:
         return self.intervals.get(metric.key)
@@ -172,7 +172,7 @@ def with_metrics(level: Level, data: dict[str, Any], where: str) -> Level:
     figures: dict[str, float | None] = {}
     intervals: dict[str, tuple[float, float] | None] = {}
     for metric in METRICS:
-        if metric.key in DERIVED:
+        if metric.derive is not None:
             continue
         from_json(float | None, data.get(metric.key), f"{where}.{metric.key}")
         figures[metric.key] = data.get(metric.key)
