@@ -64,6 +64,17 @@ def _views(*views: View) -> frozenset[View]:
     return frozenset(views)
 
 
+def _prefix_hits(figures: Mapping[str, Any], telemetry: Mapping[str, Any]) -> float | None:
+    """The engine's own prefix-cache hits during the level, in %: hits per queried token from its counters (vLLM),
+    or the mean of its hit-rate gauge (telemetry.py); None when the engine exports neither."""
+    engine = telemetry.get("engine")
+    rate = engine.get("prefix_cache_hit_rate") if isinstance(engine, dict) else None
+    found = rate.get("mean") if isinstance(rate, dict) else None
+    if isinstance(found, bool) or not isinstance(found, int | float) or not math.isfinite(found):
+        return None
+    return 100.0 * found
+
+
 def _per_user(figures: Mapping[str, Any], telemetry: Mapping[str, Any]) -> float | None:
     """Output tokens per second each user sees: 1000 / TPOT p50."""
     tpot = figures.get("median_tpot_ms")
@@ -120,6 +131,16 @@ METRICS: tuple[Metric, ...] = (
         "request_throughput", "req/s", "req/s", "higher", True, 2, _views(View.REPORT, View.BENCH_TABLE, View.PROGRESS)
     ),
     Metric("goodput", "goodput", "req/s", "higher", True, 2, COMPARED | _views(View.BENCH_TABLE, View.PROGRESS)),
+    Metric(
+        "prefix_cache_hit_rate",
+        "prefix hits",
+        "%",
+        "higher",
+        False,
+        1,
+        _views(View.PIVOT, View.REPORT),
+        derive=_prefix_hits,
+    ),
 )
 BY_KEY = {metric.key: metric for metric in METRICS}
 

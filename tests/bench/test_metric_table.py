@@ -1,0 +1,59 @@
+"""Each metric is named once, in the metric table, and every view reads it from there: a metric added as one
+row (the prefix-cache hit rate, derived from the engine's own counters) shows in the report and the pivot."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from labctl.bench.metric_table import BY_KEY, METRICS, View, shown_in
+from labctl.bench.results import level_from_json, parse_result
+from labctl.compare.pivot import pivot
+from labctl.compare.rules import Entry, checklist
+from labctl.compare.single import OneResult, level_head, level_rows
+from labctl.run.records.record import Record
+
+HITS = BY_KEY["prefix_cache_hit_rate"]
+
+
+def test_keys_and_labels_are_named_once() -> None:
+    assert len({m.key for m in METRICS}) == len(METRICS)
+    assert len({m.titled for m in METRICS}) == len(METRICS)
+    assert [m.titled for m in shown_in(View.PIVOT)][:3] == ["TTFT p50 ms", "TTFT p99 ms", "TPOT p50 ms"]
+    assert BY_KEY["output_throughput"].said("130") == "130 out tok/s"
+    assert BY_KEY["goodput"].said("1.20") == "goodput 1.20 req/s" and BY_KEY["request_throughput"].heading == "REQ/s"
+
+
+def level(engine: dict[str, Any] | None) -> dict[str, Any]:
+    telemetry = None if engine is None else {"engine": {"samples": 4, **engine}}
+    return {"concurrency": 4, "completed": 8, "requests": 8, "median_tpot_ms": 2.0, "telemetry": telemetry}
+
+
+def test_the_prefix_cache_hit_rate_is_read_from_the_engines_counters_in_percent() -> None:
+    counters = level_from_json(level({"prefix_cache_hit_rate": {"mean": 0.25, "max": None}}))
+    assert counters.value(HITS) == 25.0
+    assert level_from_json(level({"prefix_cache_hit_rate": None})).value(HITS) is None  # the engine exports none
+    assert level_from_json(level(None)).value(HITS) is None  # --no-telemetry
+    assert level_from_json(level({"prefix_cache_hit_rate": "x"})).value(HITS) is None  # free-form, not trusted
+
+
+def entry(given: str, rate: float | None) -> Entry:
+    engine = None if rate is None else {"prefix_cache_hit_rate": {"mean": rate, "max": None}}
+    doc = {
+        "bench_id": given,
+        "run_id": "20261204-100000-bbbbbb",
+        "levels": [level(engine)],
+        "workload": {"name": "shared-prefix", "sha256": "1" * 64},
+        "target": {"environment_label": "real-gpu", "model": "q"},
+    }
+    record = Record(run_id=doc["run_id"], status="stopped", engine="vllm", profile="p", served_model_name="q")
+    return Entry(given=given, result=parse_result(doc), record=record, evals={})
+
+
+def test_the_report_and_the_pivot_show_it_as_one_row_of_the_table_says() -> None:
+    one = OneResult(entry("b20261204-100000-aaaaaa", 0.5))
+    head = level_head(one)
+    assert head[head.index("goodput req/s") + 1] == "prefix hits %"
+    assert level_rows(one)[0][head.index("prefix hits %")] == ("50.0", "")
+    entries = [entry("b20261204-100000-aaaaaa", 0.5), entry("b20261204-110000-cccccc", None)]
+    row = next(p for p in pivot(entries, checklist(entries)) if p.metric == "prefix hits %")
+    assert row.cells == ["50.0", "-"] and row.deltas == ["-"]
