@@ -7,9 +7,10 @@ import string
 from dataclasses import dataclass
 from typing import Any
 
-from labctl.catalog.fields import Field, check_mapping
+from labctl.catalog.fields import MISSING, Field, check_mapping
 from labctl.catalog.lab import Lab, check_name
 from labctl.catalog.limits import EXACT, finite
+from labctl.catalog.memory import KV_SPACES, MemoryRule
 from labctl.catalog.placeholders import bad_placeholder
 from labctl.catalog.sourcefile import SourceFile, load_yaml_mapping
 from labctl.catalog.specs import (
@@ -54,6 +55,8 @@ OPTIONS_TARGET = re.compile(r"/labctl/[A-Za-z0-9][A-Za-z0-9_-]{0,63}\.ya?ml")
 OPTION_KEY = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,63}")
 OPTIONS_MAX_BYTES = 16384
 OPTIONS_MAX_DEPTH = 8
+MAX_TEXT = 200
+MAX_RESERVE_GIB = 64.0
 
 
 def _plain_data(value: Any, depth: int = 0) -> bool:
@@ -77,6 +80,21 @@ def _options_content(value: dict[str, Any]) -> bool:
 
 def _env_name(value: str) -> bool:
     return ENV_NAME.fullmatch(value) is not None
+
+
+def _fraction(value: float) -> bool:
+    return 0 < value <= 1
+
+
+def _text(allowed: str, required: bool = False, default: Any = MISSING) -> Field:
+    """One line of prose, bounded."""
+    return Field(
+        "str",
+        f"{allowed} (one line, at most {MAX_TEXT} characters)",
+        required=required,
+        default=default,
+        check=lambda v: 0 < len(v) <= MAX_TEXT and "\n" not in v,
+    )
 
 
 def _str_list(allowed: str) -> Field:
@@ -192,6 +210,32 @@ ENGINE_FIELDS: dict[str, Field] = {
         fields={
             "flag": Field("str", "the option, e.g. --gpu-memory-utilization", required=True),
             "meaning": Field("str", "what the fraction is a share of, in the engine's own terms", required=True),
+            "default": Field(
+                "float", "the engine's own value when a profile sets none, a fraction in (0, 1]", check=_fraction
+            ),
+            "default_from": _text("where that default was read (the engine's file or documentation)"),
+            "fit": Field(
+                "map",
+                "the memory fit's arithmetic for this engine (labctl fit, validate, up's preflight)",
+                fields={
+                    "kv_space": Field(
+                        "str",
+                        "what the fraction is a share of: one of " + ", ".join(KV_SPACES),
+                        required=True,
+                        check=lambda v: v in KV_SPACES,
+                    ),
+                    "share": _text("the fraction's meaning, as the fit prints it", required=True),
+                    "reserve_gib": Field(
+                        "float",
+                        f"GiB per GPU the engine keeps outside the KV cache besides the weights (0-{MAX_RESERVE_GIB})",
+                        required=True,
+                        check=lambda v: 0 <= v <= MAX_RESERVE_GIB,
+                    ),
+                    "reserve_why": _text("what that reserve holds", required=True),
+                    "fp8_kv_cache": _text("how the engine is told to keep an FP8 KV cache", required=True),
+                    "too_small": _text("what the engine does when one sequence does not fit", default=""),
+                },
+            ),
         },
     ),
     "endpoints": Field(
@@ -371,6 +415,32 @@ class Engine:
         return None if setting is None else (str(setting["flag"]), str(setting["meaning"]))
 
     @property
+    def memory_rule(self) -> MemoryRule | None:
+        """The memory fit's arithmetic, when the folder states it (memory_setting.fit)."""
+        setting = self.spec["memory_setting"]
+        rule = None if setting is None else setting["fit"]
+        if rule is None:
+            return None
+        return MemoryRule(
+            engine=self.name,
+            setting_name=str(setting["flag"]),
+            meaning=str(rule["share"]),
+            reserve_gib=float(rule["reserve_gib"]),
+            reserve_why=str(rule["reserve_why"]),
+            kv_dtype_flag=str(rule["fp8_kv_cache"]),
+            kv_space=str(rule["kv_space"]),
+            too_small=str(rule["too_small"]),
+        )
+
+    @property
+    def memory_default(self) -> tuple[float, str] | None:
+        """The engine's own value of its memory setting, and where that was read."""
+        setting = self.spec["memory_setting"]
+        if setting is None or setting["default"] is None:
+            return None
+        return float(setting["default"]), str(setting["default_from"])
+
+    @property
     def resident_suited(self) -> bool:
         return bool(self.spec["resident"]["suited"])
 
@@ -446,6 +516,9 @@ def load_engine(lab: Lab, name: str) -> Engine:
         )
     if spec["cpu"] is not None and spec["environment_label"] == "real-gpu":
         raise src.problem(("environment_label",), "an engine on CPU is never real-gpu: say 'harness-check'.")
+    setting = spec["memory_setting"]
+    if setting is not None and (setting["default"] is None) != (setting["default_from"] is None):
+        raise src.problem(("memory_setting",), "'default' and 'default_from' go together: give both or neither.")
     if spec["build"] is not None:
         for i, group in enumerate(spec["build"]["serve_args"] or []):
             _check_placeholders(src, ("build", "serve_args", i), group)
