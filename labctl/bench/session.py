@@ -9,7 +9,7 @@ import math
 import os
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -38,6 +38,7 @@ from labctl.bench.sweep_plan import PlannedLevel, SweepClock, plan_levels, plan_
 from labctl.bench.telemetry import Window, peak_in_flight, summarise_engine, summarise_gpus
 from labctl.bench.tokens import counter_for, spelled_as_path, tokenizer_counter
 from labctl.bench.workloads import Workload, make_prompts
+from labctl.catalog.engine_metrics import Telemetry
 from labctl.catalog.hub_names import is_repo_id
 from labctl.catalog.limits import check_seconds
 from labctl.catalog.profiles import printable
@@ -96,6 +97,7 @@ class BenchRequest:
     allow_shared_engine: bool = False  # measure even while another bench or eval holds the engine (recorded)
     wait_for_engine: float = 0.0  # seconds to wait for another bench or eval on the engine to finish
     max_error_rate: float = MAX_ERROR_RATE  # above this share of failed requests, a level is partial
+    engines: Telemetry = field(default_factory=Telemetry)  # the lab's engines' metric names and routes
 
 
 # (phase, done, total, whole-sweep ETA in seconds or None)
@@ -385,6 +387,7 @@ def _run_held(
         request.host.name if request.host else "local",
         target.base_url,
         request.telemetry,
+        request.engines,
     )
     save_result(path, result)
     if plan.gpu_command is not None or plan.metrics_url is not None:

@@ -7,6 +7,14 @@ import string
 from dataclasses import dataclass
 from typing import Any
 
+from labctl.catalog.engine_metrics import (
+    COMMON,
+    METRIC_KINDS,
+    PROMETHEUS_NAME,
+    MetricNames,
+    Source,
+    Telemetry,
+)
 from labctl.catalog.fields import MISSING, Field, check_mapping
 from labctl.catalog.lab import Lab, check_name
 from labctl.catalog.limits import EXACT, finite
@@ -106,6 +114,29 @@ ARG_GROUP = Field(
     "a list of argv words, e.g. ['--port', '{port}'] (emitted only when every placeholder has a value)",
     check=lambda v: len(v) > 0,
     item=Field("str", "a string"),
+)
+
+MAX_METRIC_CANDIDATES = 4
+
+
+def _metric_name(value: str) -> bool:
+    return PROMETHEUS_NAME.fullmatch(value) is not None
+
+
+METRIC_CANDIDATES = Field(
+    "list",
+    f"a list of at most {MAX_METRIC_CANDIDATES} of the engine's own metrics, first present wins (empty: not exported)",
+    required=True,
+    check=lambda v: len(v) <= MAX_METRIC_CANDIDATES,
+    item=Field(
+        "map",
+        "{metric: NAME, kind: gauge or counter, per: NAME (a ratio of two counters' increases)}",
+        fields={
+            "metric": Field("str", "a Prometheus metric name", required=True, check=_metric_name),
+            "kind": Field("str", "one of " + ", ".join(METRIC_KINDS), required=True, check=lambda v: v in METRIC_KINDS),
+            "per": Field("str", "a Prometheus metric name", check=_metric_name),
+        },
+    ),
 )
 
 ENGINE_FIELDS: dict[str, Field] = {
@@ -245,6 +276,14 @@ ENGINE_FIELDS: dict[str, Field] = {
             "metrics": Field("str", "a path, or null"),
         },
         default=lambda: {"version": None, "metrics": None},
+    ),
+    "telemetry": Field(
+        "map",
+        "the engine's Prometheus names under labctl's common ones, each a list of candidates",
+        fields={
+            "names_from": _text("where the names were read (repository@commit path)", required=True),
+            **{common: METRIC_CANDIDATES for common in COMMON},
+        },
     ),
     "docker": Field(
         "map",
@@ -415,6 +454,17 @@ class Engine:
         return None if setting is None else (str(setting["flag"]), str(setting["meaning"]))
 
     @property
+    def metric_names(self) -> MetricNames | None:
+        """Common name -> the engine's own candidates (None: the folder states none)."""
+        telemetry = self.spec["telemetry"]
+        if telemetry is None:
+            return None
+        return {
+            common: tuple(Source(str(c["metric"]), str(c["kind"]), opt_str(c["per"])) for c in telemetry[common])
+            for common in COMMON
+        }
+
+    @property
     def memory_rule(self) -> MemoryRule | None:
         """The memory fit's arithmetic, when the folder states it (memory_setting.fit)."""
         setting = self.spec["memory_setting"]
@@ -519,10 +569,19 @@ def load_engine(lab: Lab, name: str) -> Engine:
     setting = spec["memory_setting"]
     if setting is not None and (setting["default"] is None) != (setting["default_from"] is None):
         raise src.problem(("memory_setting",), "'default' and 'default_from' go together: give both or neither.")
+    if spec["telemetry"] is not None and spec["endpoints"]["metrics"] is None:
+        raise src.problem(("telemetry",), "metric names need a route that serves them: set endpoints.metrics.")
     if spec["build"] is not None:
         for i, group in enumerate(spec["build"]["serve_args"] or []):
             _check_placeholders(src, ("build", "serve_args", i), group)
     return Engine(name=name, spec=spec, source=src)
+
+
+def lab_telemetry(lab: Lab) -> Telemetry:
+    """Every engine's metric names and metrics route, as the lab's folders state them."""
+    engines = [load_engine(lab, name) for name in list_engine_names(lab)]
+    names = {e.name: table for e in engines if (table := e.metric_names) is not None}
+    return Telemetry(names=names, paths={e.name: path for e in engines if (path := e.metrics_path) is not None})
 
 
 def list_engine_names(lab: Lab) -> list[str]:

@@ -13,6 +13,7 @@ from typing import Any
 
 from labctl.bench.session import BenchRequest, find_result, list_results, run_bench, save_result
 from labctl.bench.workloads import with_overrides
+from labctl.catalog.engines import lab_telemetry
 from labctl.catalog.lab import Lab
 from labctl.errors import Conflict, LabctlError, describe_error
 from labctl.host.docker import daemon as dk
@@ -363,6 +364,7 @@ class CellRun:
             host=self.bench_host,
             max_error_rate=float(study.spec["max_error_rate"]),
             telemetry=not canary,
+            engines=lab_telemetry(ctx.lab),
         )
         started = now()
         try:

@@ -72,9 +72,11 @@ def _route_row(engine: str, c: HttpContract, what: str, path: str | None) -> Row
 
 def _telemetry_row(name: str, c: HttpContract) -> Row:
     """labctl's telemetry mapping (labctl/catalog/engine_metrics.py) reads names this version exports."""
-    from labctl.catalog.engine_metrics import ENGINE_METRICS
+    from labctl.catalog.engines import lab_telemetry
+    from labctl.catalog.lab import Lab
 
-    mapping = ENGINE_METRICS.get("vllm" if name == "vllm-cpu" else name, {})
+    names = lab_telemetry(Lab(ROOT)).names
+    mapping = names.get(name) or names.get("vllm" if name == "vllm-cpu" else name, {})  # vllm-cpu: vLLM's names
     exported = set(c.metric_names)
     missing = [
         common

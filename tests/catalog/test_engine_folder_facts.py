@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from labctl.catalog.engines import load_engine
+from labctl.catalog.engines import lab_telemetry, load_engine
 from labctl.catalog.fit import default_target, fit
 from labctl.catalog.lab import Lab
 from labctl.catalog.profiles import load_profile
@@ -42,6 +42,13 @@ def test_each_gpu_engine_states_its_memory_rule_and_default(lab: Path) -> None:
         assert not load_engine(Lab(lab), name).needs_gpu
 
 
+def test_the_lab_telemetry_comes_from_the_folders(lab: Path) -> None:
+    telemetry = lab_telemetry(Lab(lab))
+    assert telemetry.path_of("trtllm") == "/prometheus/metrics" and telemetry.path_of("external") == "/metrics"
+    assert telemetry.names["sglang"]["waiting"][0].metric == "sglang:num_queue_reqs"
+    assert "vllm-cpu" not in telemetry.names  # it states none: a scrape of it is known by vLLM's names
+
+
 def test_a_gpu_engine_without_a_memory_rule_is_refused_by_file_and_field(lab: Path) -> None:
     _edit(lab, "vllm", {"memory_setting.fit": None})
     profile = load_profile(Lab(lab), "vllm", "qwen3-32b")
@@ -70,6 +77,15 @@ def test_a_missing_default_is_refused_when_the_profile_sets_none(lab: Path) -> N
         ({"memory_setting.default_from": None}, r"memory_setting: 'default' and 'default_from' go together"),
         ({"memory_setting.fit.reserve_why": "x" * 201}, r"memory_setting\.fit\.reserve_why: .*at most 200"),
         ({"memory_setting.fit.extra": 1}, r"memory_setting\.fit\.extra: unknown field"),
+        ({"telemetry.running": [{"metric": "bad name!", "kind": "gauge"}]}, r"telemetry\.running\[0\]\.metric: "),
+        ({"telemetry.running": [{"metric": "a_b", "kind": "histogram"}]}, r"telemetry\.running\[0\]\.kind: "),
+        (
+            {"telemetry.running": [{"metric": f"a{i}", "kind": "gauge"} for i in range(5)]},
+            r"telemetry\.running: .*at most 4",
+        ),
+        ({"telemetry.waiting": None}, r"telemetry: missing required field 'waiting'"),
+        ({"telemetry.queue_depth": []}, r"telemetry\.queue_depth: unknown field"),
+        ({"endpoints.metrics": None}, r"telemetry: metric names need a route that serves them"),
     ],
 )
 def test_bad_memory_facts_are_refused_at_load(lab: Path, change: dict[str, object], message: str) -> None:
