@@ -24,7 +24,7 @@ from labctl.errors import BadInput
 
 SCHEMA = 1
 MAX_BYTES = 2 * 1024 * 1024
-ENGINES = {"vllm": "vLLM", "sglang": "SGLang", "trtllm": "TensorRT-LLM", "atlas": "Atlas"}
+SPEAKER = re.compile(r"[A-Za-z0-9][A-Za-z0-9 ._+()-]{0,39}")  # fullmatch; "TensorRT-LLM"
 PARSERS = ("argparse", "click", "clap")
 TYPES = ("str", "int", "float", "bool", "json")
 _SAFE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+-]{0,63}")  # fullmatch: `$` accepts a trailing newline
@@ -203,7 +203,7 @@ def load_contract(path: Path) -> Contract:
         raise BadInput(f"{path}: engine contract is {size} bytes, more than {MAX_BYTES}")
     doc = load_yaml_data(path, max_bytes=MAX_BYTES)
     try:
-        doc = check_keys(doc, "contract", {"schema", "engine", "version", "provenance", "commands"})
+        doc = check_keys(doc, "contract", {"schema", "engine", "version", "provenance", "commands"}, {"speaker"})
         if doc["schema"] != SCHEMA:
             raise Malformed(f"schema: expected {SCHEMA}, found {doc['schema']!r}")
         engine, version = doc["engine"], doc["version"]
@@ -235,7 +235,10 @@ def load_contract(path: Path) -> Contract:
         cmds = doc["commands"]
         if not isinstance(cmds, dict) or not cmds:
             raise Malformed("commands: at least one command")
-        label = f"{ENGINES.get(engine, engine)} {version}"
+        speaker = doc.get("speaker", engine)
+        if not isinstance(speaker, str) or not SPEAKER.fullmatch(speaker):
+            raise Malformed("speaker: how the engine's messages name it, e.g. vLLM (40 characters at most)")
+        label = f"{speaker} {version}"
         commands = {str(k): _command(v, f"commands.{k}", label) for k, v in cmds.items()}
     except Malformed as e:
         raise BadInput(f"{path}: bad engine contract: {e}") from None

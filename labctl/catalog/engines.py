@@ -7,6 +7,7 @@ import string
 from dataclasses import dataclass
 from typing import Any
 
+from labctl.catalog.contracts import SPEAKER
 from labctl.catalog.engine_metrics import (
     COMMON,
     METRIC_KINDS,
@@ -64,6 +65,9 @@ OPTION_KEY = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,63}")
 OPTIONS_MAX_BYTES = 16384
 OPTIONS_MAX_DEPTH = 8
 MAX_TEXT = 200
+MAX_GENERATED = 16
+SAFE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+-]{0,63}")  # fullmatch
+IMAGE_NAME = re.compile(r"[a-z0-9][a-z0-9._/:-]{0,254}")  # fullmatch
 MAX_RESERVE_GIB = 64.0
 
 
@@ -88,6 +92,10 @@ def _options_content(value: dict[str, Any]) -> bool:
 
 def _env_name(value: str) -> bool:
     return ENV_NAME.fullmatch(value) is not None
+
+
+def _safe_name(value: str) -> bool:
+    return SAFE_NAME.fullmatch(value) is not None
 
 
 def _fraction(value: float) -> bool:
@@ -233,6 +241,33 @@ ENGINE_FIELDS: dict[str, Field] = {
         fields={
             "serve": Field("str", "the contract command that serves, e.g. serve", required=True),
             "build": Field("str", "the contract command of the build step, e.g. build"),
+            "speaker": Field(
+                "str",
+                "how the engine's own messages name it, e.g. vLLM (its contract files say the same)",
+                check=lambda v: SPEAKER.fullmatch(v) is not None,
+            ),
+            "generate": Field(
+                "map",
+                "how `make contracts` reads its contracts from a PyPI wheel (none: they are read from source by hand)",
+                fields={
+                    "package": Field("str", "the PyPI package", required=True, check=_safe_name),
+                    "parser": Field(
+                        "str", "whose argparse parser the wheel holds, e.g. vllm", required=True, check=_safe_name
+                    ),
+                    "versions": Field(
+                        "list",
+                        f"the versions profiles pin, at most {MAX_GENERATED}",
+                        required=True,
+                        check=lambda v: 0 < len(v) <= MAX_GENERATED,
+                        item=Field("str", "a version such as 0.34.0", check=_safe_name),
+                    ),
+                    "image": Field(
+                        "str",
+                        "read inside this image, which holds the wheel (LABCTL_<ENGINE>_IMAGE overrides it)",
+                        check=lambda v: IMAGE_NAME.fullmatch(v) is not None,
+                    ),
+                },
+            ),
         },
     ),
     "memory_setting": Field(
@@ -417,7 +452,13 @@ class Engine:
     @property
     def contract(self) -> ContractRef | None:
         contract = self.spec["contract"]
-        return None if contract is None else ContractRef(serve=str(contract["serve"]), build=opt_str(contract["build"]))
+        return (
+            None
+            if contract is None
+            else ContractRef(
+                serve=str(contract["serve"]), build=opt_str(contract["build"]), speaker=opt_str(contract["speaker"])
+            )
+        )
 
     @property
     def build(self) -> EngineBuild | None:

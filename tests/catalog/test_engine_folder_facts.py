@@ -92,3 +92,25 @@ def test_bad_memory_facts_are_refused_at_load(lab: Path, change: dict[str, objec
     _edit(lab, "vllm", change)
     with pytest.raises(BadInput, match=message):
         load_engine(Lab(lab), "vllm")
+
+
+def test_contract_files_name_the_engine_as_its_folder_does(lab: Path) -> None:
+    from labctl.catalog.contracts import load_contract
+
+    for path in sorted((lab / "engines").glob("*/cli/*.yaml")):
+        engine = load_engine(Lab(lab), path.parent.parent.name)
+        assert engine.contract is not None
+        speaker = engine.contract.speaker or engine.name
+        assert load_contract(path).commands[engine.contract.serve].label.startswith(f"{speaker} "), path
+
+
+def test_a_contract_speaker_is_bounded(lab: Path) -> None:
+    from labctl.catalog.contracts import load_contract
+
+    path = lab / "engines" / "vllm" / "cli" / "0.34.0.yaml"
+    path.write_text(path.read_text().replace("speaker: vLLM", "speaker: '" + "v" * 41 + "'"))
+    with pytest.raises(BadInput, match="speaker: how the engine's messages name it"):
+        load_contract(path)
+    _edit(lab, "vllm", {"contract.speaker": "vLLM\nhi"})
+    with pytest.raises(BadInput, match=r"contract\.speaker: .*not allowed"):
+        load_engine(Lab(lab), "vllm")
