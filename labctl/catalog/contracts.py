@@ -27,7 +27,7 @@ MAX_BYTES = 2 * 1024 * 1024
 SPEAKER = re.compile(r"[A-Za-z0-9][A-Za-z0-9 ._+()-]{0,39}")  # fullmatch; "TensorRT-LLM"
 PARSERS = ("argparse", "click", "clap")
 TYPES = ("str", "int", "float", "bool", "json")
-_SAFE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+-]{0,63}")  # fullmatch: `$` accepts a trailing newline
+SAFE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+-]{0,63}")  # fullmatch: `$` accepts a trailing newline
 _NEGATIVE = re.compile(r"-[0-9]+|-[0-9]*\.[0-9]+")
 
 
@@ -81,9 +81,9 @@ class Finding:
 
 
 def contract_path(engines_dir: Path, engine: str, version: str) -> Path:
-    if not _SAFE.fullmatch(engine):
+    if not SAFE_NAME.fullmatch(engine):
         raise BadInput(f"engine name {engine!r} is not a plain name")
-    if not _SAFE.fullmatch(version):
+    if not SAFE_NAME.fullmatch(version):
         raise BadInput(f"engine version {version!r} is not a plain version string")
     return Path(engines_dir) / engine / "cli" / f"{version}.yaml"
 
@@ -207,9 +207,9 @@ def load_contract(path: Path) -> Contract:
         if doc["schema"] != SCHEMA:
             raise Malformed(f"schema: expected {SCHEMA}, found {doc['schema']!r}")
         engine, version = doc["engine"], doc["version"]
-        if not isinstance(engine, str) or not _SAFE.fullmatch(engine):
+        if not isinstance(engine, str) or not SAFE_NAME.fullmatch(engine):
             raise Malformed("engine: the engine folder's name")
-        if not isinstance(version, str) or not _SAFE.fullmatch(version):
+        if not isinstance(version, str) or not SAFE_NAME.fullmatch(version):
             raise Malformed("version: a quoted version string")
         prov = doc["provenance"]
         if not isinstance(prov, dict) or prov.get("kind") not in ("pypi-wheel", "source"):

@@ -226,10 +226,12 @@ def _metric_names(text: bytes) -> set[str]:
 
 
 def _known_paths(all_contracts: dict[str, dict[str, HttpContract]]) -> set[str]:
-    from labctl.harness.persona_http import METRICS_PATHS
+    from labctl.catalog.engines import lab_telemetry
+    from labctl.catalog.lab import Lab
 
     paths = {_concrete(r.path) for versions in all_contracts.values() for c in versions.values() for r in c.routes}
-    return paths | set(METRICS_PATHS.values()) | {"/get_server_info", "/server_info", "/ready", "/version"}
+    metrics = set(lab_telemetry(Lab(ROOT)).paths.values()) - {"/metrics"}  # the personas serve these too
+    return paths | metrics | {"/get_server_info", "/server_info", "/ready", "/version"}
 
 
 def _persona_words(
