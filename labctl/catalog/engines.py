@@ -610,6 +610,10 @@ def load_engine(lab: Lab, name: str) -> Engine:
     setting = spec["memory_setting"]
     if setting is not None and (setting["default"] is None) != (setting["default_from"] is None):
         raise src.problem(("memory_setting",), "'default' and 'default_from' go together: give both or neither.")
+    if setting is not None and setting["fit"] is not None and not spec["gpu"]["required"]:
+        raise src.problem(
+            ("memory_setting", "fit"), "an engine that needs no GPU has no GPU memory fit: remove it, or gpu.required."
+        )
     if spec["telemetry"] is not None and spec["endpoints"]["metrics"] is None:
         raise src.problem(("telemetry",), "metric names need a route that serves them: set endpoints.metrics.")
     if spec["build"] is not None:

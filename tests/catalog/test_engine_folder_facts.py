@@ -77,6 +77,7 @@ def test_a_missing_default_is_refused_when_the_profile_sets_none(lab: Path) -> N
         ({"memory_setting.default_from": None}, r"memory_setting: 'default' and 'default_from' go together"),
         ({"memory_setting.fit.reserve_why": "x" * 201}, r"memory_setting\.fit\.reserve_why: .*at most 200"),
         ({"memory_setting.fit.extra": 1}, r"memory_setting\.fit\.extra: unknown field"),
+        ({"gpu.required": False}, r"memory_setting\.fit: an engine that needs no GPU has no GPU memory fit"),
         ({"telemetry.running": [{"metric": "bad name!", "kind": "gauge"}]}, r"telemetry\.running\[0\]\.metric: "),
         ({"telemetry.running": [{"metric": "a_b", "kind": "histogram"}]}, r"telemetry\.running\[0\]\.kind: "),
         (
