@@ -7,7 +7,7 @@ import string
 from dataclasses import dataclass
 from typing import Any
 
-from labctl.catalog.contracts import SPEAKER
+from labctl.catalog.contracts import SAFE_NAME, SPEAKER
 from labctl.catalog.engine_metrics import (
     COMMON,
     METRIC_KINDS,
@@ -66,7 +66,6 @@ OPTIONS_MAX_BYTES = 16384
 OPTIONS_MAX_DEPTH = 8
 MAX_TEXT = 200
 MAX_GENERATED = 16
-SAFE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+-]{0,63}")  # fullmatch
 IMAGE_NAME = re.compile(r"[a-z0-9][a-z0-9._/:-]{0,254}")  # fullmatch
 MAX_RESERVE_GIB = 64.0
 
@@ -282,7 +281,7 @@ ENGINE_FIELDS: dict[str, Field] = {
             "default_from": _text("where that default was read (the engine's file or documentation)"),
             "fit": Field(
                 "map",
-                "the memory fit's arithmetic for this engine (labctl fit, validate, up's preflight)",
+                "the memory fit's arithmetic for this engine (validate, up's preflight, studies)",
                 fields={
                     "kv_space": Field(
                         "str",
