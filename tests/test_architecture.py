@@ -56,6 +56,7 @@ LAYERS = [
     ["run.remote"],
     ["run.images", "run.models", "run.resident"],
     ["run.lifecycle"],
+    ["run.backends"],
     ["bench"],
     ["quality"],
     ["compare"],

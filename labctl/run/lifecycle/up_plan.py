@@ -52,6 +52,7 @@ class UpRequest:
     fetch: bool = True  # download the model into the cache before anything starts (--no-fetch: the cache as is)
     host: HostEntry = LOCAL_HOST
     home: Path | None = None  # where keys live (the runs folder's home)
+    minutes: int | None = None  # a cluster's job: its time limit (--time; default: the cluster's)
 
 
 @dataclass(frozen=True)
