@@ -153,11 +153,6 @@ def save(runs: Runs, record: Record) -> Record:
     return runs.update(record.run_id, **changes(runs.load(record.run_id), record))
 
 
-def is_cluster_run(runs: Runs, run_id: str) -> bool:
-    run = runs.try_load(run_id)
-    return run is not None and run.slurm is not None
-
-
 def cluster_run_ids(runs: Runs, cluster: str | None) -> list[str]:
     """This home's runs on the cluster (None: on any cluster)."""
     found = []
