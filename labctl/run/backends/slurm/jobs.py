@@ -31,7 +31,7 @@ from labctl.host.remote import key_volume
 from labctl.host.remote.forward import Forward, close_forward, open_forward
 from labctl.host.slurm import commands as slurm
 from labctl.host.slurm.clusters import ClusterEntry
-from labctl.host.slurm.job_script import JOB_LABEL, cluster_compose, job_script, sbatch_options
+from labctl.host.slurm.job_script import JOB_LABEL, BatchJob, cluster_compose, job_script, sbatch_options
 from labctl.host.slurm.parse import JobState
 from labctl.run.backends.slurm.job_record import job_of, with_event, with_job
 from labctl.run.lifecycle.down import project_name
@@ -127,19 +127,8 @@ def submit_run(lab: Lab, home: Path, cluster: ClusterEntry, request: JobRequest)
     volume = ready_volume(run_id) if keys else None
     script = job_script(run_id, project_name(run_id), compose_text, cluster.nodes, request.docker_bin, volume)
     cpus, mem_mib = request.cpus or profile.cpus, request.mem_mib or profile.memory_mib
-    options = sbatch_options(
-        run_id=run_id,
-        engine=engine,
-        profile=profile_name,
-        gpus=count,
-        minutes=limit,
-        cpus=cpus,
-        mem_mib=mem_mib,
-        partition=cluster.partition,
-        account=cluster.account,
-        qos=cluster.qos,
-        output=str(folder / "job.log"),
-    )
+    batch = BatchJob(run_id, engine, profile_name, count, limit, str(folder / "job.log"), cpus, mem_mib)
+    options = sbatch_options(batch, cluster)
     job = SlurmJob(
         cluster=cluster.name,
         gpus_requested=count,
