@@ -78,4 +78,5 @@ def test_a_cluster_record_written_before_loads_into_the_one_record(tmp_path: Pat
     data["slurm"]["cluster"] = "lab-a"
     runs.record_path(run_id).write_text(json.dumps(data))
     assert isinstance(backend_of_run(lab_root, runs.load(run_id)), SlurmCluster)
-    assert claimed_run(lab_root, runs.load(run_id).changed(slurm=None)) is None
+    on_a_host = runs.load(run_id).changed(slurm=None, host_entry="box")
+    assert claimed_run(lab_root, on_a_host) is None and isinstance(backend_of_run(lab_root, on_a_host), DockerHost)

@@ -7,7 +7,6 @@ from pathlib import Path
 
 from labctl.catalog.lab import Lab
 from labctl.host.remote.hosts import load_hosts
-from labctl.host.slurm.clusters import run_host
 from labctl.run.backends.backend import StatusSection
 from labctl.run.backends.docker.docker_host import DockerHost, status_section
 from labctl.run.lifecycle.host_inventory import HOST_TIMEOUT_S, status_hosts
@@ -24,7 +23,7 @@ class DockerKind:
         return DockerHost(load_hosts(lab_root).get(name))
 
     def of_run(self, lab_root: Path, record: Record) -> DockerHost | None:
-        return DockerHost(run_host(lab_root, record.host_entry))
+        return DockerHost(load_hosts(lab_root).get(record.host_entry))
 
     def status_all(self, lab: Lab, runs: Runs, only: str | None) -> list[StatusSection]:
         return [status_section(s) for s in host_sections(runs, status_hosts(lab, runs, only), HOST_TIMEOUT_S)]
