@@ -27,8 +27,10 @@ from labctl.run.resident.resident_plan import ResidentPlan, check_bind, plan_res
 MAX_OWNER_CHARS = 64  # a user name; it is a container label and a column of `status`
 
 
-@dataclass
+@dataclass(frozen=True)
 class UpRequest:
+    """The per-run options of one `up` (or `reproduce`, or a study cell) as one value, whatever backend runs it."""
+
     engine: str
     profile: str
     gpus: list[str] | None = None
