@@ -12,6 +12,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("run.remote",),
     ("run.images", "run.models", "run.resident"),
     ("run.lifecycle",),
+    ("run.backends",),
     ("bench",),
     ("quality",),
     ("compare",),
