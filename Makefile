@@ -134,6 +134,12 @@ remote-lab-down:
 reference: $(STAMP)
 	$(PY) -c 'from pathlib import Path; from labctl.cli import app; from labctl.cli.reference import write_reference; print("docs/reference/cli.md", "updated" if write_reference(app, Path("docs/reference/cli.md")) else "unchanged")'
 
+# The generated part of docs/development/architecture.md (the layers and every module's first docstring sentence);
+# a unit test fails when it is stale.
+.PHONY: architecture
+architecture: $(STAMP)
+	$(PY) scripts/architecture_page.py
+
 # Engine CLI contracts (engines/<engine>/cli/<version>.yaml), from the engines' own parsers, and HTTP-surface
 # contracts (engines/<engine>/http/<version>.yaml) from their servers' source. `make contract-check
 # HTTP_ONLY=1` checks engine.yaml's probes and the personas against the HTTP contracts alone (no wheels).

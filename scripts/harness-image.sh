@@ -42,12 +42,13 @@ digest() { docker image inspect -f '{{range .RepoDigests}}{{.}} {{end}}' "$1"; }
 "$PYTHON" -m labctl.run.images.harness "$IMAGE"
 say "digest: $(digest "$IMAGE")"
 
-# Persona context: the contract loader (labctl.catalog.contracts + labctl.errors), the contracts, the
+# Persona context: the contract loader (labctl.catalog.contracts + labctl.errors), the engine folders' files, the
 # shims and stand-ins, and PyYAML's pure-Python modules (the base image has no pip).
 mkdir -p "$ctx/labctl/catalog" "$ctx/persona/site/yaml"
 cp labctl/errors.py "$ctx/labctl/"
 cp labctl/catalog/__init__.py labctl/catalog/contracts.py labctl/catalog/sourcefile.py "$ctx/labctl/catalog/"
-for f in engines/*/cli/*.yaml; do mkdir -p "$ctx/$(dirname "$f")"; cp "$f" "$ctx/$f"; done
+# Each persona reads its engine's folder: the contracts and engine.yaml (its serve command and metrics route).
+for f in engines/*/cli/*.yaml engines/*/engine.yaml; do mkdir -p "$ctx/$(dirname "$f")"; cp "$f" "$ctx/$f"; done
 cp -r engines/harness/persona/bin engines/harness/persona/site engines/harness/persona/app "$ctx/persona/"
 cp engines/harness/persona/Dockerfile "$ctx/Dockerfile"
 yaml_dir=$("$PYTHON" -c 'import os, yaml; print(os.path.dirname(yaml.__file__))')

@@ -9,6 +9,9 @@ from pathlib import Path
 
 from helpers.support import REPO
 
+from labctl.layers import LAYERS
+from labctl.layers import SEPARATE as LAYER_SEPARATE
+
 PACKAGE = REPO / "labctl"
 EDGES = {"python_on_whales", "subprocess", "socket", "fcntl"}
 EXEMPT = ("host/", "harness/", "bench/client.py")
@@ -46,24 +49,7 @@ def test_the_library_never_imports_the_cli() -> None:
     assert offenders == []
 
 
-# Lowest first. A package imports only from packages below it; packages on one line never import each other.
-LAYERS = [
-    ["errors"],
-    ["catalog"],
-    ["host"],
-    ["compose"],
-    ["run.records"],
-    ["run.remote"],
-    ["run.images", "run.models", "run.resident"],
-    ["run.lifecycle"],
-    ["bench"],
-    ["quality"],
-    ["compare"],
-    ["study"],
-    ["cli"],
-    ["__main__"],
-]
-SEPARATE = {"harness": {"errors", "catalog"}}  # the harness engine is its own program: it uses only these
+SEPARATE = {name: set(allowed) for name, allowed in LAYER_SEPARATE.items()}
 
 
 def area_of(module: str) -> str:
@@ -137,3 +123,19 @@ def test_the_edges_folder_is_by_subject() -> None:
     """host/ answers "where does labctl touch X?" by folder: about a dozen entries at its top, not a drawer."""
     entries = [p.name for p in (PACKAGE / "host").iterdir() if p.name != "__pycache__"]
     assert len(entries) <= 13, sorted(entries)
+
+
+def test_one_way_to_docker_per_purpose() -> None:
+    """python-on-whales is imported by host/docker/daemon.py alone; the docker CLI's argv is spelled there alone
+    (cli_argv, cli_argv_for) for the few places that must feed stdin or die with their ssh."""
+    whales = sorted(rel for rel, path in modules() if any(n.startswith("python_on_whales") for n in imports_of(path)))
+    assert whales == ["host/docker/daemon.py"]
+    spelled = set()
+    for rel, path in modules():
+        if not rel.startswith("host/") or rel == "host/docker/daemon.py":
+            continue
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            first = node.elts[0] if isinstance(node, ast.List) and node.elts else None
+            if isinstance(first, ast.Constant) and first.value == "docker":
+                spelled.add(rel)
+    assert spelled == set()

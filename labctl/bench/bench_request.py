@@ -5,11 +5,12 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from labctl.bench.tokens import spelled_as_path
 from labctl.bench.workloads import Workload
+from labctl.catalog.engine_metrics import Telemetry
 from labctl.catalog.hub_names import is_repo_id
 from labctl.catalog.limits import check_seconds
 from labctl.catalog.profiles import printable
@@ -51,6 +52,7 @@ class BenchRequest:
     allow_shared_engine: bool = False  # measure even while another bench or eval holds the engine (recorded)
     wait_for_engine: float = 0.0  # seconds to wait for another bench or eval on the engine to finish
     max_error_rate: float = MAX_ERROR_RATE  # above this share of failed requests, a level is partial
+    engines: Telemetry = field(default_factory=Telemetry)  # the lab's engines' metric names and routes
 
 
 # (phase, done, total, whole-sweep ETA in seconds or None)

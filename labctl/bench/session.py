@@ -146,6 +146,7 @@ def _run_held(
         request.host.name if request.host else "local",
         target.base_url,
         request.telemetry,
+        request.engines,
     )
     save_result(path, result)
     if plan.gpu_command is not None or plan.metrics_url is not None:

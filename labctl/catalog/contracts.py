@@ -24,10 +24,10 @@ from labctl.errors import BadInput
 
 SCHEMA = 1
 MAX_BYTES = 2 * 1024 * 1024
-ENGINES = {"vllm": "vLLM", "sglang": "SGLang", "trtllm": "TensorRT-LLM", "atlas": "Atlas"}
+SPEAKER = re.compile(r"[A-Za-z0-9][A-Za-z0-9 ._+()-]{0,39}")  # fullmatch; "TensorRT-LLM"
 PARSERS = ("argparse", "click", "clap")
 TYPES = ("str", "int", "float", "bool", "json")
-_SAFE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+-]{0,63}")  # fullmatch: `$` accepts a trailing newline
+SAFE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+-]{0,63}")  # fullmatch: `$` accepts a trailing newline
 _NEGATIVE = re.compile(r"-[0-9]+|-[0-9]*\.[0-9]+")
 
 
@@ -81,9 +81,9 @@ class Finding:
 
 
 def contract_path(engines_dir: Path, engine: str, version: str) -> Path:
-    if not _SAFE.fullmatch(engine):
+    if not SAFE_NAME.fullmatch(engine):
         raise BadInput(f"engine name {engine!r} is not a plain name")
-    if not _SAFE.fullmatch(version):
+    if not SAFE_NAME.fullmatch(version):
         raise BadInput(f"engine version {version!r} is not a plain version string")
     return Path(engines_dir) / engine / "cli" / f"{version}.yaml"
 
@@ -203,13 +203,13 @@ def load_contract(path: Path) -> Contract:
         raise BadInput(f"{path}: engine contract is {size} bytes, more than {MAX_BYTES}")
     doc = load_yaml_data(path, max_bytes=MAX_BYTES)
     try:
-        doc = check_keys(doc, "contract", {"schema", "engine", "version", "provenance", "commands"})
+        doc = check_keys(doc, "contract", {"schema", "engine", "version", "provenance", "commands"}, {"speaker"})
         if doc["schema"] != SCHEMA:
             raise Malformed(f"schema: expected {SCHEMA}, found {doc['schema']!r}")
         engine, version = doc["engine"], doc["version"]
-        if not isinstance(engine, str) or not _SAFE.fullmatch(engine):
+        if not isinstance(engine, str) or not SAFE_NAME.fullmatch(engine):
             raise Malformed("engine: the engine folder's name")
-        if not isinstance(version, str) or not _SAFE.fullmatch(version):
+        if not isinstance(version, str) or not SAFE_NAME.fullmatch(version):
             raise Malformed("version: a quoted version string")
         prov = doc["provenance"]
         if not isinstance(prov, dict) or prov.get("kind") not in ("pypi-wheel", "source"):
@@ -235,7 +235,10 @@ def load_contract(path: Path) -> Contract:
         cmds = doc["commands"]
         if not isinstance(cmds, dict) or not cmds:
             raise Malformed("commands: at least one command")
-        label = f"{ENGINES.get(engine, engine)} {version}"
+        speaker = doc.get("speaker", engine)
+        if not isinstance(speaker, str) or not SPEAKER.fullmatch(speaker):
+            raise Malformed("speaker: how the engine's messages name it, e.g. vLLM (40 characters at most)")
+        label = f"{speaker} {version}"
         commands = {str(k): _command(v, f"commands.{k}", label) for k, v in cmds.items()}
     except Malformed as e:
         raise BadInput(f"{path}: bad engine contract: {e}") from None

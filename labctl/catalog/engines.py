@@ -7,9 +7,19 @@ import string
 from dataclasses import dataclass
 from typing import Any
 
-from labctl.catalog.fields import Field, check_mapping
+from labctl.catalog.contracts import SAFE_NAME, SPEAKER
+from labctl.catalog.engine_metrics import (
+    COMMON,
+    METRIC_KINDS,
+    PROMETHEUS_NAME,
+    MetricNames,
+    Source,
+    Telemetry,
+)
+from labctl.catalog.fields import MISSING, Field, check_mapping
 from labctl.catalog.lab import Lab, check_name
 from labctl.catalog.limits import EXACT, finite
+from labctl.catalog.memory import KV_SPACES, MemoryRule
 from labctl.catalog.placeholders import bad_placeholder
 from labctl.catalog.sourcefile import SourceFile, load_yaml_mapping
 from labctl.catalog.specs import (
@@ -54,6 +64,10 @@ OPTIONS_TARGET = re.compile(r"/labctl/[A-Za-z0-9][A-Za-z0-9_-]{0,63}\.ya?ml")
 OPTION_KEY = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,63}")
 OPTIONS_MAX_BYTES = 16384
 OPTIONS_MAX_DEPTH = 8
+MAX_TEXT = 200
+MAX_GENERATED = 16
+IMAGE_NAME = re.compile(r"[a-z0-9][a-z0-9._/:-]{0,254}")  # fullmatch
+MAX_RESERVE_GIB = 64.0
 
 
 def _plain_data(value: Any, depth: int = 0) -> bool:
@@ -79,6 +93,25 @@ def _env_name(value: str) -> bool:
     return ENV_NAME.fullmatch(value) is not None
 
 
+def _safe_name(value: str) -> bool:
+    return SAFE_NAME.fullmatch(value) is not None
+
+
+def _fraction(value: float) -> bool:
+    return 0 < value <= 1
+
+
+def _text(allowed: str, required: bool = False, default: Any = MISSING) -> Field:
+    """One line of prose, bounded."""
+    return Field(
+        "str",
+        f"{allowed} (one line, at most {MAX_TEXT} characters)",
+        required=required,
+        default=default,
+        check=lambda v: 0 < len(v) <= MAX_TEXT and "\n" not in v,
+    )
+
+
 def _str_list(allowed: str) -> Field:
     return Field("list", allowed, item=Field("str", "a string"))
 
@@ -88,6 +121,29 @@ ARG_GROUP = Field(
     "a list of argv words, e.g. ['--port', '{port}'] (emitted only when every placeholder has a value)",
     check=lambda v: len(v) > 0,
     item=Field("str", "a string"),
+)
+
+MAX_METRIC_CANDIDATES = 4
+
+
+def _metric_name(value: str) -> bool:
+    return PROMETHEUS_NAME.fullmatch(value) is not None
+
+
+METRIC_CANDIDATES = Field(
+    "list",
+    f"a list of at most {MAX_METRIC_CANDIDATES} of the engine's own metrics, first present wins (empty: not exported)",
+    required=True,
+    check=lambda v: len(v) <= MAX_METRIC_CANDIDATES,
+    item=Field(
+        "map",
+        "{metric: NAME, kind: gauge or counter, per: NAME (a ratio of two counters' increases)}",
+        fields={
+            "metric": Field("str", "a Prometheus metric name", required=True, check=_metric_name),
+            "kind": Field("str", "one of " + ", ".join(METRIC_KINDS), required=True, check=lambda v: v in METRIC_KINDS),
+            "per": Field("str", "a Prometheus metric name", check=_metric_name),
+        },
+    ),
 )
 
 ENGINE_FIELDS: dict[str, Field] = {
@@ -184,6 +240,33 @@ ENGINE_FIELDS: dict[str, Field] = {
         fields={
             "serve": Field("str", "the contract command that serves, e.g. serve", required=True),
             "build": Field("str", "the contract command of the build step, e.g. build"),
+            "speaker": Field(
+                "str",
+                "how the engine's own messages name it, e.g. vLLM (its contract files say the same)",
+                check=lambda v: SPEAKER.fullmatch(v) is not None,
+            ),
+            "generate": Field(
+                "map",
+                "how `make contracts` reads its contracts from a PyPI wheel (none: they are read from source by hand)",
+                fields={
+                    "package": Field("str", "the PyPI package", required=True, check=_safe_name),
+                    "parser": Field(
+                        "str", "whose argparse parser the wheel holds, e.g. vllm", required=True, check=_safe_name
+                    ),
+                    "versions": Field(
+                        "list",
+                        f"the versions profiles pin, at most {MAX_GENERATED}",
+                        required=True,
+                        check=lambda v: 0 < len(v) <= MAX_GENERATED,
+                        item=Field("str", "a version such as 0.34.0", check=_safe_name),
+                    ),
+                    "image": Field(
+                        "str",
+                        "read inside this image, which holds the wheel (LABCTL_<ENGINE>_IMAGE overrides it)",
+                        check=lambda v: IMAGE_NAME.fullmatch(v) is not None,
+                    ),
+                },
+            ),
         },
     ),
     "memory_setting": Field(
@@ -192,6 +275,32 @@ ENGINE_FIELDS: dict[str, Field] = {
         fields={
             "flag": Field("str", "the option, e.g. --gpu-memory-utilization", required=True),
             "meaning": Field("str", "what the fraction is a share of, in the engine's own terms", required=True),
+            "default": Field(
+                "float", "the engine's own value when a profile sets none, a fraction in (0, 1]", check=_fraction
+            ),
+            "default_from": _text("where that default was read (the engine's file or documentation)"),
+            "fit": Field(
+                "map",
+                "the memory fit's arithmetic for this engine (validate, up's preflight, studies)",
+                fields={
+                    "kv_space": Field(
+                        "str",
+                        "what the fraction is a share of: one of " + ", ".join(KV_SPACES),
+                        required=True,
+                        check=lambda v: v in KV_SPACES,
+                    ),
+                    "share": _text("the fraction's meaning, as the fit prints it", required=True),
+                    "reserve_gib": Field(
+                        "float",
+                        f"GiB per GPU the engine keeps outside the KV cache besides the weights (0-{MAX_RESERVE_GIB})",
+                        required=True,
+                        check=lambda v: 0 <= v <= MAX_RESERVE_GIB,
+                    ),
+                    "reserve_why": _text("what that reserve holds", required=True),
+                    "fp8_kv_cache": _text("how the engine is told to keep an FP8 KV cache", required=True),
+                    "too_small": _text("what the engine does when one sequence does not fit", default=""),
+                },
+            ),
         },
     ),
     "endpoints": Field(
@@ -201,6 +310,14 @@ ENGINE_FIELDS: dict[str, Field] = {
             "metrics": Field("str", "a path, or null"),
         },
         default=lambda: {"version": None, "metrics": None},
+    ),
+    "telemetry": Field(
+        "map",
+        "the engine's Prometheus names under labctl's common ones, each a list of candidates",
+        fields={
+            "names_from": _text("where the names were read (repository@commit path)", required=True),
+            **{common: METRIC_CANDIDATES for common in COMMON},
+        },
     ),
     "docker": Field(
         "map",
@@ -334,7 +451,13 @@ class Engine:
     @property
     def contract(self) -> ContractRef | None:
         contract = self.spec["contract"]
-        return None if contract is None else ContractRef(serve=str(contract["serve"]), build=opt_str(contract["build"]))
+        return (
+            None
+            if contract is None
+            else ContractRef(
+                serve=str(contract["serve"]), build=opt_str(contract["build"]), speaker=opt_str(contract["speaker"])
+            )
+        )
 
     @property
     def build(self) -> EngineBuild | None:
@@ -369,6 +492,43 @@ class Engine:
         """The engine's own memory option and what its fraction is a share of."""
         setting = self.spec["memory_setting"]
         return None if setting is None else (str(setting["flag"]), str(setting["meaning"]))
+
+    @property
+    def metric_names(self) -> MetricNames | None:
+        """Common name -> the engine's own candidates (None: the folder states none)."""
+        telemetry = self.spec["telemetry"]
+        if telemetry is None:
+            return None
+        return {
+            common: tuple(Source(str(c["metric"]), str(c["kind"]), opt_str(c["per"])) for c in telemetry[common])
+            for common in COMMON
+        }
+
+    @property
+    def memory_rule(self) -> MemoryRule | None:
+        """The memory fit's arithmetic, when the folder states it (memory_setting.fit)."""
+        setting = self.spec["memory_setting"]
+        rule = None if setting is None else setting["fit"]
+        if rule is None:
+            return None
+        return MemoryRule(
+            engine=self.name,
+            setting_name=str(setting["flag"]),
+            meaning=str(rule["share"]),
+            reserve_gib=float(rule["reserve_gib"]),
+            reserve_why=str(rule["reserve_why"]),
+            kv_dtype_flag=str(rule["fp8_kv_cache"]),
+            kv_space=str(rule["kv_space"]),
+            too_small=str(rule["too_small"]),
+        )
+
+    @property
+    def memory_default(self) -> tuple[float, str] | None:
+        """The engine's own value of its memory setting, and where that was read."""
+        setting = self.spec["memory_setting"]
+        if setting is None or setting["default"] is None:
+            return None
+        return float(setting["default"]), str(setting["default_from"])
 
     @property
     def resident_suited(self) -> bool:
@@ -446,10 +606,26 @@ def load_engine(lab: Lab, name: str) -> Engine:
         )
     if spec["cpu"] is not None and spec["environment_label"] == "real-gpu":
         raise src.problem(("environment_label",), "an engine on CPU is never real-gpu: say 'harness-check'.")
+    setting = spec["memory_setting"]
+    if setting is not None and (setting["default"] is None) != (setting["default_from"] is None):
+        raise src.problem(("memory_setting",), "'default' and 'default_from' go together: give both or neither.")
+    if setting is not None and setting["fit"] is not None and not spec["gpu"]["required"]:
+        raise src.problem(
+            ("memory_setting", "fit"), "an engine that needs no GPU has no GPU memory fit: remove it, or gpu.required."
+        )
+    if spec["telemetry"] is not None and spec["endpoints"]["metrics"] is None:
+        raise src.problem(("telemetry",), "metric names need a route that serves them: set endpoints.metrics.")
     if spec["build"] is not None:
         for i, group in enumerate(spec["build"]["serve_args"] or []):
             _check_placeholders(src, ("build", "serve_args", i), group)
     return Engine(name=name, spec=spec, source=src)
+
+
+def lab_telemetry(lab: Lab) -> Telemetry:
+    """Every engine's metric names and metrics route, as the lab's folders state them."""
+    engines = [load_engine(lab, name) for name in list_engine_names(lab)]
+    names = {e.name: table for e in engines if (table := e.metric_names) is not None}
+    return Telemetry(names=names, paths={e.name: path for e in engines if (path := e.metrics_path) is not None})
 
 
 def list_engine_names(lab: Lab) -> list[str]:

@@ -7,7 +7,16 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from labctl.catalog.memory import KNOWN_MODELS, RULES, Architecture, Estimate, architecture_from_config, estimate
+from labctl.catalog.engines import Engine
+from labctl.catalog.memory import (
+    KNOWN_MODELS,
+    WEIGHT_BYTES,
+    Architecture,
+    Estimate,
+    MemoryRule,
+    architecture_from_config,
+    estimate,
+)
 from labctl.catalog.memory import find_config as find_model_config
 from labctl.catalog.profiles import Profile
 
@@ -15,11 +24,6 @@ from labctl.catalog.profiles import Profile
 # nvidia-smi reports it), or a DGX Spark's GB10, whose 128 GB are shared with the host (unified memory).
 H100_GIB = 79.6
 GB10_GIB = 119.6
-
-
-# The engines' own defaults when a profile leaves the setting out (SGLang derives ≈ 0.835 for an 80 GB GPU
-# at TP1 in server_args.py; the others default to 0.9).
-DEFAULT_SETTINGS = {"vllm": 0.9, "sglang": 0.835, "trtllm": 0.9, "atlas": 0.9}
 
 
 @dataclass(frozen=True)
@@ -59,18 +63,42 @@ def architecture_for(profile: Profile, cache_dir: str | None) -> Architecture | 
     return KNOWN_MODELS.get(model.id)
 
 
+def memory_rule(engine: Engine) -> MemoryRule:
+    """The engine folder's memory arithmetic; an engine that needs GPUs and states none is refused, never skipped."""
+    rule = engine.memory_rule
+    if rule is None:
+        raise engine.source.problem(
+            ("memory_setting", "fit") if engine.spec["memory_setting"] else ("memory_setting",),
+            "missing: an engine that needs GPUs must state its memory fit (memory_setting: flag, meaning, default, "
+            "default_from, fit), or say gpu.required: false. See engines/vllm/engine.yaml.",
+        )
+    return rule
+
+
+def default_setting(engine: Engine) -> float:
+    """The engine's own memory setting when a profile gives none, as its folder states it."""
+    default = engine.memory_default
+    if default is None:
+        raise engine.source.problem(
+            ("memory_setting", "default"),
+            "missing: the memory fit needs the engine's own default (with default_from: where it was read), "
+            "or a profile that sets gpu_memory_utilization.",
+        )
+    return default[0]
+
+
 def fit(profile: Profile, target: Target, cache_dir: str | None = None) -> Estimate | None:
-    """None when the engine has no memory rule (labctl's harness) or the model's size is unknown."""
-    engine = profile.engine.name
-    arch = architecture_for(profile, cache_dir)
-    if engine not in RULES or arch is None:
+    """None when the engine needs no GPU (gpu.required: false) or the model's size is unknown."""
+    if not profile.engine.needs_gpu:
         return None
-    setting = profile.gpu_memory_utilization or DEFAULT_SETTINGS.get(engine, 0.9)
+    rule = memory_rule(profile.engine)
+    arch = architecture_for(profile, cache_dir)
+    if arch is None:
+        return None
+    setting = profile.gpu_memory_utilization or default_setting(profile.engine)
     length = profile.max_model_len or 4096
-    return estimate(engine, arch, length, setting, max(profile.gpu_count, 1), target.memory_gib, target.unified_memory)
+    return estimate(rule, arch, length, setting, max(profile.gpu_count, 1), target.memory_gib, target.unified_memory)
 
 
 def _weight_bytes(quantization: str) -> float:
-    from labctl.catalog.memory import WEIGHT_BYTES
-
     return WEIGHT_BYTES.get(quantization, 2.0)

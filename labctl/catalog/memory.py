@@ -269,80 +269,36 @@ def _estimate_parameters_b(
 
 # ---- the engines' rules --------------------------------------------------------------------------------
 
-# Per-GPU memory each engine keeps outside the KV cache, besides the weights. Estimates, not measurements.
-# vLLM (>= 0.21, checked in 0.34.0 vllm/v1/worker/gpu_worker.py determine_available_memory): KV = utilization x
-# total - (weights + profiled activation peak + non-torch memory) - the CUDA-graph estimate it captures up
-# front by default. For 7-32B dense models at default max_num_batched_tokens that is ~1.5-3 GiB per GPU;
-# 2.5 is the upper middle (CUDA context ~0.5, activations ~1-1.5, CUDA graphs ~0.5-1).
-VLLM_RESERVE_GIB = 2.5
-# SGLang (checked in 0.5.23 distributed/bootstrap.py measure_pre_model_load_memory and
-# mem_cache/kv_cache_configurator.py _profile_available_bytes): KV pool = free after weights - baseline x
-# (1 - fraction), where baseline is the memory free *before* the weights, i.e. after the CUDA context (and
-# NCCL at TP > 1). So KV = fraction x (total - context) - weights; activations and CUDA graphs live in the
-# (1 - fraction) share. 0.5 GiB is a CUDA context on Hopper.
-SGLANG_RESERVE_GIB = 0.5
-# TensorRT-LLM: the fraction applies to the memory free after the weights (engines.md, commands/serve.py);
-# the PyTorch backend measures that after a profiling forward at max_num_tokens (default 8192), so the CUDA
-# context (~0.5) and that activation peak (~1.5) come off first. Assumed, not re-read in its source here.
-TRTLLM_RESERVE_GIB = 2.0
-# Atlas (Rust + CUDA, no PyTorch allocator): CUDA context, graph capture, activation buffers. An assumption,
-# not read from Atlas' source; its cap is on total use like vLLM's.
-ATLAS_RESERVE_GIB = 1.5
+# How an engine's memory setting turns into KV-cache space per GPU, by what its fraction is a share of.
+# Each engine's folder names its kind and its own numbers (engines/NAME/engine.yaml memory_setting.fit).
+# (formula with {s} setting, {t} total, {w} weights, {r} reserve; the same as arithmetic)
+KV_SPACES: dict[str, tuple[str, Callable[[float, float, float, float], float]]] = {
+    "share_of_total": ("{s} × {t} − {w} − {r}", lambda s, t, w, r: s * t - w - r),
+    "share_after_context": ("{s} × ({t} − {r}) − {w}", lambda s, t, w, r: s * (t - r) - w),
+    "share_after_weights": ("{s} × ({t} − {w} − {r})", lambda s, t, w, r: s * (t - w - r)),
+}
 
 
 @dataclass(frozen=True)
-class _Rule:
+class MemoryRule:
+    """One engine's memory arithmetic, as its folder states it."""
+
+    engine: str
     setting_name: str
     meaning: str
-    reserve_gib: float
+    reserve_gib: float  # per GPU, kept outside the KV cache besides the weights; an estimate
     reserve_why: str
     kv_dtype_flag: str
-    formula: str  # with {s} setting, {t} total, {w} weights, {r} reserve, per GPU
-    kv: Callable[[float, float, float, float], float]  # (setting, total, weights, reserve) -> KV GiB per GPU
+    kv_space: str  # a key of KV_SPACES
     too_small: str = ""  # what the engine does when one sequence does not fit
 
+    @property
+    def formula(self) -> str:
+        return KV_SPACES[self.kv_space][0]
 
-RULES = {
-    "vllm": _Rule(
-        "--gpu-memory-utilization",
-        "share of total GPU memory for this instance (weights + activations + KV)",
-        VLLM_RESERVE_GIB,
-        "activation peak, CUDA graphs, CUDA context",
-        "--kv-cache-dtype fp8",
-        "{s} × {t} − {w} − {r}",
-        lambda s, t, w, r: s * t - w - r,
-        "vLLM refuses to start (its KV space must hold one max_model_len sequence)",
-    ),
-    "sglang": _Rule(
-        "--mem-fraction-static",
-        "share of GPU memory for weights + KV pool (static)",
-        SGLANG_RESERVE_GIB,
-        "CUDA context, held before SGLang's baseline; activations use the other share",
-        "--kv-cache-dtype fp8_e4m3",
-        "{s} × ({t} − {r}) − {w}",
-        lambda s, t, w, r: s * (t - r) - w,
-        "SGLang starts, but rejects requests longer than its KV pool",
-    ),
-    "trtllm": _Rule(
-        "--kv_cache_free_gpu_memory_fraction",
-        "share of the memory left after weights, for the KV cache",
-        TRTLLM_RESERVE_GIB,
-        "activation peak of the profiling forward, CUDA context",
-        # The file's kv_cache_config replaces the command line's whole, so it must carry the fraction too.
-        "kv_cache_config: {dtype: fp8, free_gpu_memory_fraction: …} in engine.yaml's options_file",
-        "{s} × ({t} − {w} − {r})",
-        lambda s, t, w, r: s * (t - w - r),
-    ),
-    "atlas": _Rule(
-        "--gpu-memory-utilization",
-        "cap on total GPU memory used",
-        ATLAS_RESERVE_GIB,
-        "CUDA context, graphs, activation buffers (assumed)",
-        "--kv-cache-dtype fp8",
-        "{s} × {t} − {w} − {r}",
-        lambda s, t, w, r: s * t - w - r,
-    ),
-}
+    def kv(self, setting: float, total: float, weights: float, reserve: float) -> float:
+        """KV GiB per GPU."""
+        return KV_SPACES[self.kv_space][1](setting, total, weights, reserve)
 
 
 @dataclass(frozen=True)
@@ -363,9 +319,10 @@ class Estimate:
     notes: tuple[str, ...]
     architecture: Architecture
     max_model_len: int
+    rule: MemoryRule
 
     def lines(self) -> list[str]:
-        rule = RULES[self.engine]
+        rule = self.rule
         many = self.gpus > 1
         per_gpu = " per GPU" if many else ""
         total = self.kv_needed_gib * self.gpus / _kv_share(self.architecture, self.gpus)
@@ -399,10 +356,10 @@ class Estimate:
     def ways_out(self) -> list[str]:
         if self.fits:
             return []
-        arch, rule = self.architecture, RULES[self.engine]
+        arch, rule = self.architecture, self.rule
 
         def again(arch: Architecture, gpus: int) -> Estimate:
-            return estimate(self.engine, arch, self.max_model_len, self.setting_value, gpus, self.gpu_memory_gib)
+            return estimate(rule, arch, self.max_model_len, self.setting_value, gpus, self.gpu_memory_gib)
 
         ways = []
         for tp in (n for n in TP_SIZES if n > self.gpus):
@@ -431,7 +388,7 @@ class Estimate:
 
 
 def estimate(
-    engine: str,
+    rule: MemoryRule,
     arch: Architecture,
     max_model_len: int,
     setting: float,
@@ -440,9 +397,6 @@ def estimate(
     unified_memory: bool = False,
 ) -> Estimate:
     """Would one `max_model_len` sequence's KV cache fit beside the weights, under the engine's setting?"""
-    rule = RULES.get(engine)
-    if rule is None:
-        raise ValueError(f"unknown engine {engine!r} (known: {', '.join(sorted(RULES))})")
     if not 0 < setting <= 1:
         raise ValueError(f"{rule.setting_name} must be a fraction in (0, 1], got {setting}")
     if gpus < 1 or gpu_memory_gib <= 0 or max_model_len < 1:
@@ -464,7 +418,7 @@ def estimate(
     if _kv_share(arch, gpus) > 1:
         notes.append(f"{arch.kv_heads} KV heads over {gpus} GPUs: KV heads are replicated")
     return Estimate(
-        engine=engine,
+        engine=rule.engine,
         setting_name=rule.setting_name,
         setting_value=setting,
         setting_meaning=rule.meaning,
@@ -480,6 +434,7 @@ def estimate(
         notes=tuple(notes),
         architecture=arch,
         max_model_len=max_model_len,
+        rule=rule,
     )
 
 
@@ -489,13 +444,13 @@ def _kv_share(arch: Architecture, gpus: int) -> float:
 
 
 # Every rule is affine in the total memory and in the setting, so solving for either is one division.
-def _memory_needed(rule: _Rule, e: Estimate) -> float:
+def _memory_needed(rule: MemoryRule, e: Estimate) -> float:
     s, w = e.setting_value, e.weights_gib / e.gpus
     at0, at1 = rule.kv(s, 0, w, rule.reserve_gib), rule.kv(s, 1, w, rule.reserve_gib)
     return (e.kv_needed_gib - at0) / (at1 - at0)
 
 
-def _setting_needed(rule: _Rule, e: Estimate) -> float:
+def _setting_needed(rule: MemoryRule, e: Estimate) -> float:
     w, t = e.weights_gib / e.gpus, e.gpu_memory_gib
     at0, at1 = rule.kv(0, t, w, rule.reserve_gib), rule.kv(1, t, w, rule.reserve_gib)
     return math.ceil((e.kv_needed_gib - at0) / (at1 - at0) * 100) / 100 if at1 > at0 else math.inf

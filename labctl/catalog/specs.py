@@ -114,6 +114,7 @@ class OptionsFile:
 class ContractRef:
     serve: str
     build: str | None
+    speaker: str | None = None  # how the engine's own messages name it ("vLLM"); None: its folder's name
 
 
 @dataclass(frozen=True)

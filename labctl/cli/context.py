@@ -6,6 +6,7 @@ import json
 import sys
 from dataclasses import dataclass
 from enum import StrEnum
+from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
 import typer
@@ -27,7 +28,7 @@ WAIT_HELP = "Seconds to wait for another bench or eval on the same engine to fin
 if TYPE_CHECKING:
     from labctl.catalog.lab import Lab
     from labctl.host.remote.hosts import HostEntry
-    from labctl.host.slurm.clusters import ClusterEntry
+    from labctl.run.backends.backend import Backend
     from labctl.run.records.store import Runs
 
 
@@ -64,14 +65,37 @@ class State:
         lab.check_writable(what)
         return lab
 
-    def cluster(self, name: str | None) -> ClusterEntry | None:
-        """The Slurm cluster a --host names, if it names one: found without choosing the host this command drives."""
-        if not name:
-            return None
+    def lab_root(self) -> Path:
+        """The lab folder's root, found without choosing the host this command drives."""
         from labctl.catalog.lab import find_lab
-        from labctl.host.slurm.clusters import get_cluster
 
-        return get_cluster(self._lab.root if self._lab is not None else find_lab(self.lab_option).root, name)
+        return self._lab.root if self._lab is not None else find_lab(self.lab_option).root
+
+    def backend(self, name: str | None) -> Backend:
+        """What places a run for --host NAME: the backend another kind claims the name for (a Slurm cluster),
+        else the Docker host this command drives (NAME, else the global --host, else the default host)."""
+        from labctl.run.backends.docker.docker_host import DockerHost
+        from labctl.run.backends.kinds import claimed
+
+        found = claimed(self.lab_root(), name)
+        if found is not None:
+            return found
+        self.choose_host(name)
+        return DockerHost(self.host())
+
+    def backend_of_run(self, run_id: str | None) -> Backend:
+        """The backend a run's record names when another kind claims it (a Slurm job), else the Docker host
+        the run is on (as follow_run chooses it)."""
+        from labctl.run.backends.docker.docker_host import DockerHost
+        from labctl.run.backends.kinds import claimed_run
+        from labctl.run.records.store import is_run_id
+
+        record = self.runs().try_load(run_id) if run_id and is_run_id(run_id) else None
+        found = claimed_run(self.lab_root(), record) if record is not None else None
+        if found is not None:
+            return found
+        self.follow_run(run_id)
+        return DockerHost(self.host())
 
     def host(self) -> HostEntry:
         self.lab()

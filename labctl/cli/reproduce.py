@@ -78,14 +78,9 @@ def reproduce(
     import json
 
     from labctl.catalog.profiles import parse_gpu_ids, parse_port
-    from labctl.host.remote.hosts import LOCAL_HOST
-    from labctl.run.lifecycle.cluster_reproduce import reproduce_on_cluster
     from labctl.run.lifecycle.reproduce import ReproduceRequest
-    from labctl.run.lifecycle.reproduce import reproduce as rebuild
 
-    cluster = state.cluster(host)
-    if cluster is None:
-        state.choose_host(host)
+    backend = state.backend(host)
     request = ReproduceRequest(
         source=source,
         gpus=parse_gpu_ids(gpus),
@@ -96,14 +91,10 @@ def reproduce(
         timeout=timeout,
         bind=bind,
         replace=replace,
-        host=state.host() if cluster is None else LOCAL_HOST,
         fetch=fetch,
         copy_image=copy_image,
     )
-    if cluster is not None:  # a Slurm cluster: a batch job, Slurm places it
-        record = reproduce_on_cluster(state.lab(), state.runs(), cluster, request, warn)
-    else:
-        record = rebuild(state.lab(), state.runs(), request, say=warn)
+    record = backend.reproduce(state.lab(), state.runs(), request, warn)
     if as_json:
         print(json.dumps(record.summary() | {"reproduced_from": record.reproduced_from}))
         return

@@ -102,27 +102,14 @@ def up(
 
     Example: labctl up sglang --profile qwen3-32b --gpus 0
     """
-    from labctl.catalog.profiles import parse_gpu_ids, parse_port
-    from labctl.run.lifecycle.up import up as start
+    from labctl.catalog.profiles import parse_port
     from labctl.run.lifecycle.up_plan import UpRequest
-    from labctl.run.records.prep_view import prep_rows
-    from labctl.run.resident.lockdown import describe_open
 
-    if host is not None and (cluster := _cluster(host)) is not None:
-        if key_file is not None or bind is not None:
-            from labctl.errors import BadInput
-
-            raise BadInput(
-                "on a Slurm cluster, a resident run takes --keys N (generated); --key-file and --bind are not supported yet."
-            )
-        count = (keys or 1) if resident else 0
-        _up_on_cluster(cluster, engine, profile, gpus, port, time_limit, allow_unpinned, timeout, as_json, count)
-        return
-    state.choose_host(host)
+    backend = state.backend(host)
     request = UpRequest(
         engine=engine,
         profile=profile,
-        gpus=parse_gpu_ids(gpus),
+        gpus=backend.parse_gpus(gpus),
         port=parse_port(port),
         timeout=timeout,
         replace=replace,
@@ -139,113 +126,36 @@ def up(
         allow_unfit=allow_unfit,
         fetch=fetch,
         copy_image=copy_image,
-        host=state.host(),
+        minutes=time_limit,
     )
-    record = start(state.lab(), state.runs(), request, say=warn, progress=_progress())
+    record = backend.start(state.lab(), state.runs(), request, say=warn, progress=_progress())
     if as_json:
-        print(json.dumps(record.summary()))
+        print(json.dumps(backend.summary(record)))
         return
-    t = record.timings
-    out(f"ready: {record.engine}/{record.profile} run {record.run_id}")
-    out(f"  OpenAI base URL  {record.base_url}  (model {record.served_model_name})")
-    identity = f"digest {record.image.digest}" if record.image.digest else f"image id {record.image.image_id or '?'}"
-    out(f"  image            {record.image.reference}  {identity}")
-    if record.image.copied:
-        out(f"  image copy       runs as {record.image.image_id} on {record.host_entry}: {record.image.copied}")
-    if record.gpus.devices:
-        names = ", ".join(f"{g.index} {g.name} {g.uuid}" for g in record.gpus.devices)
-        out(f"  GPUs             {names}" + ("  (simulated GPU: harness-check)" if record.gpus.simulated else ""))
-    out(f"  cold start       {t.cold_start_s} s (port open {t.port_open_s} s, ready {t.ready_s} s)")
-    for name, text in prep_rows(record.prep):
-        out(f"  {name:<16} {text}")
-    out(f"  record           {record.record_path}")
-    if record.resident:
-        out(
-            f"  resident         restart {record.resident.restart_policy}, {record.resident.keys} API key(s); "
-            f"share access with: labctl share {record.run_id}"
-        )
-        if record.resident.keys:
-            r = record.resident
-            out(f"  {'':<16} {describe_open(r.open_paths, r.open_model_paths, record.probe)}")
-    out(f"  stop it with     labctl down {record.run_id}")
+    for line in backend.ready_lines(record):
+        out(line)
 
 
 def _gc_cluster(name: str, yes: bool, as_json: bool) -> None:
     from labctl.errors import BadInput
-    from labctl.run.lifecycle.cluster_run import leftovers, remove_leftovers
+    from labctl.run.backends.kinds import claimed
 
-    cluster = _cluster(name)
-    if cluster is None:
+    backend = claimed(state.lab_root(), name)
+    if backend is None:
         raise BadInput(f"--cluster {name!r}: no hosts file names that cluster.")
-    found = remove_leftovers(cluster) if yes else leftovers(cluster)
+    found = backend.leftovers(remove=yes)
     if as_json:
-        print(json.dumps([{"node": n, "container": c, "job_id": j, "removed": yes} for n, c, j in found]))
+        print(
+            json.dumps([{"node": f.where, "container": f.container, "job_id": f.owner, "removed": yes} for f in found])
+        )
         return
     if not found:
         out(f"nothing to collect on cluster {name}: every engine container belongs to a job that has not ended")
         return
-    for node, container, job in found:
-        out(f"{'removed' if yes else 'leftover'} container {container[:12]} on {name}/{node} (job {job or '?'} ended)")
-
-
-def _cluster(name: str) -> Any:
-    return state.cluster(name)
-
-
-def _up_on_cluster(
-    cluster: Any,
-    engine: str,
-    profile: str,
-    gpus: str | None,
-    port: int | None,
-    minutes: int | None,
-    allow_unpinned: bool,
-    timeout: float,
-    as_json: bool,
-    keys: int,
-) -> None:
-    from labctl.catalog.profiles import parse_port
-    from labctl.errors import BadInput
-    from labctl.run.lifecycle.cluster_run import up_on_cluster
-
-    if gpus is not None and not gpus.isdigit():
-        raise BadInput(
-            f"--gpus {gpus!r}: on a Slurm cluster give a GPU count (Slurm chooses which GPUs), e.g. --gpus 2."
-        )
-    if minutes is not None and not 1 <= minutes <= 10080:
-        raise BadInput(f"--time {minutes}: give whole minutes from 1 to 10080.")
-    record = up_on_cluster(
-        state.lab(),
-        state.runs().home,
-        cluster,
-        engine,
-        profile,
-        warn,
-        gpus=int(gpus) if gpus else None,
-        port=parse_port(port),
-        minutes=minutes,
-        allow_unpinned=allow_unpinned,
-        timeout=timeout,
-        keys=keys,
-    )
-    if as_json:
-        run = state.runs().load(record.run_id)
-        print(json.dumps({**run.summary(), "slurm": run.to_json()["slurm"]}))
-        return
-    out(f"ready: {engine}/{profile} run {record.run_id} on cluster {record.cluster}")
-    out(f"  OpenAI base URL  {record.base_url}")
-    out(f"  Slurm job        {record.job_id} on node {record.node}, time limit {record.time_limit_min} min")
-    out(
-        f"  GPUs             {', '.join(f'{i} {u}' for i, u in zip(record.gpu_indexes, record.gpu_uuids, strict=True))}"
-        + ("  (simulated GPU: harness-check)" if record.simulated else "")
-    )
-    out(f"  queue wait       {record.queue_wait_s} s (prep, not cold start)")
-    out(f"  ready            {record.ready_s} s after the job started")
-    if record.resident_keys:
+    for f in found:
         out(
-            f"  resident         {record.resident_keys} API key(s) in this home's key store; share access with: labctl share {record.run_id}"
+            f"{'removed' if yes else 'leftover'} container {f.container[:12]} on {name}/{f.where} (job {f.owner or '?'} ended)"
         )
-    out(f"  stop it with     labctl down {record.run_id}")
 
 
 def down(
@@ -261,7 +171,7 @@ def down(
 
     Example: labctl down 20261203-015815-a1b2c3
     """
-    from labctl.run.lifecycle.down import stop
+    from labctl.run.backends.backend import StopRequest
 
     def confirm(chosen: list[dict[str, object]]) -> bool:
         if not sys.stdin.isatty():
@@ -269,34 +179,11 @@ def down(
         return typer.confirm(f"stop {len(chosen)} runs ({', '.join(str(r['run_id']) for r in chosen)})?")
 
     state.choose_host(host)
-    if target is not None and _down_on_cluster(target):
-        return
-    state.follow_run(target)
-    for run in stop(state.runs(), target, reason, force, all_runs, confirm, host=state.host()):
-        out(f"stopped {run.run_id} ({run.engine}/{run.profile})")
+    backend = state.backend_of_run(target)
+    for run in backend.stop(state.runs(), StopRequest(target, reason, force, all_runs, confirm)):
+        out(f"stopped {run.run_id} ({run.engine}/{run.profile}){run.detail}")
         for problem in run.problems:
             skip(problem)
-
-
-def _down_on_cluster(run_id: str) -> bool:
-    from labctl.errors import BadInput
-    from labctl.host.slurm.clusters import get_cluster
-    from labctl.run.lifecycle.cluster_record import is_cluster_run
-    from labctl.run.lifecycle.cluster_run import down_on_cluster, load
-    from labctl.run.records.store import is_run_id
-
-    home = state.runs().home
-    if not is_run_id(run_id) or not is_cluster_run(state.runs(), run_id):
-        return False
-    record = load(home, run_id)
-    cluster = get_cluster(state.lab().root, record.cluster)
-    if cluster is None:
-        raise BadInput(f"run {run_id} ran on cluster {record.cluster!r}, which no hosts file names any more.")
-    record = down_on_cluster(home, cluster, record)
-    out(
-        f"stopped {run_id} ({record.engine}/{record.profile}): job {record.job_id} {record.state}, exit {record.exit_code}"
-    )
-    return True
 
 
 def status(
@@ -307,126 +194,29 @@ def status(
 
     Example: labctl status --json
     """
-    from labctl.run.lifecycle.host_inventory import HOST_TIMEOUT_S, status_hosts
-    from labctl.run.lifecycle.status import host_sections
+    from labctl.run.backends.kinds import status_sections
 
-    if host is not None and (cluster := _cluster(host)) is not None:
-        _cluster_status(cluster, as_json)
-        return
-    state.choose_host(host)
-    store = state.runs()
-    sections = host_sections(store, status_hosts(state.lab(), store, state.host_option), HOST_TIMEOUT_S)
-    queued = [] if host is not None else _live_cluster_runs()
+    if host is not None:
+        sections = state.backend(host).status(state.runs())
+    else:
+        sections = status_sections(state.lab(), state.runs(), state.host_option)
     for section in sections:
         for note in section.notes:
             warn(note)
-        if not section.reachable:
-            warn(f"host {section.host.name} ({section.host.docker}): {section.problem}")
-        for run in section.runs:
-            if run.get("record_problem"):
-                skip(f"run {run['run_id']} is listed from its container labels alone: {run['record_problem']}")
+        for problem in section.skips:
+            skip(problem)
     if as_json:
-        print(json.dumps([run for section in sections for run in section.runs] + [_cluster_json(r) for r in queued]))
+        print(json.dumps([row for section in sections for row in section.json_rows]))
         return
     for section in sections:
-        if len(sections) > 1 or queued:
-            out(f"== host {section.host.name} ({section.host.docker}) ==")
-        if not section.reachable:
+        if len(sections) > 1:
+            out(f"== {section.title} ==")
+        if section.problem:
             out(section.problem)
-        elif not section.runs:
-            out("no labctl engine is running on this host")
+        elif not section.rows:
+            out(section.empty)
         else:
-            out(_status_table(section.runs))
-    for name in sorted({r.cluster for r in queued}):
-        out(f"== cluster {name} (Slurm) ==")
-        out(_cluster_table([r for r in queued if r.cluster == name]))
-
-
-def _live_cluster_runs() -> list[Any]:
-    """This home's cluster runs whose job has not been seen to end, refreshed from Slurm (status --host CLUSTER
-    lists the ended ones too)."""
-    from labctl.run.lifecycle.cluster_record import cluster_run_ids
-    from labctl.run.lifecycle.cluster_run import load, refresh
-
-    store = state.runs()
-    live = []
-    for run_id in cluster_run_ids(store, None):
-        record = load(store.home, run_id)
-        cluster = None if record.ended else state.cluster(record.cluster)
-        if cluster is not None and record.job_id:
-            record = refresh(store.home, cluster, record)
-            if not record.ended:
-                live.append(record)
-    return live
-
-
-def _cluster_json(record: Any) -> dict[str, Any]:
-    run = state.runs().load(record.run_id)
-    return {**run.summary(), "slurm": run.to_json()["slurm"]}
-
-
-def _cluster_status(cluster: Any, as_json: bool) -> None:
-    from labctl.run.lifecycle.cluster_run import cluster_runs
-
-    runs = cluster_runs(state.runs().home, cluster)
-    if as_json:
-        print(json.dumps([_cluster_json(r) for r in runs]))
-        return
-    if not runs:
-        out(f"no run of this home on cluster {cluster.name}")
-        return
-    out(_cluster_table(runs))
-
-
-def _cluster_table(runs: list[Any]) -> str:
-    rows = [
-        [
-            r.run_id,
-            f"{r.engine}/{r.profile}",
-            r.job_id,
-            r.state.lower() + (f": {r.reason}" if r.reason else ""),
-            r.node or "-",
-            ",".join(map(str, r.gpu_indexes)) or "-",
-            r.exit_code or "-",
-            r.base_url or "-",
-        ]
-        for r in runs
-    ]
-    return table(rows, ["RUN", "ENGINE/PROFILE", "JOB", "STATE", "NODE", "GPUS", "EXIT", "ENDPOINT"])
-
-
-def _status_table(live: list[dict[str, Any]]) -> str:
-    rows = [
-        [
-            r["run_id"],
-            f"{r['engine']}/{r['profile']}",
-            ",".join(r["gpus"]) or "-",
-            r["base_url"],
-            r["health"],
-            _uptime(r["uptime_s"]),
-            r["owner"],
-            r["since"][:19],
-            str(r["restarts_recorded"] if r["restarts_recorded"] is not None else r["restarts"]),
-            "yes" if r["resident"] else "no",
-            _count(r["requests_served"]),
-            _count(r["tokens_served"]),
-        ]
-        for r in live
-    ]
-    header = ["RUN", "ENGINE/PROFILE", "GPUS", "BASE URL", "HEALTH", "UP", "OWNER", "SINCE", "RESTARTS", "RESIDENT"]
-    return table(rows, [*header, "REQUESTS", "TOKENS"])
-
-
-def _count(value: float | None) -> str:
-    return "-" if value is None else f"{value:,.0f}"
-
-
-def _uptime(seconds: float | None) -> str:
-    if seconds is None:
-        return "-"
-    minutes, secs = divmod(int(seconds), 60)
-    hours, minutes = divmod(minutes, 60)
-    return f"{hours}h{minutes:02d}m" if hours else f"{minutes}m{secs:02d}s"
+            out(table([list(row) for row in section.rows], list(section.header)))
 
 
 def logs(
@@ -439,11 +229,8 @@ def logs(
 
     Example: labctl logs 20261203-015815-a1b2c3 -f
     """
-    from labctl.run.lifecycle.status import engine_logs
-
     state.choose_host(host)
-    state.follow_run(run_id)
-    for text in engine_logs(state.runs(), run_id, follow, service):
+    for text in state.backend_of_run(run_id).logs(state.runs(), run_id, follow, service):
         sys.stdout.write(text)
         sys.stdout.flush()
 

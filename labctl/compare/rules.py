@@ -66,13 +66,17 @@ class Entry:
         value = memory.value
         return f"{memory.setting} {value if value is not None else 'default'} ({memory.meaning})"
 
+    def _gpu_free_simulation(self) -> bool:
+        """An engine that needs no GPU and is no real engine on CPU: labctl's harness, or a folder like it."""
+        return self.record.gpus.note == "no GPU" and self.record.accelerator_kind != "cpu"
+
     def facts(self) -> dict[str, str]:
         model = ((self.record.resolved_profile or {}).get("model")) or {}
         devices = self.record.gpus.devices
         gpu = (
             ", ".join(sorted({d.name for d in devices}))
             if devices
-            else ("none (no GPU used)" if self.record.engine == "harness" else "unknown")
+            else ("none (no GPU used)" if self._gpu_free_simulation() else "unknown")
         )
         over = [str(level.concurrency) for level in self.result.levels if level.over_max_batch_size]
         workload, target = self.result.workload, self.result.target

@@ -56,7 +56,7 @@ def check_profile(profile: Profile, resident: bool = False, allow_uncontracted: 
     serve = serve_command(profile, key_file)
     findings: list[str] = []
     warnings: list[str] = []
-    for command_name, words in _commands(profile, serve.entrypoint, serve.argv + serve.auth_argv):
+    for command_name, words in _commands(profile, serve.entrypoint, serve.argv + serve.auth_argv, contract):
         command = contract.commands.get(command_name)
         if command is None:
             findings.append(f"{name}: the contract {Path(str(contract.path)).name} has no command {command_name!r}.")
@@ -75,26 +75,30 @@ def refuse_unless_valid(verdict: Verdict) -> None:
         )
 
 
-def _commands(profile: Profile, entrypoint: list[str], argv: list[Word]) -> list[tuple[str, list[Word]]]:
+def _commands(
+    profile: Profile, entrypoint: list[str], argv: list[Word], loaded: Contract
+) -> list[tuple[str, list[Word]]]:
     contract = profile.engine.contract
     assert contract is not None  # checked by the caller: an engine without contracts has nothing to check
     head = [Word(word, "server.entrypoint") for word in entrypoint]
     out = [(contract.serve, head + argv)]
     if profile.build and contract.build:
-        out.append((contract.build, _build_argv(profile)))
+        build = loaded.commands.get(contract.build)
+        out.append((contract.build, _build_argv(profile, build.argv0[0]) if build and build.argv0 else []))
     return out
 
 
-def _build_argv(profile: Profile) -> list[Word]:
-    """The build tool's command line inside the build script, with the script's positional parameters
-    filled in as the build service passes them."""
+def _build_argv(profile: Profile, tool: str) -> list[Word]:
+    """The build tool's command line inside the build script (the line that runs the contract's build
+    command, e.g. trtllm-build), with the script's positional parameters filled in as the build service
+    passes them."""
     engine_dir = f"{ENGINE_STORE_TARGET}/{build_key(profile)}"
     service = build_service(profile, engine_dir)
     values = service["command"]
     engine_build = profile.engine.build
     for line in (engine_build.script if engine_build else "").splitlines():
         words = shlex.split(line)
-        if words and words[0].startswith("trtllm-build"):
+        if words and words[0].startswith(tool):
             return [Word(_fill(word, values), "build.script") for word in words]
     return []
 

@@ -1,9 +1,10 @@
 """What each engine persona answers on the routes where engines differ: health, version and info
 endpoints, the 401 body, the model list's owner, and /metrics under the engine's own metric names.
 
-Every metric name is the engine's own, read from its source (labctl/catalog/engine_metrics.py says where);
-TensorRT-LLM serves them at /prometheus/metrics (its /metrics is JSON iteration statistics). Values the
-harness has no notion of (preemptions, prefix-cache hits) are served as zero, honestly: none happened.
+Every metric name is the engine's own, read from its source (its folder's engine.yaml `telemetry` says where),
+served at the folder's endpoints.metrics (TensorRT-LLM's /prometheus/metrics: its /metrics is JSON iteration
+statistics). Values the harness has no notion of (preemptions, prefix-cache hits) are served as zero,
+honestly: none happened.
 """
 
 from __future__ import annotations
@@ -18,7 +19,6 @@ if TYPE_CHECKING:  # the plain harness image carries no contract code: import Pe
     from labctl.harness.personas import Persona
 
 SGLANG_HEALTH_SLEEP_S = 1.1  # SGLang's /health sleeps 1 s in its loop before it can answer 200
-METRICS_PATHS = {"trtllm": "/prometheus/metrics"}  # where each engine serves Prometheus text (else /metrics)
 OWNED_BY = {"vllm": "vllm", "sglang": "sglang", "trtllm": "tensorrt_llm", "atlas": "atlas"}
 
 

@@ -16,6 +16,7 @@ import dataclasses
 import functools
 import json
 import os
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -27,8 +28,6 @@ from labctl.harness.model import Settings, parse_settings
 if TYPE_CHECKING:
     from labctl.catalog.contracts import Contract
 
-ENGINES = ("vllm", "sglang", "trtllm", "atlas")
-CONTRACT_COMMAND = {"vllm": "serve", "sglang": "launch_server", "trtllm": "serve", "atlas": "serve"}
 VOICES = {
     "vllm": Voice("vllm serve", "vllm serve [model_tag] [options]"),
     "sglang": Voice("launch_server.py", "launch_server.py [-h] --model-path MODEL_PATH [options]"),
@@ -39,6 +38,7 @@ VOICES = {
 SUBCOMMAND = {"vllm": "serve", "atlas": "serve"}
 DEFAULT_BIND = {"vllm": ("0.0.0.0", 8000), "sglang": ("127.0.0.1", 30000), "trtllm": ("localhost", 8000)}
 DEFAULT_BIND["atlas"] = ("127.0.0.1", 8888)
+ROUTE = re.compile(r"/[A-Za-z0-9/_.-]{0,127}")  # fullmatch
 VLLM_GUARDED_PREFIX = ("/v1", "/v2", "/inference", "/cohere")  # vLLM's GUARDED_PREFIX: plain prefixes, no slash
 TRTLLM_DEFAULTS = {"max_batch_size": 2048, "max_num_tokens": 8192}  # trtllm-serve's own option defaults
 
@@ -54,6 +54,7 @@ class Persona:
     thinking_default: bool = True
     server_args: dict[str, Any] = field(default_factory=dict)
     warnings: list[str] = field(default_factory=list)
+    metrics_path: str = "/metrics"  # where it serves Prometheus text: its folder's endpoints.metrics
 
     def guards(self, path: str) -> bool:
         """Whether this engine's key mechanism guards the path (only when a key is set). Each rule is the
@@ -138,13 +139,43 @@ def _thinking_off(kwargs_json: str | None) -> bool:
     return isinstance(kwargs, dict) and kwargs.get("enable_thinking") is False
 
 
+def engines_root(env: Mapping[str, str]) -> Path:
+    """The engine folders the persona reads (the image holds the lab's engines/ beside labctl/)."""
+    return Path(env.get("LABCTL_PERSONA_ENGINES") or str(Path(__file__).resolve().parents[2] / "engines"))
+
+
 def find_contract_path(engine: str, version: str, explicit: str | None, env: Mapping[str, str]) -> Path:
     if explicit or env.get("LABCTL_PERSONA_CONTRACT"):
         return Path(explicit or env["LABCTL_PERSONA_CONTRACT"])
-    root = env.get("LABCTL_PERSONA_ENGINES") or str(Path(__file__).resolve().parents[2] / "engines")
     from labctl.catalog.contracts import contract_path
 
-    return contract_path(Path(root), engine, version)
+    return contract_path(engines_root(env), engine, version)
+
+
+@dataclass(frozen=True)
+class EngineFacts:
+    """What the persona takes from the engine's folder: the contract command that serves, and its metrics route."""
+
+    serve_command: str
+    metrics_path: str
+
+
+@functools.lru_cache(maxsize=8)
+def load_engine_facts(root: Path, engine: str) -> EngineFacts:
+    """engines/ENGINE/engine.yaml's contract.serve and endpoints.metrics, checked as labctl's loader checks them
+    (the persona image carries the YAML reader and the contract loader, not the whole catalog)."""
+    from labctl.catalog.contracts import SAFE_NAME
+    from labctl.catalog.sourcefile import load_yaml_mapping
+
+    src = load_yaml_mapping(root / engine / "engine.yaml", display=f"engines/{engine}/engine.yaml")
+    contract, endpoints = src.data.get("contract"), src.data.get("endpoints")
+    serve = contract.get("serve") if isinstance(contract, dict) else None
+    if not isinstance(serve, str) or not SAFE_NAME.fullmatch(serve):
+        raise src.problem(("contract", "serve"), "expected the contract command that serves, e.g. serve.")
+    metrics = endpoints.get("metrics") if isinstance(endpoints, dict) else None
+    if metrics is not None and (not isinstance(metrics, str) or not ROUTE.fullmatch(metrics)):
+        raise src.problem(("endpoints", "metrics"), "expected an HTTP path such as /metrics.")
+    return EngineFacts(serve, metrics or "/metrics")
 
 
 @functools.lru_cache(maxsize=16)
@@ -161,17 +192,18 @@ def build_persona(
     """The persona and harness settings for this engine command line, or EngineExit as the engine would exit."""
     from labctl.errors import LabctlError
 
-    if engine not in ENGINES:
-        raise EngineExit(f"labctl persona: unknown engine {engine!r}: one of {', '.join(ENGINES)}\n", 2)
+    if engine not in _PERSONAS:
+        raise EngineExit(f"labctl persona: unknown engine {engine!r}: one of {', '.join(_PERSONAS)}\n", 2)
     version = version or env.get("LABCTL_PERSONA_VERSION")
     if not version and not (contract or env.get("LABCTL_PERSONA_CONTRACT")):
         raise EngineExit("labctl persona: which engine version? set LABCTL_PERSONA_VERSION or --persona-version\n", 2)
     try:
+        facts = load_engine_facts(engines_root(env), engine)
         loaded = load_contract_once(find_contract_path(engine, version or "", contract, env))
     except LabctlError as exc:
         raise EngineExit(f"labctl persona: {exc}\n", 2) from None
     version = loaded.version
-    cmd = loaded.commands[CONTRACT_COMMAND[engine]]
+    cmd = loaded.commands[facts.serve_command]
     words = list(argv)
     sub = SUBCOMMAND.get(engine)
     if sub is not None:
@@ -181,6 +213,7 @@ def build_persona(
     parsed = parse_engine_argv(cmd, words, VOICES[engine])
     persona = _PERSONAS[engine](parsed, env)
     persona.version = version
+    persona.metrics_path = facts.metrics_path
     persona.warnings = parsed.warnings + persona.warnings
     return persona, _settings(engine, persona, parsed, env)
 

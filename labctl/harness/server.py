@@ -23,7 +23,6 @@ from labctl import __version__
 from labctl.harness import vllm_surface
 from labctl.harness.model import Answer, Schedule, Settings, make_answer, stable_seed
 from labctl.harness.persona_http import (
-    METRICS_PATHS,
     Reply,
     metrics_text,
     models_reply,
@@ -209,7 +208,7 @@ class Harness:
                     reply = models_reply(self.persona, self.created, self.s.max_model_len)
                 elif path == "/metrics" and method == "GET" and self.persona.engine == "trtllm":
                     reply = trtllm_iteration_stats()
-                elif path == METRICS_PATHS.get(self.persona.engine, "/metrics") and method == "GET":
+                elif path == self.persona.metrics_path and method == "GET":
                     if not self.persona.serves_metrics:
                         raise HttpError(404, "Not Found")
                     text = metrics_text(

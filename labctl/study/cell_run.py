@@ -16,15 +16,14 @@ from labctl.bench.result_store import save_result
 from labctl.bench.results import BenchResult, find_result, list_results
 from labctl.bench.session import run_bench
 from labctl.bench.workloads import with_overrides
+from labctl.catalog.engines import lab_telemetry
 from labctl.catalog.lab import Lab
 from labctl.errors import Conflict, LabctlError, describe_error
-from labctl.host.docker import daemon as dk
 from labctl.host.remote.hosts import HostEntry
-from labctl.host.slurm.clusters import ClusterEntry
 from labctl.quality.evaluate import run_eval
 from labctl.quality.lm_eval_run import run_lm_eval
-from labctl.run.lifecycle.down import stop_run
-from labctl.run.lifecycle.up import up
+from labctl.run.backends.backend import Backend, StopRequest
+from labctl.run.backends.docker.docker_host import DockerHost
 from labctl.run.lifecycle.up_plan import UpRequest
 from labctl.run.records.record import Record, now
 from labctl.run.records.store import Runs
@@ -47,8 +46,11 @@ class CellContext:
     host: HostEntry
     say: Say
     redo_failed: bool = False
-    cluster: ClusterEntry | None = None  # cells placed on a Slurm cluster: each (cell, repeat) is one job
+    backend: Backend | None = None  # where the cells' runs go (None: the host's Docker); a cluster: one job each
     prefetch: Prefetcher | None = None  # the host's pending pulls, run between levels
+
+    def placer(self) -> Backend:
+        return self.backend or DockerHost(self.host)
 
 
 def should_skip(stored: dict[str, Any] | None, digest: str, redo_failed: bool) -> bool:
@@ -105,6 +107,7 @@ class CellRun:
         ):
             self.data["redone_because"] = self.fingerprint.changed(previous.get("fingerprint"))
         self.run_id: str | None = None  # the run this (cell, repeat) started, kept for its logs
+        self.record: Record | None = None  # that run as it answered
         self.engine_up = False
 
     def save(self, **changes: Any) -> None:
@@ -152,66 +155,17 @@ class CellRun:
         run_id, self.engine_up = self.run_id, False
         if self.ctx.runs.exists(run_id) and self.ctx.runs.load(run_id).status in ("stopped", "failed", "aborted"):
             return []
-        if self.ctx.cluster is not None:
-            from labctl.run.lifecycle.cluster_run import down_on_cluster, load
-
-            try:
-                down_on_cluster(self.ctx.runs.home, self.ctx.cluster, load(self.ctx.runs.home, run_id))
-            except LabctlError as exc:
-                return [f"taking run {run_id} down: {exc}"]
-            return []
+        request = StopRequest(run_id, reason=f"study cell {self.tag['cell']}", by=f"study {self.tag['study']}")
         try:
-            return stop_run(
-                self.ctx.runs, run_id, by=f"study {self.tag['study']}", reason=f"study cell {self.tag['cell']}"
-            )
+            stopped = self.ctx.placer().stop(self.ctx.runs, request)
         except LabctlError as exc:
             return [f"taking run {run_id} down: {exc}"]
-
-    def start_on_cluster(self, cluster: ClusterEntry) -> Record | None:
-        """One job: Slurm queues it as long as it must (the queue wait is recorded apart, never cold start)."""
-        from labctl.run.lifecycle.cluster_run import up_on_cluster
-
-        ctx, profile = self.ctx, self.cell.cell.profile
-        study = ctx.plan.study
-        before = set(ctx.runs.all_ids())
-        t0 = time.monotonic()
-        self.save(level="queued")
-        try:
-            run = up_on_cluster(
-                ctx.lab,
-                ctx.runs.home,
-                cluster,
-                profile.engine.name,
-                profile.name,
-                lambda _line: None,
-                gpus=max(profile.gpu_count, 1),
-                port=self.port,
-                timeout=float(study.spec["timeout_s"]),
-                allow_unpinned=bool(study.spec["allow_unpinned"]),
-                profile=profile,
-            )
-        except LabctlError as exc:
-            new = set(ctx.runs.all_ids()) - before
-            self.run_id = max(new) if new else None
-            self.fail(classify_start(str(exc))[0], str(exc))
-            return None
-        self.run_id, self.engine_up = run.run_id, True
-        record = ctx.runs.load(run.run_id)
-        queued = run.queue_wait_s or 0.0
-        self.data["times"]["queue_wait_s"] = queued
-        self.data["times"]["cold_start_s"] = round(time.monotonic() - t0 - queued, 3)
-        self.data["node"] = run.node
-        self.data["gpus"] = run.gpus_requested  # the job holds what Slurm granted, used or not
-        self.note_image(record)
-        ctx.runs.event(record.run_id, "study", **self.tag)
-        self.save(run_id=record.run_id, level="canary")
-        return record
+        return [problem for run in stopped for problem in run.problems]
 
     def start(self) -> Record | None:
         ctx, profile = self.ctx, self.cell.cell.profile
         study = ctx.plan.study
-        if ctx.cluster is not None:
-            return self.start_on_cluster(ctx.cluster)
+        backend = ctx.placer()
         request = UpRequest(
             engine=profile.engine.name,
             profile=profile.name,
@@ -223,8 +177,10 @@ class CellRun:
             host=ctx.host,
             home=ctx.runs.home,
         )
-        flaked = False
+        flaked = backend.queues  # a queued job is not retried: its scheduler said why it ended
         waited = pulled = 0.0
+        if backend.queues:
+            self.save(level="queued")
         if ctx.prefetch is not None:  # what this cell needs and the host has not pulled yet: never beside a level
             pulled = ctx.prefetch.for_cells([self.cell.cell.key], f"before {self.cell.cell.key} r{self.repeat}")
             self.data["times"]["waiting_s"] = round(pulled, 3)
@@ -232,7 +188,7 @@ class CellRun:
             before = set(ctx.runs.all_ids())
             t0 = time.monotonic()
             try:
-                record = up(ctx.lab, ctx.runs, request, say=lambda _line: None)
+                record = backend.start(ctx.lab, ctx.runs, request, say=lambda _line: None)
             except Conflict as exc:  # another run holds the GPUs or the port: the claim decides, the cell waits
                 new = self.new_runs(before)
                 if waited >= study.spec["timeout_s"]:
@@ -255,10 +211,12 @@ class CellRun:
                     continue
                 self.fail(kind, str(exc))  # `up` took down whatever it started, its logs saved
                 return None
-            self.run_id, self.engine_up = record.run_id, True
-            self.data["gpu_ids"] = list(record.gpus.ids)  # where the claims placed it
+            self.run_id, self.engine_up, self.record = record.run_id, True, record
+            queued = record.prep["queue_wait"].seconds if "queue_wait" in record.prep else 0.0
+            self.data["times"]["queue_wait_s"] = queued
+            self.data["times"]["cold_start_s"] = round(time.monotonic() - t0 - queued, 3)
+            self.data.update(backend.placed_facts(record))
             self.note_image(record)
-            self.data["times"]["cold_start_s"] = round(time.monotonic() - t0, 3)
             ctx.runs.event(record.run_id, "study", **self.tag)
             self.save(run_id=record.run_id, level="canary")
             return record
@@ -267,20 +225,16 @@ class CellRun:
     def bench_host(self) -> HostEntry | None:
         """The host the run is on: for a cluster cell the node Slurm chose, so that, as `labctl bench` does for
         that run, the client runs on an SSH node beside the engine and GPU samples come from that node."""
-        if self.ctx.cluster is None:
-            return self.ctx.host
-        node = self.data.get("node")
-        return self.ctx.cluster.node(node) if isinstance(node, str) and node in self.ctx.cluster.nodes else None
+        return self.ctx.placer().run_host(self.record) if self.record is not None else None
 
     @contextmanager
     def on_run_host(self) -> Iterator[None]:
-        """A cluster cell's Docker calls (the bench client, the engine's state after a failed level) go to its
-        node's daemon; a host's cell is already on its host's."""
-        host = self.bench_host if self.ctx.cluster is not None else None
-        if host is None:
+        """The cell's Docker calls (the bench client, the engine's state after a failed level) go to the daemon
+        its run is on (a cluster cell's node); a host's cell is already on its host's."""
+        if self.record is None:
             yield
             return
-        with dk.on_endpoint(host.docker):
+        with self.ctx.placer().on_run_host(self.record):
             yield
 
     def new_runs(self, before: set[str]) -> set[str]:
@@ -366,6 +320,7 @@ class CellRun:
             host=self.bench_host,
             max_error_rate=float(study.spec["max_error_rate"]),
             telemetry=not canary,
+            engines=lab_telemetry(ctx.lab),
         )
         started = now()
         try:

@@ -109,7 +109,9 @@ def study_suites(lab: Lab, study: Study) -> dict[str, Suite | TaskSuite]:
 
 
 def cell_accelerator(cell: Cell, facts: HostFacts) -> str:
-    if facts.entry.simulated or (facts.cluster and facts.cluster.simulated) or cell.profile.engine.name == "harness":
+    engine = cell.profile.engine
+    gpu_free_simulation = not engine.needs_gpu and engine.cpu_backend is None  # labctl's harness, or one like it
+    if facts.entry.simulated or (facts.cluster and facts.cluster.simulated) or gpu_free_simulation:
         return "simulated"
     if not cell.profile.engine.needs_gpu:
         return "cpu"

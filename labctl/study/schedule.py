@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from labctl.catalog.lab import Lab
 from labctl.errors import BadInput
 from labctl.host.remote.hosts import activate
+from labctl.run.backends.kinds import backend_for
 from labctl.run.records.store import Runs
 from labctl.study.cell_run import CellContext, run_cell, should_skip
 from labctl.study.lanes import Need, free_slot, need_of, startable
@@ -60,7 +61,8 @@ def run_job(
 ) -> None:
     cell, repeat, port = job
     facts = plan.hosts[cell.cell.host]
-    ctx = CellContext(lab, runs, plan, state, facts.entry, say, redo_failed=redo, cluster=facts.cluster)
+    backend = backend_for(lab.root, cell.cell.host)
+    ctx = CellContext(lab, runs, plan, state, facts.entry, say, redo_failed=redo, backend=backend)
     done = run_cell(ctx, cell, repeat, port)
     if done is not None:
         say(f"{cell.cell.key} r{repeat}: {done['state']}" + (f" (node {done['node']})" if done.get("node") else ""))

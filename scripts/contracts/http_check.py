@@ -72,9 +72,11 @@ def _route_row(engine: str, c: HttpContract, what: str, path: str | None) -> Row
 
 def _telemetry_row(name: str, c: HttpContract) -> Row:
     """labctl's telemetry mapping (labctl/catalog/engine_metrics.py) reads names this version exports."""
-    from labctl.catalog.engine_metrics import ENGINE_METRICS
+    from labctl.catalog.engines import lab_telemetry
+    from labctl.catalog.lab import Lab
 
-    mapping = ENGINE_METRICS.get("vllm" if name == "vllm-cpu" else name, {})
+    names = lab_telemetry(Lab(ROOT)).names
+    mapping = names.get(name) or names.get("vllm" if name == "vllm-cpu" else name, {})  # vllm-cpu: vLLM's names
     exported = set(c.metric_names)
     missing = [
         common
@@ -224,10 +226,12 @@ def _metric_names(text: bytes) -> set[str]:
 
 
 def _known_paths(all_contracts: dict[str, dict[str, HttpContract]]) -> set[str]:
-    from labctl.harness.persona_http import METRICS_PATHS
+    from labctl.catalog.engines import lab_telemetry
+    from labctl.catalog.lab import Lab
 
     paths = {_concrete(r.path) for versions in all_contracts.values() for c in versions.values() for r in c.routes}
-    return paths | set(METRICS_PATHS.values()) | {"/get_server_info", "/server_info", "/ready", "/version"}
+    metrics = set(lab_telemetry(Lab(ROOT)).paths.values()) - {"/metrics"}  # the personas serve these too
+    return paths | metrics | {"/get_server_info", "/server_info", "/ready", "/version"}
 
 
 def _persona_words(

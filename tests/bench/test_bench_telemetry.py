@@ -4,18 +4,29 @@ serving names the mapping knows, nvidia-smi's query lines, and the per-level sum
 from __future__ import annotations
 
 import pytest
+from helpers.support import REPO
 
 from labctl.bench.telemetry import summarise_engine, summarise_gpus
-from labctl.catalog.engine_metrics import (
-    COMMON,
-    ENGINE_METRICS,
-    engine_of,
-    map_metrics,
-    mapping_used,
-    parse_gpu_lines,
-    parse_prometheus,
-)
+from labctl.catalog import engine_metrics
+from labctl.catalog.engine_metrics import COMMON, parse_gpu_lines, parse_prometheus
+from labctl.catalog.engines import lab_telemetry
+from labctl.catalog.lab import Lab
 from labctl.harness.personas import Persona
+
+ENGINE_METRICS = lab_telemetry(Lab(REPO)).names  # each shipped engine's folder states its names
+
+
+def engine_of(values: dict[str, float], hint: str | None) -> str | None:
+    return engine_metrics.engine_of(values, hint, ENGINE_METRICS)
+
+
+def map_metrics(engine: str, values: dict[str, float]) -> dict[str, float]:
+    return engine_metrics.map_metrics(ENGINE_METRICS[engine], values)
+
+
+def mapping_used(engine: str, values: dict[str, float]) -> dict[str, str | None]:
+    return engine_metrics.mapping_used(ENGINE_METRICS[engine], values)
+
 
 # Scrapes shaped like each engine's own /metrics (names from the sources catalog/engine_metrics.py cites).
 VLLM = """# HELP vllm:num_requests_running Number of requests in model execution batches.

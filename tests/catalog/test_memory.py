@@ -9,17 +9,36 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
+from helpers.support import REPO
 
+from labctl.catalog import memory
+from labctl.catalog.engines import load_engine
+from labctl.catalog.lab import Lab
 from labctl.catalog.memory import (
     KNOWN_MODELS,
-    RULES,
     Architecture,
+    Estimate,
+    MemoryRule,
     architecture_from_config,
-    estimate,
     find_config,
 )
+from labctl.errors import BadInput
+
+# Each engine's rule as its folder states it (engines/NAME/engine.yaml memory_setting.fit).
+RULES: dict[str, MemoryRule] = {}
+for _name in ("vllm", "sglang", "trtllm", "atlas"):
+    _rule = load_engine(Lab(REPO), _name).memory_rule
+    assert _rule is not None, _name
+    RULES[_name] = _rule
+
+
+def estimate(engine: str, *args: Any, unified_memory: bool = False) -> Estimate:
+    """memory.estimate under the shipped engine folder's rule."""
+    return memory.estimate(RULES[engine], *args, unified_memory=unified_memory)
+
 
 H100_GIB = 79.6  # an 80 GB H100 as engines.md counts it
 GB10_HOST_GIB = 119.6  # a DGX Spark's host memory (the GPU reports N/A); a stand-in figure for the test
@@ -142,6 +161,10 @@ def test_weights_that_do_not_fit_at_all_leave_no_context_length() -> None:
     ("engine", "setting", "gpus"), [("ollama", 0.9, 1), ("vllm", 0.0, 1), ("vllm", 1.5, 1), ("vllm", 0.9, 0)]
 )
 def test_bad_estimate_input_is_refused(engine: str, setting: float, gpus: int) -> None:
+    if engine not in RULES:  # an engine without a folder has no rule: refused where its folder is read
+        with pytest.raises(BadInput, match="unknown engine"):
+            load_engine(Lab(REPO), engine)
+        return
     with pytest.raises(ValueError):
         estimate(engine, QWEN3_32B, 32768, setting, gpus, H100_GIB)
 

@@ -25,7 +25,8 @@ import pytest
 import yaml
 from helpers.support import REPO, _missing, docker_available, run_labctl
 
-from labctl.catalog.engine_metrics import METRICS_PATHS, parse_prometheus
+from labctl.catalog.engine_metrics import parse_prometheus
+from labctl.catalog.engines import lab_telemetry
 from labctl.catalog.lab import Lab
 from labctl.catalog.profiles import load_profile, with_overrides
 from labctl.compose.render import RenderOptions, render_compose
@@ -212,7 +213,7 @@ def test_serves_the_rendered_command_line(
     assert [m["id"] for m in models["data"]] == [served_name(engine, profile_name)]
     answer = chat(base, served_name(engine, profile_name))
     assert answer.choices[0].message.content
-    values = parse_prometheus(httpx.get(base + METRICS_PATHS.get(engine, "/metrics"), timeout=5).text)
+    values = parse_prometheus(httpx.get(base + lab_telemetry(LAB).path_of(engine), timeout=5).text)
     assert set(METRICS[engine]) <= set(values)
     assert values[METRICS[engine][0]] >= 1  # the request counter labctl reads counted the completion
     if engine in ("vllm", "trtllm"):

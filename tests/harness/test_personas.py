@@ -407,3 +407,18 @@ def test_trtllm_build_refuses_unknown_option(tmp_path: Path) -> None:
         built_engine(tmp_path, "--max_beam_widthh", "1")
     assert info.value.code == 2
     assert info.value.stderr.splitlines()[-1] == "trtllm-build: error: unrecognized arguments: --max_beam_widthh"
+
+
+def test_each_persona_takes_its_serve_command_and_metrics_route_from_the_engine_folder() -> None:
+    assert persona("trtllm", "Qwen/Qwen3-32B").metrics_path == "/prometheus/metrics"
+    assert persona("vllm", "serve", "Qwen/Qwen3-32B").metrics_path == "/metrics"
+
+
+def test_a_bad_engine_folder_stops_the_persona_naming_file_and_field(tmp_path: Path) -> None:
+    import shutil
+
+    shutil.copytree(REPO / "engines" / "atlas", tmp_path / "atlas")
+    path = tmp_path / "atlas" / "engine.yaml"
+    path.write_text(path.read_text().replace("  metrics: /metrics", "  metrics: 'http://elsewhere/metrics'"))
+    exit_ = refused("atlas", "serve", "M", env={**GPUS, "LABCTL_PERSONA_ENGINES": str(tmp_path)})
+    assert exit_.code == 2 and "engines/atlas/engine.yaml" in exit_.stderr and "endpoints.metrics" in exit_.stderr

@@ -10,8 +10,8 @@ import yaml
 
 from labctl.errors import BadInput
 from labctl.host.remote.hosts import HostEntry
-from labctl.host.slurm.clusters import load_clusters
-from labctl.host.slurm.job_script import cluster_compose, job_script, sbatch_options
+from labctl.host.slurm.clusters import ClusterEntry, load_clusters
+from labctl.host.slurm.job_script import BatchJob, cluster_compose, job_script, sbatch_options
 from labctl.host.slurm.parse import (
     expand_indexes,
     granted_gpus,
@@ -64,19 +64,10 @@ def test_granted_gpus_and_job_ids() -> None:
 
 
 def test_sbatch_options_never_export_the_environment() -> None:
-    options = sbatch_options(
-        run_id="r1",
-        engine="harness",
-        profile="smoke",
-        gpus=2,
-        minutes=3,
-        cpus=4,
-        mem_mib=2048,
-        partition="gpu",
-        account="lab",
-        qos="normal",
-        output="/tmp/job.log",
+    job = BatchJob(
+        run_id="r1", engine="harness", profile="smoke", gpus=2, minutes=3, cpus=4, mem_mib=2048, output="/tmp/job.log"
     )
+    options = sbatch_options(job, ClusterEntry("lab-a", partition="gpu", account="lab", qos="normal"))
     assert "--no-requeue" in options and "--gres=gpu:2" in options and "--time=3" in options
     assert "--export=PATH,HOME" in options and "--mem=2048M" in options and "--cpus-per-task=4" in options
     assert any(o.startswith("--comment=labctl run r1 ") for o in options)

@@ -15,11 +15,14 @@ from pathlib import Path
 import pytest
 from helpers.support import REPO
 
+from labctl.catalog.engines import lab_telemetry
+from labctl.catalog.lab import Lab
 from labctl.host.engine.sampler import Plan, Sampler
 
 pytestmark = pytest.mark.process  # local processes: the CLI, the harness engine, loopback servers
 
 STAND_IN = REPO / "scripts" / "sim" / "nvidia-smi"
+TELEMETRY = lab_telemetry(Lab(REPO))  # the shipped engines' metric names and routes
 
 
 class Handler(BaseHTTPRequestHandler):
@@ -70,19 +73,25 @@ def sample(plan: Plan, path: Path, seconds: float = 0.4) -> Sampler:
 
 
 def test_endpoints_that_give_nothing_are_named_with_why(server: str, tmp_path: Path) -> None:
-    missing = sample(Plan(None, [], f"{server}/nothing/metrics", "vllm"), tmp_path / "a.jsonl").description()
+    missing = sample(
+        Plan(None, [], f"{server}/nothing/metrics", "vllm", telemetry=TELEMETRY), tmp_path / "a.jsonl"
+    ).description()
     assert "HTTP 404" in missing["missing"]["engine"]
-    unknown = sample(Plan(None, [], f"{server}/unknown/metrics", None), tmp_path / "b.jsonl").description()
+    unknown = sample(
+        Plan(None, [], f"{server}/unknown/metrics", None, telemetry=TELEMETRY), tmp_path / "b.jsonl"
+    ).description()
     assert "no metric name of a known engine" in unknown["missing"]["engine"]
     assert "/unknown/prometheus/metrics: ValueError: HTTP 404" in unknown["missing"]["engine"]  # tried next
     started = time.perf_counter()
-    trickle = sample(Plan(None, [], f"{server}/trickle/metrics", "vllm"), tmp_path / "c.jsonl", 0.2)
+    trickle = sample(
+        Plan(None, [], f"{server}/trickle/metrics", "vllm", telemetry=TELEMETRY), tmp_path / "c.jsonl", 0.2
+    )
     assert time.perf_counter() - started < 15
     assert "still answering after" in trickle.description()["missing"]["engine"]
 
 
 def test_a_known_engine_is_mapped_and_its_series_written(server: str, tmp_path: Path) -> None:
-    sampler = sample(Plan(None, [], f"{server}/vllm/metrics", "external"), tmp_path / "t.jsonl")
+    sampler = sample(Plan(None, [], f"{server}/vllm/metrics", "external", telemetry=TELEMETRY), tmp_path / "t.jsonl")
     doc = sampler.description()
     assert doc["engine"]["names_of"] == "vllm" and doc["engine"]["samples"] >= 3
     assert doc["engine"]["mapping"]["running"] == "vllm:num_requests_running"
@@ -93,14 +102,20 @@ def test_a_known_engine_is_mapped_and_its_series_written(server: str, tmp_path: 
 
 
 def test_nvidia_smi_failing_absent_and_simulated(tmp_path: Path) -> None:
-    failing = sample(Plan(["false"], [], None, None), tmp_path / "f.jsonl").description()
+    failing = sample(Plan(["false"], [], None, None, telemetry=TELEMETRY), tmp_path / "f.jsonl").description()
     assert "nvidia-smi exit 1" in failing["missing"]["gpu"]
-    absent = sample(Plan([str(tmp_path / "no-such-nvidia-smi")], [], None, None), tmp_path / "g.jsonl")
+    absent = sample(
+        Plan([str(tmp_path / "no-such-nvidia-smi")], [], None, None, telemetry=TELEMETRY), tmp_path / "g.jsonl"
+    )
     assert "FileNotFoundError" in absent.description()["missing"]["gpu"]
     config = tmp_path / "sim.json"
     gpus = [{"name": "NVIDIA H100 80GB HBM3", "memory_total_mib": 81559, "utilization_gpu": 40}] * 2
     config.write_text(json.dumps({"host": "t", "gpus": gpus}))
-    sampler = sample(Plan([str(STAND_IN), "--sim-config", str(config)], ["1"], None, None), tmp_path / "s.jsonl", 0.6)
+    sampler = sample(
+        Plan([str(STAND_IN), "--sim-config", str(config)], ["1"], None, None, telemetry=TELEMETRY),
+        tmp_path / "s.jsonl",
+        0.6,
+    )
     doc = sampler.description()
     assert doc["gpu"]["simulated"] and doc["gpu"]["samples"] >= 2 and "gpu" not in doc["missing"]
     rows = [row for s in sampler.gpu.samples for row in s["gpus"]]
@@ -110,7 +125,7 @@ def test_nvidia_smi_failing_absent_and_simulated(tmp_path: Path) -> None:
 def test_a_ratio_of_two_counters_keeps_its_kind(tmp_path: Path) -> None:
     """vLLM's prefix-cache hit rate is hits over queries: both counters are sampled, and the level summary
     divides their increases (a real vLLM on CPU showed the rate missing from every level)."""
-    sampler = Sampler(Plan(None, [], None, None), tmp_path / "r.jsonl")
+    sampler = Sampler(Plan(None, [], None, None, telemetry=TELEMETRY), tmp_path / "r.jsonl")
     sampler.engine_name = "vllm"
     sampler.raw_names = {"vllm:prefix_cache_hits_total": 5.0, "vllm:prefix_cache_queries_total": 20.0}
     assert sampler.kinds() == {"prefix_cache_hit_rate": "ratio"}

@@ -1,18 +1,23 @@
-"""Docker at the edge: every call to the Docker Engine and Compose goes through python-on-whales here,
-and every failure becomes a LabctlError that names the command and Docker's own words."""
+"""Docker at the edge, the one module that imports python-on-whales: every ordinary call to the Docker Engine and
+Compose goes through it here, and every failure becomes a LabctlError that names the command and Docker's own words.
+The docker CLI itself is run (argv from `cli_argv`/`cli_argv_for`, each place saying why) only where a call must feed
+a container's stdin, stream between two daemons, or be killed together with the ssh it started; engine_api.py asks
+the Engine API's socket for the two answers the CLI does not give."""
 
 from __future__ import annotations
 
 import subprocess
 import threading
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from python_on_whales import Container, DockerClient, client_config, docker
 from python_on_whales.exceptions import DockerException, NoSuchContainer, NoSuchImage
+
+__all__ = ["Container", "DockerException", "NoSuchContainer"]  # for the edge modules beside this one
 
 from labctl.errors import LabctlError
 
@@ -75,7 +80,7 @@ def server_version(endpoint: str, timeout: float) -> str | None:
     import signal
     import subprocess
 
-    argv = ["docker", *([] if endpoint == "local" else ["-H", endpoint]), "version", "-f", "{{.Server.Version}}"]
+    argv = [*cli_argv_for(endpoint), "version", "-f", "{{.Server.Version}}"]
     # Its own process group: on a timeout the docker CLI *and* the ssh it started go, or their open pipe
     # would keep us waiting as long as ssh does.
     proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, start_new_session=True)
@@ -170,8 +175,12 @@ def _endpoint() -> str | None:
 def cli_argv() -> list[str]:
     """`docker` (with `-H` when this thread names its own endpoint): for the few calls python-on-whales cannot
     make, such as feeding a container's stdin."""
-    endpoint = _endpoint()
-    return ["docker", *(["-H", endpoint] if endpoint else [])]
+    return cli_argv_for(_endpoint())
+
+
+def cli_argv_for(endpoint: str | None) -> list[str]:
+    """`docker -H ENDPOINT`, or plain `docker` for the local engine (None or "local")."""
+    return ["docker", *(["-H", endpoint] if endpoint and endpoint != "local" else [])]
 
 
 def compose_client(compose_file: Path, project: str) -> DockerClient:
@@ -186,8 +195,8 @@ def compose_down(project: str) -> None:
 
 
 def compose_argv(compose_file: Path, project: str, *args: str) -> list[str]:
-    """The plain command equivalent to what labctl runs through python-on-whales."""
-    return ["docker", "compose", "--file", str(compose_file), "--project-name", project, *args]
+    """The plain command equivalent to what labctl runs through python-on-whales (shown and recorded, not run)."""
+    return [*cli_argv_for(None), "compose", "--file", str(compose_file), "--project-name", project, *args]
 
 
 @dataclass(frozen=True)
@@ -429,6 +438,12 @@ def start_container(container: Container) -> None:
         client().container.start(container)
 
 
+def remove_local(name: str) -> None:
+    """Remove a container of this machine's engine if it is there (whatever endpoint this thread names)."""
+    with suppress(DockerException):
+        docker.container.remove(name, force=True)
+
+
 def remove_containers(containers: list[Container]) -> None:
     if containers:
         with docker_errors("removing " + ", ".join(str(c.name) for c in containers)):
@@ -441,7 +456,8 @@ def events_between(label: str, since: str, until: str) -> list[dict[str, Any]]:
     import json
     import subprocess
 
-    argv = ["docker", "events", "--since", since, "--until", until, "--filter", f"label={label}"]
+    # The CLI, bounded by a timeout: python-on-whales' event stream has no deadline of its own.
+    argv = [*cli_argv_for(None), "events", "--since", since, "--until", until, "--filter", f"label={label}"]
     argv += ["--filter", "type=container", "--format", "{{json .}}"]
     try:
         proc = subprocess.run(argv, capture_output=True, text=True, timeout=30)

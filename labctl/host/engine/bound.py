@@ -5,11 +5,8 @@ namespace is the host's, so every listener on the engine's port counts, whoever 
 
 from __future__ import annotations
 
-from python_on_whales import Container
-from python_on_whales.exceptions import DockerException
-
 from labctl.errors import LabctlError
-from labctl.host.docker.daemon import client
+from labctl.host.docker.daemon import Container, DockerException, client
 from labctl.host.remote.ports import MAX_TABLE, parse_tables
 
 

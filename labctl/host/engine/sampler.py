@@ -18,9 +18,11 @@ from typing import Any
 import httpx
 
 from labctl.catalog.engine_metrics import (
+    DEFAULT_METRICS_PATH,
     GPU_QUERY,
     MAX_SCRAPE_BYTES,
-    METRICS_PATHS,
+    MetricNames,
+    Telemetry,
     engine_of,
     kind_of,
     map_metrics,
@@ -45,6 +47,7 @@ class Plan:
     engine_hint: str | None
     missing: dict[str, str] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
+    telemetry: Telemetry = field(default_factory=Telemetry)  # the lab's engines' names and routes
 
 
 @dataclass
@@ -142,18 +145,24 @@ class Sampler:
             return
         values = parse_prometheus(body.decode("utf-8", "replace"))
         if self.engine_name is None:
-            self.engine_name = engine_of(values, self.plan.engine_hint)
+            self.engine_name = engine_of(values, self.plan.engine_hint, self.plan.telemetry.names)
             self.raw_names = values
         if self.engine_name is None:
             url = self.plan.metrics_url
-            if url.endswith("/metrics") and not url.endswith("/prometheus/metrics"):
-                # an endpoint labctl did not start may be trtllm-serve, whose /metrics is JSON
-                self.plan.metrics_url = url.removesuffix("/metrics") + "/prometheus/metrics"
+            other = sorted(set(self.plan.telemetry.paths.values()) - {DEFAULT_METRICS_PATH})
+            if url.endswith(DEFAULT_METRICS_PATH) and other and not url.endswith(other[0]):
+                # an endpoint labctl did not start may be an engine serving its names elsewhere (trtllm-serve,
+                # whose /metrics is JSON)
+                self.plan.metrics_url = url.removesuffix(DEFAULT_METRICS_PATH) + other[0]
             self._fail(self.engine, f"GET {url}: no metric name of a known engine (vLLM, SGLang, TensorRT-LLM, Atlas)")
             return
-        sample = {"source": "engine", "t": t, "wall": time.time(), "values": map_metrics(self.engine_name, values)}
+        sample = {"source": "engine", "t": t, "wall": time.time(), "values": map_metrics(self._names(), values)}
         self.engine.samples.append(sample)
         self._write(sample)
+
+    def _names(self) -> MetricNames:
+        assert self.engine_name is not None
+        return self.plan.telemetry.names[self.engine_name]
 
     @staticmethod
     def _fail(stream: _Stream, error: str) -> None:
@@ -165,8 +174,8 @@ class Sampler:
         if self.engine_name is None:
             return {}
         # a ratio maps to NAME.num and NAME.den; its kind is NAME's
-        commons = {c.split(".")[0] for c in map_metrics(self.engine_name, self.raw_names)}
-        found = {c: kind_of(self.engine_name, c, self.raw_names) for c in sorted(commons)}
+        commons = {c.split(".")[0] for c in map_metrics(self._names(), self.raw_names)}
+        found = {c: kind_of(self._names(), c, self.raw_names) for c in sorted(commons)}
         return {c: k for c, k in found.items() if k is not None}
 
     def description(self) -> dict[str, Any]:
@@ -176,7 +185,7 @@ class Sampler:
             missing["gpu"] = f"no GPU sample: {'; '.join(self.gpu.errors) or 'none taken'}"
         if self.plan.metrics_url is not None and not self.engine.samples:
             missing["engine"] = f"no engine metrics: {'; '.join(self.engine.errors) or 'none taken'}"
-        mapping = mapping_used(self.engine_name, self.raw_names) if self.engine_name else {}
+        mapping = mapping_used(self._names(), self.raw_names) if self.engine_name else {}
         for common, source in mapping.items():
             if source is None:
                 missing[f"engine.{common}"] = f"{self.engine_name} exports no such metric"
@@ -203,7 +212,13 @@ class Sampler:
 
 
 def plan_for(
-    engine: str, gpu_ids: list[str], run_host: str | None, active_host: str, base_url: str, enabled: bool
+    engine: str,
+    gpu_ids: list[str],
+    run_host: str | None,
+    active_host: str,
+    base_url: str,
+    enabled: bool,
+    telemetry: Telemetry,
 ) -> Plan:
     """Sample the run's GPUs with its host's nvidia-smi, and the engine's own metrics route."""
     from labctl.host.gpus import inventory as gpu
@@ -222,4 +237,4 @@ def plan_for(
     if command is not None and run_host is None:
         notes.append(f"an endpoint labctl did not start: every GPU of host {active_host} is sampled")
     root = base_url.removesuffix("/").removesuffix("/v1")
-    return Plan(command, list(gpu_ids), root + METRICS_PATHS.get(engine, "/metrics"), engine, missing, notes)
+    return Plan(command, list(gpu_ids), root + telemetry.path_of(engine), engine, missing, notes, telemetry)

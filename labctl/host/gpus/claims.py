@@ -14,9 +14,8 @@ import re
 import time
 from dataclasses import dataclass
 
-from python_on_whales.exceptions import DockerException, NoSuchContainer
-
 from labctl.host.docker import daemon as dk
+from labctl.host.docker.daemon import DockerException, NoSuchContainer
 from labctl.host.identity import host_name, process_alive
 
 PREFIX = "labctl.claim."

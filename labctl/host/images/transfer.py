@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import IO
 
 from labctl.errors import LabctlError
+from labctl.host.docker import daemon as dk
 
 CHUNK = 1 << 20
 _LOADED_ID = re.compile(r"Loaded image ID: (sha256:[0-9a-f]{64})\s*\Z")
@@ -32,14 +33,15 @@ def copy_image(
     """Stream `docker -H SOURCE save REFERENCE` into `docker -H TARGET load`; `report(bytes, seconds)` after
     each MiB. Either side failing stops both."""
     start = time.monotonic()
+    # The CLI on both sides: one's stdout streams into the other's stdin, never to a file in between.
     save = subprocess.Popen(
-        ["docker", "-H", source, "save", reference],
+        [*dk.cli_argv_for(source), "save", reference],
         stdin=subprocess.DEVNULL,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
     )
     load = subprocess.Popen(
-        ["docker", "-H", target, "load", "--quiet"],
+        [*dk.cli_argv_for(target), "load", "--quiet"],
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,

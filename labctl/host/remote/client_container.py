@@ -59,10 +59,9 @@ def run_job(
 ) -> Iterator[str]:
     """Yield the container's stdout lines. The job goes through stdin, never argv (it may hold a key).
     `mounts` are `-v` values (HOST_PATH:CONTAINER_PATH) on that host."""
+    # The CLI, to feed the job on the container's stdin.
     argv = [
-        "docker",
-        "-H",
-        endpoint,
+        *dk.cli_argv_for(endpoint),
         "run",
         "--rm",
         "-i",
@@ -112,4 +111,5 @@ def run_job(
 
 
 def _remove(endpoint: str, name: str) -> None:
-    subprocess.run(["docker", "-H", endpoint, "rm", "-f", name], capture_output=True, timeout=60, check=False)
+    # The CLI with a deadline: on a dead ssh:// host, python-on-whales would wait as long as ssh does.
+    subprocess.run([*dk.cli_argv_for(endpoint), "rm", "-f", name], capture_output=True, timeout=60, check=False)

@@ -37,6 +37,7 @@ def write_keys(run_id: str, text: str, image: str, owner: str, file: str = "api_
     name = volume_name(run_id)
     with dk.docker_errors(f"creating the key volume {name}"):
         dk.client().volume.create(name, labels={LABEL: run_id})
+    # The CLI, to feed the keys on the container's stdin (never argv, never a file on this machine).
     argv = [
         *dk.cli_argv(),
         "run",

@@ -23,9 +23,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
-from python_on_whales import docker
-from python_on_whales.exceptions import DockerException
-
 from labctl.errors import LabctlError
 from labctl.host.docker import daemon as dk
 
@@ -90,8 +87,10 @@ def _argv(name: str, folder: Path, program: str, *args: str) -> list[str]:
     boot = (
         f"import sys, runpy; sys.path.insert(0, '/case'); runpy.run_module('sandboxed.{program}', run_name='__main__')"
     )
+    # The CLI, to feed the container's stdin (the pipes between answer and tests); always this machine's engine,
+    # as for every sandbox: the case folder is a local bind mount.
     return [
-        "docker",  # the local engine, as for every sandbox: the case folder is a local bind mount
+        *dk.cli_argv_for(None),
         "run",
         "--interactive",
         "--rm",
@@ -208,5 +207,4 @@ def _how_it_ended(answer: subprocess.Popen[bytes]) -> str:
 
 
 def _remove(name: str) -> None:
-    with contextlib.suppress(DockerException):
-        docker.container.remove(name, force=True)
+    dk.remove_local(name)

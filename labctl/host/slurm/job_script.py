@@ -8,11 +8,13 @@ Slurm stores both."""
 from __future__ import annotations
 
 import shlex
+from dataclasses import dataclass
 from typing import Any
 
 import yaml
 
 from labctl.host.remote.hosts import HostEntry
+from labctl.host.slurm.clusters import ClusterEntry
 
 JOB_LABEL = "labctl.slurm.job"
 GPU_VARIABLE = "LABCTL_GPU_{}"
@@ -40,36 +42,38 @@ def node_docker(node: HostEntry) -> str:
     return node.docker if node.docker.startswith("unix://") else f"unix://{node.socket}"
 
 
-def sbatch_options(
-    *,
-    run_id: str,
-    engine: str,
-    profile: str,
-    gpus: int,
-    minutes: int,
-    cpus: int | None,
-    mem_mib: int | None,
-    partition: str | None,
-    account: str | None,
-    qos: str | None,
-    output: str,
-) -> list[str]:
+@dataclass(frozen=True)
+class BatchJob:
+    """One run's sbatch request: what it runs, what it asks Slurm for, and where its log goes."""
+
+    run_id: str
+    engine: str
+    profile: str
+    gpus: int
+    minutes: int
+    output: str
+    cpus: int | None = None
+    mem_mib: int | None = None
+
+
+def sbatch_options(job: BatchJob, cluster: ClusterEntry) -> list[str]:
+    """The job's sbatch options: what the run asks for, where the cluster sends its jobs."""
     options = [
         "--no-requeue",  # a requeued engine would start twice
-        f"--job-name=labctl-{run_id}",
-        f"--comment=labctl run {run_id} {engine}/{profile}",
-        f"--gres=gpu:{gpus}",
-        f"--time={minutes}",
+        f"--job-name=labctl-{job.run_id}",
+        f"--comment=labctl run {job.run_id} {job.engine}/{job.profile}",
+        f"--gres=gpu:{job.gpus}",
+        f"--time={job.minutes}",
         "--nodes=1",
         "--ntasks=1",
-        f"--output={output}",
+        f"--output={job.output}",
         "--export=PATH,HOME",  # never the whole environment: Slurm stores it, and it may hold a key
     ]
-    options += [f"--cpus-per-task={cpus}"] if cpus else []
-    options += [f"--mem={mem_mib}M"] if mem_mib else []
-    options += [f"--partition={partition}"] if partition else []
-    options += [f"--account={account}"] if account else []
-    options += [f"--qos={qos}"] if qos else []
+    options += [f"--cpus-per-task={job.cpus}"] if job.cpus else []
+    options += [f"--mem={job.mem_mib}M"] if job.mem_mib else []
+    options += [f"--partition={cluster.partition}"] if cluster.partition else []
+    options += [f"--account={cluster.account}"] if cluster.account else []
+    options += [f"--qos={cluster.qos}"] if cluster.qos else []
     return options
 
 

@@ -47,6 +47,7 @@ def install(run_id: str, label: str, program: str, image: str, socket: str, daem
     name = volume_name(run_id)
     with dk.docker_errors(f"creating the watch volume {name}"):
         dk.client().volume.create(name, labels={label: run_id})
+    # The CLI, to feed the program on the container's stdin.
     argv = [*dk.cli_argv(), "run", "-i", "--rm", "--network", "none", "--user", "0:0", "--cap-drop", "ALL"]
     argv += ["--security-opt", "no-new-privileges", "--log-driver", "none", "--label", f"{label}={run_id}"]
     argv += ["--mount", f"type=volume,source={name},target={RUN_DIR}"]
@@ -64,7 +65,7 @@ def install(run_id: str, label: str, program: str, image: str, socket: str, daem
 def read_file(container: str, name: str) -> str | None:
     """A file of the watch volume, through the watcher's container (`docker cp`, a tar stream); None when
     the container or the file is not there."""
-    try:
+    try:  # `docker cp … -` streams a tar to stdout; python-on-whales copies only to a path on this machine
         proc = subprocess.run(
             [*dk.cli_argv(), "cp", f"{container}:{RUN_DIR}/{name}", "-"], capture_output=True, timeout=60
         )

@@ -157,6 +157,7 @@ class Stopped:
     engine: str
     profile: str
     problems: tuple[str, ...] = ()  # what could not be recorded (an unreadable record)
+    detail: str = ""  # how it ended, where the backend knows more (a Slurm job's state and exit code)
 
 
 def stop(

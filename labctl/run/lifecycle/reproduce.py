@@ -87,7 +87,7 @@ def pinned_for_reproduction(
     )
 
 
-@dataclass
+@dataclass(frozen=True)
 class ReproduceRequest:
     source: str
     gpus: list[str] | None = None

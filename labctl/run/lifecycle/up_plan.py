@@ -27,8 +27,10 @@ from labctl.run.resident.resident_plan import ResidentPlan, check_bind, plan_res
 MAX_OWNER_CHARS = 64  # a user name; it is a container label and a column of `status`
 
 
-@dataclass
+@dataclass(frozen=True)
 class UpRequest:
+    """The per-run options of one `up` (or `reproduce`, or a study cell) as one value, whatever backend runs it."""
+
     engine: str
     profile: str
     gpus: list[str] | None = None
@@ -52,6 +54,7 @@ class UpRequest:
     fetch: bool = True  # download the model into the cache before anything starts (--no-fetch: the cache as is)
     host: HostEntry = LOCAL_HOST
     home: Path | None = None  # where keys live (the runs folder's home)
+    minutes: int | None = None  # a cluster's job: its time limit (--time; default: the cluster's)
 
 
 @dataclass(frozen=True)

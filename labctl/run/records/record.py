@@ -19,6 +19,7 @@ SCHEMA_VERSION = 1
 READABLE_SCHEMAS = (1,)
 
 JsonObject = dict[str, Any]  # data on its way in or out, never the model
+SLURM_QUEUED = ("SUBMITTED", "PENDING", "CONFIGURING", "REQUEUED", "RESIZING", "SUSPENDED")
 
 
 @dataclass(frozen=True)
@@ -193,6 +194,10 @@ class SlurmJob:
     queue_wait_s: float | None = None  # also the prep part queue_wait: never in cold start
     resident_keys: int = 0
     events: tuple[str, ...] = ()
+
+    @property
+    def ended(self) -> bool:
+        return self.state not in (*SLURM_QUEUED, "RUNNING", "COMPLETING")
 
 
 @dataclass(frozen=True)

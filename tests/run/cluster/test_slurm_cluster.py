@@ -25,7 +25,8 @@ from labctl.catalog.lab import Lab
 from labctl.host.docker import daemon as dk
 from labctl.host.slurm import commands as slurm
 from labctl.host.slurm.clusters import ClusterEntry, load_clusters
-from labctl.run.lifecycle import cluster_run as cr
+from labctl.run.backends.slurm import jobs as cr
+from labctl.run.records.record import Record
 
 pytestmark = pytest.mark.slurm
 HOSTS = REPO / "build" / "slurm-lab" / "hosts.yaml"
@@ -78,10 +79,9 @@ def until(check: Callable[[], bool], seconds: float, what: str) -> None:
         time.sleep(0.5)
 
 
-def submit(lab: Lab, home: Path, cluster: ClusterEntry, port: int, gpus: int = 2, minutes: int = 5) -> cr.ClusterRecord:
-    return cr.submit_run(
-        lab, home, cluster, "harness", "smoke", gpus=gpus, port=port, minutes=minutes, allow_unpinned=True
-    )
+def submit(lab: Lab, home: Path, cluster: ClusterEntry, port: int, gpus: int = 2, minutes: int = 5) -> Record:
+    request = cr.JobRequest("harness", "smoke", gpus=gpus, port=port, minutes=minutes, allow_unpinned=True)
+    return cr.submit_run(lab, home, cluster, request)
 
 
 def ports() -> Iterator[int]:
@@ -111,27 +111,29 @@ def test_disjoint_gpus_pending_resources_and_down(
 ) -> None:
     holds("n2", 2)  # only n1, the 4-GPU node, has room
     a, b = submit(lab, home, cluster, next(PORTS)), submit(lab, home, cluster, next(PORTS))
-    for run in (a, b):
-        cr.wait_running(home, cluster, run, lambda _t: None, 60)
+    a_run_id, b_run_id = a.run_id, b.run_id
+    a, b = (cr.wait_running(home, cluster, run, lambda _t: None, 60).slurm for run in (a, b))
     assert a.node == b.node == "n1"
     assert len(a.gpu_indexes) == len(b.gpu_indexes) == 2 and not set(a.gpu_indexes) & set(b.gpu_indexes)
     assert len(set(a.gpu_uuids + b.gpu_uuids)) == 4 and all(u.startswith("GPU-") for u in a.gpu_uuids)
 
     said: list[str] = []
-    c = submit(lab, home, cluster, next(PORTS))
+    c_run = submit(lab, home, cluster, next(PORTS))
+    c = c_run.slurm
     until(lambda: slurm.job_state(cluster, c.job_id).reason == "Resources", 30, "third job pending: Resources")
-    d = submit(lab, home, cluster, next(PORTS))
+    d_run = submit(lab, home, cluster, next(PORTS))
+    d = d_run.slurm
     until(lambda: slurm.job_state(cluster, d.job_id).pending, 30, "fourth job pending")
-    cr.take_down(home, cluster, d)  # down while pending
+    d = cr.take_down(home, cluster, d_run).slurm  # down while pending
     assert (d.state, d.node, cr.node_containers(cluster, "n1", d.job_id)) == ("CANCELLED", "", [])
 
-    cr.take_down(home, cluster, a)  # down while running: the job ends and its containers are gone
+    a = cr.take_down(home, cluster, cr.load(home, a_run_id)).slurm  # down while running: its containers go too
     assert a.state == "CANCELLED" and a.state_source == "sacct" and cr.node_containers(cluster, "n1", a.job_id) == []
-    cr.wait_running(home, cluster, c, said.append, 60)  # the pending one runs on the GPUs a gave back
+    c = cr.wait_running(home, cluster, c_run, said.append, 60).slurm  # the pending one runs on the GPUs a gave back
     assert any("pending: Resources" in line for line in said) or c.events[0].startswith(c.submitted_at[:4])
     assert c.node == "n1" and sorted(c.gpu_indexes) == sorted(a.gpu_indexes) and c.queue_wait_s is not None
-    for run in (b, c):
-        cr.take_down(home, cluster, run)
+    for run_id in (b_run_id, c_run.run_id):
+        cr.take_down(home, cluster, cr.load(home, run_id))
     assert cr.leftovers(cluster) == []
 
 
@@ -141,20 +143,21 @@ def test_time_limit_and_node_failure(
     holds("n1", 3)
     holds_n2 = holds("n2", 2)
     timed = submit(lab, home, cluster, next(PORTS), gpus=1, minutes=1)
-    cr.wait_running(home, cluster, timed, lambda _t: None, 60)
-    assert timed.node == "n1"
+    timed = cr.wait_running(home, cluster, timed, lambda _t: None, 60)
+    assert timed.slurm.node == "n1"
     slurm.cancel(cluster, holds_n2)
     until(lambda: slurm.job_state(cluster, holds_n2).ended, 30, "n2 free again")
 
-    failed = submit(lab, home, cluster, next(PORTS), gpus=1)
-    cr.wait_running(home, cluster, failed, lambda _t: None, 60)
+    failed_run = submit(lab, home, cluster, next(PORTS), gpus=1)
+    failed_run = cr.wait_running(home, cluster, failed_run, lambda _t: None, 60)
+    failed = failed_run.slurm
     assert failed.node == "n2"
     until(lambda: bool(cr.node_containers(cluster, "n2", failed.job_id)), 60, "the engine container on n2")
     slurmd = slurmd_pid(cluster, "n2")
     os.kill(slurmd, signal.SIGKILL)
     try:
         until(lambda: slurm.job_state(cluster, failed.job_id).ended, 60, "Slurm ends the job of a dead node")
-        cr.finish(home, cluster, failed)
+        failed = cr.finish(home, cluster, failed_run).slurm
         assert failed.state == "NODE_FAIL", failed
         # The container is Docker's process, not the job's: it outlived the job, and gc finds it.
         assert ("n2", failed.job_id) in {(node, job) for node, _c, job in cr.leftovers(cluster)}
@@ -165,11 +168,13 @@ def test_time_limit_and_node_failure(
             ["bash", str(REPO / "scripts" / "slurm-lab.sh"), "up"], check=True, capture_output=True, timeout=300
         )
 
-    until(lambda: slurm.job_state(cluster, timed.job_id).ended, 150, "the time limit ends the job")
-    cr.finish(home, cluster, timed)
-    assert timed.state == "TIMEOUT", timed
+    until(lambda: slurm.job_state(cluster, timed.slurm.job_id).ended, 150, "the time limit ends the job")
+    timed_job = cr.finish(home, cluster, timed).slurm
+    assert timed_job.state == "TIMEOUT", timed_job
     until(
-        lambda: cr.node_containers(cluster, "n1", timed.job_id) == [], 30, "nothing left running after the time limit"
+        lambda: cr.node_containers(cluster, "n1", timed_job.job_id) == [],
+        30,
+        "nothing left running after the time limit",
     )
 
 
@@ -205,9 +210,10 @@ def test_up_waits_pending_then_runs_status_and_down(
     assert up.returncode == 0, stderr
     assert "queue wait" in stdout and "(prep, not cold start)" in stdout and "on node n1" in stdout, stdout
     run_id = stdout.split(" run ", 1)[1].split()[0]
-    record = cr.load(home, run_id)
+    run = cr.load(home, run_id)
+    record = run.slurm
     assert record.queue_wait_s is not None and record.queue_wait_s > 0 and record.state == "RUNNING"
-    check_the_normal_record(home, run_id, record, env)
+    check_the_normal_record(home, run_id, run, env)
     listed = run_labctl("--home", str(home), "status", "--host", cluster.name, env=env)
     assert f"{run_id}" in listed.stdout and "running" in listed.stdout, listed.stdout
     down = run_labctl("--home", str(home), "down", run_id, env=env)
@@ -218,16 +224,17 @@ def test_up_waits_pending_then_runs_status_and_down(
     assert ended["slurm"]["state_source"] in ("sacct", "scontrol")
 
 
-def check_the_normal_record(home: Path, run_id: str, run: cr.ClusterRecord, env: dict[str, str]) -> None:
+def check_the_normal_record(home: Path, run_id: str, record: Record, env: dict[str, str]) -> None:
     """A cluster run's record is the normal one plus its `slurm` block: show, status, export, bench and eval
     read it as they read an SSH host's."""
+    run = record.slurm
     data = json.loads((home / "runs" / run_id / "record.json").read_text())
     assert (data["status"], data["engine"], data["profile"]) == ("running", "harness", "smoke")
     assert data["environment_label"] == "harness-check" and data["accelerator"] == "simulated"
-    assert data["slurm"]["gpu_indexes"] == run.gpu_indexes and data["gpus"]["simulated"]
+    assert data["slurm"]["gpu_indexes"] == list(run.gpu_indexes) and data["gpus"]["simulated"]
     assert data["gpus"]["note"] == "no GPU"  # the harness holds its granted GPUs unused: no GPU in its setup
     assert data["host_entry"] == f"{data['slurm']['cluster']}/n1" and data["slurm"]["node"] == "n1"
-    assert data["slurm"]["gpu_uuids"] == run.gpu_uuids and data["slurm"]["job_id"] == run.job_id
+    assert data["slurm"]["gpu_uuids"] == list(run.gpu_uuids) and data["slurm"]["job_id"] == run.job_id
     assert data["prep"]["queue_wait"]["seconds"] == run.queue_wait_s and data["timings"]["cold_start_s"] is None
     assert not (home / "runs" / run_id / "slurm.json").exists()
     assert "--ttft-ms" in data["container"]["command_line"] and data["image"]["image_id"]  # what the node ran
@@ -296,7 +303,7 @@ def test_a_second_unix_users_job(cluster: ClusterEntry, holds: Callable[[str, in
     )
     assert up.returncode == 0, up.stderr + up.stdout
     run_id = up.stdout.split(" run ", 1)[1].split()[0]
-    record = cr.load(user_home, run_id)
+    record = cr.load(user_home, run_id).slurm
     assert slurm.run(cluster, ["squeue", "-h", "-j", record.job_id, "-o", "%u"]).strip() == USER
     down = subprocess.run([*user, "down", run_id], capture_output=True, text=True, env=env, cwd=shared, timeout=120)
     assert down.returncode == 0, down.stderr
@@ -334,7 +341,7 @@ def test_a_resident_run_with_a_key(home: Path, cluster: ClusterEntry, holds: Cal
     )
     assert up.code == 0, up.stderr
     run_id = up.stdout.split(" run ", 1)[1].split()[0]
-    record = cr.load(home, run_id)
+    record = cr.load(home, run_id).slurm
     key = (home / ".state" / "keys" / run_id / "api_key").read_text().split()[0]
     base = f"http://127.0.0.1:{port}/v1"
     with pytest.raises(openai.AuthenticationError):

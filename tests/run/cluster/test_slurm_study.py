@@ -15,7 +15,7 @@ from helpers.support import REPO, run_labctl
 
 from labctl.host.slurm import commands as slurm
 from labctl.host.slurm.clusters import load_clusters
-from labctl.run.lifecycle import cluster_run as cr
+from labctl.run.backends.slurm import jobs as cr
 
 pytestmark = pytest.mark.slurm
 HOSTS = REPO / "build" / "slurm-lab" / "hosts.yaml"

@@ -1,17 +1,20 @@
 """One engine run on a Slurm cluster: render here, submit a batch job, wait while Slurm queues it (the wait is
 its own prep part, never cold start), then readiness on the node Slurm chose; down cancels the job and waits
 until its containers are gone; gc finds containers whose job has ended. Slurm alone chooses the node and the
-GPUs: labctl reads them back (squeue, sacct, scontrol) and records them in the run's record (its `slurm`
-block, see cluster_record)."""
+GPUs: labctl reads them back (squeue, sacct, scontrol) and records them in the `slurm` part of the run's one
+record (see job_record)."""
 
 from __future__ import annotations
 
+import dataclasses
 import shutil
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import labctl.run.backends.slurm.job_record as job_record
 from labctl.catalog.image import digests_of
 from labctl.catalog.lab import Lab
 from labctl.catalog.profiles import Profile, load_profile, with_overrides
@@ -28,12 +31,11 @@ from labctl.host.remote import key_volume
 from labctl.host.remote.forward import Forward, close_forward, open_forward
 from labctl.host.slurm import commands as slurm
 from labctl.host.slurm.clusters import ClusterEntry
-from labctl.host.slurm.job_script import JOB_LABEL, cluster_compose, job_script, sbatch_options
+from labctl.host.slurm.job_script import JOB_LABEL, BatchJob, cluster_compose, job_script, sbatch_options
 from labctl.host.slurm.parse import JobState
-from labctl.run.lifecycle import cluster_record
-from labctl.run.lifecycle.cluster_record import ClusterRecord
+from labctl.run.backends.slurm.job_record import job_of, with_event, with_job
 from labctl.run.lifecycle.down import project_name
-from labctl.run.records.record import ContainerInfo, ImageInfo, now
+from labctl.run.records.record import ContainerInfo, ImageInfo, Record, SlurmJob, now
 from labctl.run.records.store import Runs, new_run_id
 from labctl.run.resident.host_keys import file_owner, fill_image
 from labctl.run.resident.keys import KeyStore, generate_keys
@@ -43,12 +45,33 @@ JOB_COMPOSE = "job-compose.yaml"  # what the job starts: compose.yaml with devic
 POLL_S = 0.5
 
 
-def save(home: Path, record: ClusterRecord) -> None:
-    cluster_record.save(Runs(home), record)
+@dataclass(frozen=True)
+class JobRequest:
+    """What one run on a cluster asks for: the per-run options as one value. A reproduction gives its pinned
+    `profile` instead of a profile name's; `gpus` is a count (Slurm chooses which)."""
+
+    engine: str
+    profile_name: str
+    gpus: int | None = None
+    port: int | None = None
+    minutes: int | None = None
+    cpus: int | None = None
+    mem_mib: int | None = None
+    allow_unpinned: bool = False
+    timeout: float = 900.0
+    keys: int = 0
+    profile: Profile | None = None
+    docker_bin: str = "docker"
 
 
-def load(home: Path, run_id: str) -> ClusterRecord:
-    return cluster_record.load(Runs(home), run_id)
+def save(home: Path, record: Record) -> Record:
+    return job_record.save(Runs(home), record)
+
+
+def load(home: Path, run_id: str) -> Record:
+    record = Runs(home).load(run_id)
+    job_of(record)
+    return record
 
 
 def record_path(home: Path, run_id: str) -> Path:
@@ -78,34 +101,19 @@ def render_for_cluster(
     return render_compose(lab, profile, options), labels
 
 
-def submit_run(
-    lab: Lab,
-    home: Path,
-    cluster: ClusterEntry,
-    engine: str,
-    profile_name: str,
-    *,
-    gpus: int | None = None,
-    port: int | None = None,
-    minutes: int | None = None,
-    cpus: int | None = None,
-    mem_mib: int | None = None,
-    allow_unpinned: bool = False,
-    docker_bin: str = "docker",
-    keys: int = 0,
-    profile: Profile | None = None,
-) -> ClusterRecord:
-    """Render, write the run's folder, and `sbatch --parsable`. Nothing secret goes into the job. A reproduction
-    gives its pinned `profile` instead of a profile name's."""
-    profile = with_overrides(profile or load_profile(lab, engine, profile_name), port=port)
-    if not profile.pinned and not allow_unpinned:
+def submit_run(lab: Lab, home: Path, cluster: ClusterEntry, request: JobRequest) -> Record:
+    """Render, write the run's folder, and `sbatch --parsable`. Nothing secret goes into the job."""
+    engine, profile_name = request.engine, request.profile_name
+    profile = with_overrides(request.profile or load_profile(lab, engine, profile_name), port=request.port)
+    if not profile.pinned and not request.allow_unpinned:
         raise BadInput(f"profile {engine}/{profile_name} is not pinned by digest: pin it, or pass --allow-unpinned.")
-    count = gpus if gpus is not None else max(profile.gpu_count, 1)
+    count = request.gpus if request.gpus is not None else max(profile.gpu_count, 1)
     if not 1 <= count <= 64:
         raise BadInput(f"--gpus {count}: a job asks for 1 to 64 GPUs.")
     if profile.engine.needs_gpu:  # the setup runs on N GPUs; which ones is Slurm's to say
         profile = Profile(profile.engine, profile.name, {**profile.spec, "gpus": {"count": count}}, profile.source)
-    limit = minutes or cluster.time_minutes
+    limit = request.minutes or cluster.time_minutes
+    keys = request.keys
     run_id = new_run_id()
     folder = home / "runs" / run_id
     setup_text, labels = render_for_cluster(lab, cluster, profile, run_id, home, keys=keys > 0)
@@ -117,98 +125,90 @@ def submit_run(
     if keys:
         KeyStore(home).write(run_id, generate_keys(keys))
     volume = ready_volume(run_id) if keys else None
-    script = job_script(run_id, project_name(run_id), compose_text, cluster.nodes, docker_bin, volume)
-    options = sbatch_options(
-        run_id=run_id,
-        engine=engine,
-        profile=profile_name,
-        gpus=count,
-        minutes=limit,
-        cpus=cpus or profile.cpus,
-        mem_mib=mem_mib or profile.memory_mib,
-        partition=cluster.partition,
-        account=cluster.account,
-        qos=cluster.qos,
-        output=str(folder / "job.log"),
-    )
-    record = ClusterRecord(
-        run_id,
-        cluster.name,
-        engine,
-        profile_name,
-        port=profile.port,
+    script = job_script(run_id, project_name(run_id), compose_text, cluster.nodes, request.docker_bin, volume)
+    cpus, mem_mib = request.cpus or profile.cpus, request.mem_mib or profile.memory_mib
+    batch = BatchJob(run_id, engine, profile_name, count, limit, str(folder / "job.log"), cpus, mem_mib)
+    options = sbatch_options(batch, cluster)
+    job = SlurmJob(
+        cluster=cluster.name,
         gpus_requested=count,
         time_limit_min=limit,
+        cpus=cpus,
+        mem_mib=mem_mib,
         submitted_at=now(),
-        cpus=cpus or profile.cpus,
-        mem_mib=mem_mib or profile.memory_mib,
-        simulated=cluster.simulated,
-        needs_gpu=profile.engine.needs_gpu,
         resident_keys=keys,
     )
-    runs.save(cluster_record.base_record(lab, runs, record, profile, labels, project_name(run_id)))
-    record.job_id = slurm.submit(cluster, options, script)
-    record.events.append(f"{now()} submitted job {record.job_id}")
-    save(home, record)
-    return record
+    record = job_record.base_record(lab, runs, run_id, job, profile, labels, project_name(run_id), cluster.simulated)
+    runs.save(record)
+    job_id = slurm.submit(cluster, options, script)
+    return save(home, with_event(with_job(record, job_id=job_id), f"{now()} submitted job {job_id}"))
 
 
-def wait_running(home: Path, cluster: ClusterEntry, record: ClusterRecord, say: Say, timeout: float) -> ClusterRecord:
+def wait_running(home: Path, cluster: ClusterEntry, record: Record, say: Say, timeout: float) -> Record:
     """Poll until Slurm runs the job (or ends it). Says each new state and reason: `pending: Resources`."""
+    job_id = job_of(record).job_id
     t0 = time.monotonic()
     seen = ""
     while True:
-        state = slurm.job_state(cluster, record.job_id)
+        state = slurm.job_state(cluster, job_id)
         shown = f"{state.state.lower()}" + (f": {state.reason}" if state.reason else "")
         if shown != seen:
-            say(f"job {record.job_id} {shown}")
-            record.events.append(f"{now()} {shown}")
+            say(f"job {job_id} {shown}")
+            record = with_event(record, f"{now()} {shown}")
             seen = shown
         if state.running or state.ended:
             break
         if time.monotonic() - t0 > timeout:
-            raise LabctlError(f"job {record.job_id} still {shown} after {timeout:.0f} s: `labctl` left it queued.")
+            raise LabctlError(f"job {job_id} still {shown} after {timeout:.0f} s: `labctl` left it queued.")
         time.sleep(POLL_S)
-    record.queue_wait_s = round(time.monotonic() - t0, 3)
-    apply_state(record, state)
+    record = apply_state(with_job(record, queue_wait_s=round(time.monotonic() - t0, 3)), state)
     if state.running:
-        record.node = state.node
-        record.docker = cluster.node(record.node).docker
-        record.gpu_indexes = list(slurm.job_gpus(cluster, record.job_id))
-        record.gpu_uuids = node_gpu_uuids(cluster, record.node, record.gpu_indexes)
-    save(home, record)
-    return record
+        indexes = slurm.job_gpus(cluster, job_id)
+        record = with_job(
+            record,
+            node=state.node,
+            gpu_indexes=tuple(indexes),
+            gpu_uuids=tuple(node_gpu_uuids(cluster, state.node, list(indexes))),
+        ).changed(docker_endpoint=cluster.node(state.node).docker)
+    return save(home, record)
 
 
-def apply_state(record: ClusterRecord, state: JobState) -> None:
-    record.state, record.reason, record.state_source = state.state, state.reason, state.source
-    record.exit_code = state.exit_code or record.exit_code
-    record.node = record.node or state.node
+def apply_state(record: Record, state: JobState) -> Record:
+    job = job_of(record)
+    return with_job(
+        record,
+        state=state.state,
+        reason=state.reason,
+        state_source=state.source,
+        exit_code=state.exit_code or job.exit_code,
+        node=job.node or state.node,
+    )
 
 
 def ready_volume(run_id: str) -> str:
     return key_volume.volume_name(run_id) + "-filled"
 
 
-def deliver_keys(home: Path, cluster: ClusterEntry, record: ClusterRecord, image: str) -> None:
+def deliver_keys(home: Path, cluster: ClusterEntry, record: Record, image: str) -> Record:
     """The run's keys into its key volume on the node Slurm chose, over Docker's transport (stdin of a
     throwaway container), never through Slurm; the waiting job then starts the engine."""
+    node = job_of(record).node
     facts = dk.image_facts(image)
     info = ImageInfo(reference=image, user=facts.user if facts else "")
     text = (KeyStore(home).folder(record.run_id) / "api_key").read_text(encoding="utf-8")
-    with dk.on_endpoint(cluster.node(record.node).docker):
+    with dk.on_endpoint(cluster.node(node).docker):
         key_volume.write_keys(record.run_id, text, fill_image(info), file_owner(info))
         # The job waits for this second, empty volume: the key volume exists before it is filled.
         with dk.docker_errors("marking the key volume filled"):
             dk.client().volume.create(ready_volume(record.run_id), labels={key_volume.LABEL: record.run_id})
-    record.events.append(f"{now()} keys delivered to {record.node}")
-    save(home, record)
+    return save(home, with_event(record, f"{now()} keys delivered to {node}"))
 
 
-def note_image(lab: Lab, home: Path, cluster: ClusterEntry, record: ClusterRecord, profile: Profile) -> None:
+def note_image(lab: Lab, home: Path, cluster: ClusterEntry, record: Record, profile: Profile) -> None:
     """The image the node's Docker ran, by digest and id (what `reproduce` pulls elsewhere, and the setup's
     hash), and the engine's command line as Docker reports it."""
-    with dk.on_endpoint(cluster.node(record.node).docker):
+    job = job_of(record)
+    with dk.on_endpoint(cluster.node(job.node).docker):
         facts = dk.image_facts(profile.image_text)
     if facts is None:
         return
@@ -222,14 +222,14 @@ def note_image(lab: Lab, home: Path, cluster: ClusterEntry, record: ClusterRecor
         image_id=facts.image_id,
         user=facts.user,
     )
-    serve = [c for c in node_containers(cluster, record.node, record.job_id) if dk.service_of(c) == "serve"]
+    serve = [c for c in node_containers(cluster, job.node, job.job_id) if dk.service_of(c) == "serve"]
     container = (
         ContainerInfo(serve[0].name, serve[0].id, tuple(dk.command_line(serve[0])), profile.env_names)
         if serve
         else None
     )
     Runs(home).update(
-        record.run_id, image=image, setup=cluster_record.setup_hash(lab, profile, digest), container=container
+        record.run_id, image=image, setup=job_record.setup_hash(lab, profile, digest), container=container
     )
 
 
@@ -238,68 +238,71 @@ def node_gpu_uuids(cluster: ClusterEntry, node: str, indexes: list[int]) -> list
     return [by_index.get(str(i), "") for i in indexes]
 
 
-def wait_ready(home: Path, cluster: ClusterEntry, record: ClusterRecord, probe: str, timeout: float) -> Forward | None:
+def wait_ready(
+    home: Path, cluster: ClusterEntry, record: Record, probe: str, timeout: float
+) -> tuple[Record, Forward | None]:
     """The engine on the node Slurm chose answers: directly when the node's loopback is this machine's, else
     through a managed SSH forward, as for any SSH host."""
-    node = cluster.node(record.node)
+    job = job_of(record)
+    node = cluster.node(job.node)
+    port = record.endpoint.port or 0
     forward = None
-    base = f"http://127.0.0.1:{record.port}"
+    base = f"http://127.0.0.1:{port}"
     if node.is_remote:
-        forward = open_forward(node, "127.0.0.1", record.port, home / "runs" / record.run_id / "forward.log")
+        forward = open_forward(node, "127.0.0.1", port, home / "runs" / record.run_id / "forward.log")
         base = forward.base
     t0 = time.monotonic()
 
     def watch() -> None:
-        state = slurm.job_state(cluster, record.job_id)
+        state = slurm.job_state(cluster, job.job_id)
         if state.ended:
-            raise LabctlError(f"job {record.job_id} ended ({state.state}) before the engine answered.")
+            raise LabctlError(f"job {job.job_id} ended ({state.state}) before the engine answered.")
 
     try:
         wait_until_ready(base, probe, timeout, watch)
     except BaseException:
         close_forward(forward)
         raise
-    record.ready_s = round(time.monotonic() - t0, 3)
-    save(home, record)
-    return forward
+    timings = dataclasses.replace(record.timings, ready_s=round(time.monotonic() - t0, 3))
+    return save(home, record.changed(timings=timings)), forward
 
 
 def node_containers(cluster: ClusterEntry, node: str, job_id: str | None = None) -> list[Any]:
     return dk.labelled_containers(cluster.node(node).docker, f"{JOB_LABEL}={job_id}" if job_id else JOB_LABEL)
 
 
-def take_down(home: Path, cluster: ClusterEntry, record: ClusterRecord, timeout: float = 60.0) -> ClusterRecord:
+def take_down(home: Path, cluster: ClusterEntry, record: Record, timeout: float = 60.0) -> Record:
     """scancel, then wait until Slurm says the job ended and its containers are gone from the node."""
-    slurm.cancel(cluster, record.job_id)
-    record.events.append(f"{now()} scancel")
+    job_id = job_of(record).job_id
+    slurm.cancel(cluster, job_id)
+    record = with_event(record, f"{now()} scancel")
     deadline = time.monotonic() + timeout
     while True:
-        state = slurm.job_state(cluster, record.job_id)
-        node = record.node or state.node
-        left = node_containers(cluster, node, record.job_id) if node else []
+        state = slurm.job_state(cluster, job_id)
+        node = job_of(record).node or state.node
+        left = node_containers(cluster, node, job_id) if node else []
         if state.ended and not left:
             break
         if time.monotonic() > deadline:
-            raise LabctlError(
-                f"job {record.job_id}: still {state.state} with {len(left)} container(s) after {timeout:.0f} s."
-            )
+            raise LabctlError(f"job {job_id}: still {state.state} with {len(left)} container(s) after {timeout:.0f} s.")
         time.sleep(POLL_S)
     return finish(home, cluster, record)
 
 
-def finish(home: Path, cluster: ClusterEntry, record: ClusterRecord) -> ClusterRecord:
+def finish(home: Path, cluster: ClusterEntry, record: Record) -> Record:
     """The job's final state and exit code, from sacct when the cluster keeps accounting; a resident run's
     key volume and key store copy are removed."""
-    state = slurm.job_state(cluster, record.job_id)
-    if record.resident_keys and record.node:
-        with dk.on_endpoint(cluster.node(record.node).docker):
+    job = job_of(record)
+    state = slurm.job_state(cluster, job.job_id)
+    if job.resident_keys and job.node:
+        with dk.on_endpoint(cluster.node(job.node).docker):
             key_volume.remove(record.run_id)
             dk.remove_volume(ready_volume(record.run_id), "key volume marker")
         KeyStore(home).remove(record.run_id)
-    apply_state(record, state)
-    record.events.append(f"{now()} ended {state.state} exit {state.exit_code or '?'} (from {state.source})")
-    save(home, record)
-    return record
+    record = apply_state(record, state)
+    return save(
+        home, with_event(record, f"{now()} ended {state.state} exit {state.exit_code or '?'} (from {state.source})")
+    )
 
 
 def leftovers(cluster: ClusterEntry) -> list[tuple[str, str, str]]:
@@ -325,81 +328,56 @@ def forget(home: Path, run_id: str) -> None:
     shutil.rmtree(home / "runs" / run_id, ignore_errors=True)
 
 
-def up_on_cluster(
-    lab: Lab,
-    home: Path,
-    cluster: ClusterEntry,
-    engine: str,
-    profile_name: str,
-    say: Say,
-    *,
-    gpus: int | None = None,
-    port: int | None = None,
-    minutes: int | None = None,
-    allow_unpinned: bool = False,
-    timeout: float = 900.0,
-    keys: int = 0,
-    profile: Profile | None = None,
-) -> ClusterRecord:
+def up_on_cluster(lab: Lab, home: Path, cluster: ClusterEntry, request: JobRequest, say: Say) -> Record:
     """Submit, wait while Slurm queues the job, then wait until the engine answers on the node Slurm chose.
     A failure or Ctrl-C cancels the job: nothing is left queued or running unaccounted."""
-    profile = profile or load_profile(lab, engine, profile_name)
-    record = submit_run(
-        lab,
-        home,
-        cluster,
-        engine,
-        profile_name,
-        gpus=gpus,
-        port=port,
-        minutes=minutes,
-        allow_unpinned=allow_unpinned,
-        keys=keys,
-        profile=profile,
-    )
-    say(f"submitted job {record.job_id} to cluster {cluster.name} (run {record.run_id})")
+    profile = request.profile or load_profile(lab, request.engine, request.profile_name)
+    record = submit_run(lab, home, cluster, dataclasses.replace(request, profile=profile))
+    job = job_of(record)
+    say(f"submitted job {job.job_id} to cluster {cluster.name} (run {record.run_id})")
     try:
-        wait_running(home, cluster, record, say, timeout)
-        if record.state != "RUNNING":
+        record = wait_running(home, cluster, record, say, request.timeout)
+        job = job_of(record)
+        if job.state != "RUNNING":
             finish(home, cluster, record)
             raise LabctlError(
-                f"job {record.job_id} ended {record.state} before it ran (see {home}/runs/{record.run_id}/job.log)."
+                f"job {job.job_id} ended {job.state} before it ran (see {home}/runs/{record.run_id}/job.log)."
             )
-        if keys:
-            deliver_keys(home, cluster, record, profile.image_text)
-        forward = wait_ready(home, cluster, record, profile.engine.readiness.probe, timeout)
+        if request.keys:
+            record = deliver_keys(home, cluster, record, profile.image_text)
+        record, forward = wait_ready(home, cluster, record, profile.engine.readiness.probe, request.timeout)
         note_image(lab, home, cluster, record, profile)
     except BaseException:
         take_down(home, cluster, record)
         raise
-    record.base_url = (forward.base if forward else f"http://127.0.0.1:{record.port}") + "/v1"
-    record.forward = forward
-    save(home, record)
-    return record
+    base = forward.base if forward else f"http://127.0.0.1:{record.endpoint.port}"
+    endpoint = dataclasses.replace(record.endpoint, base_url=base + "/v1")
+    return save(home, record.changed(endpoint=endpoint, forward=forward))
 
 
-def down_on_cluster(home: Path, cluster: ClusterEntry, record: ClusterRecord) -> ClusterRecord:
+def down_on_cluster(home: Path, cluster: ClusterEntry, record: Record) -> Record:
     close_forward(record.forward)
     return take_down(home, cluster, record)
 
 
-def cluster_runs(home: Path, cluster: ClusterEntry) -> list[ClusterRecord]:
+def cluster_runs(home: Path, cluster: ClusterEntry) -> list[Record]:
     """This home's runs on the cluster, each refreshed from squeue/sacct while it has not been seen to end."""
     runs = Runs(home)
     found = []
-    for run_id in cluster_record.cluster_run_ids(runs, cluster.name):
+    for run_id in job_record.cluster_run_ids(runs, cluster.name):
         record = load(home, run_id)
-        if record.job_id and not record.ended:
-            refresh(home, cluster, record)
+        if job_of(record).job_id and not job_of(record).ended:
+            record = refresh(home, cluster, record)
         found.append(record)
     return found
 
 
-def refresh(home: Path, cluster: ClusterEntry, record: ClusterRecord) -> ClusterRecord:
+def refresh(home: Path, cluster: ClusterEntry, record: Record) -> Record:
     """The job's state now; a job seen to end for the first time says so in the record."""
-    state = slurm.job_state(cluster, record.job_id)
-    apply_state(record, state)
+    state = slurm.job_state(cluster, job_of(record).job_id)
+    record = apply_state(record, state)
     if state.ended:
-        record.events.append(f"{now()} seen ended {state.state} exit {state.exit_code or '?'} (from {state.source})")
-    save(home, record)
-    return record
+        record = with_event(
+            record, f"{now()} seen ended {state.state} exit {state.exit_code or '?'} (from {state.source})"
+        )
+    return save(home, record)
