@@ -11,11 +11,11 @@ from pathlib import Path
 from labctl.bench.tokens import spelled_as_path
 from labctl.bench.workloads import Workload
 from labctl.catalog.engine_metrics import Telemetry
+from labctl.catalog.hosts_file import HostEntry
 from labctl.catalog.hub_names import is_repo_id
 from labctl.catalog.limits import check_seconds
 from labctl.catalog.profiles import printable
 from labctl.errors import BadInput
-from labctl.host.remote.hosts import HostEntry
 from labctl.run.records.record import Record
 
 # One request: a long answer from a busy engine finishes in a minute or two; ten minutes hid hangs.

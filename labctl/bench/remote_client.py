@@ -24,9 +24,10 @@ from labctl.bench.client import RequestResult, Target
 from labctl.bench.request_lines import result_of
 from labctl.bench.runner import LevelOutcome, LevelProgress, LevelPrompts
 from labctl.bench.workloads import Workload
+from labctl.catalog.hosts_file import HostEntry
 from labctl.errors import LabctlError
 from labctl.host.remote.client_container import client_image, ensure_client_image, run_job
-from labctl.host.remote.hosts import HostEntry, endpoint_url
+from labctl.host.remote.hosts import endpoint_url
 from labctl.run.records.record import Record
 
 MODULE = "labctl.bench.bench_job"

@@ -26,8 +26,8 @@ SHARED_HELP = "Measure even while another bench or eval holds the engine (its lo
 WAIT_HELP = "Seconds to wait for another bench or eval on the same engine to finish (default: refuse at once, exit 3)."
 
 if TYPE_CHECKING:
+    from labctl.catalog.hosts_file import HostEntry
     from labctl.catalog.lab import Lab
-    from labctl.host.remote.hosts import HostEntry
     from labctl.run.backends.backend import Backend
     from labctl.run.records.store import Runs
 
@@ -46,8 +46,9 @@ class State:
         """The lab folder; resolving it also chooses the host this command drives (--host, else the
         default of the hosts files)."""
         if self._lab is None:
+            from labctl.catalog.hosts_file import load_hosts
             from labctl.catalog.lab import find_lab
-            from labctl.host.remote.hosts import activate, load_hosts
+            from labctl.host.remote.hosts import activate
 
             lab = find_lab(self.lab_option)
             if lab.packaged:  # read-only: what a command renders goes to the home, like its runs
@@ -111,7 +112,7 @@ class State:
 
     def host_of_run(self, run_id: str | None) -> HostEntry:
         """The host a run's record names (without driving it): to reach the run, not to run Docker there."""
-        from labctl.host.slurm.clusters import run_host
+        from labctl.catalog.clusters_file import run_host
         from labctl.run.records.store import is_run_id
 
         record = self.runs().try_load(run_id) if run_id and is_run_id(run_id) else None
@@ -121,8 +122,8 @@ class State:
 
     def follow_run(self, run_id: str | None) -> None:
         """A command about one run drives the host its record names, unless --host chose one."""
+        from labctl.catalog.clusters_file import run_host
         from labctl.host.remote.hosts import activate
-        from labctl.host.slurm.clusters import run_host
         from labctl.run.records.store import is_run_id
 
         if self.host_option or not run_id or not is_run_id(run_id):

@@ -7,6 +7,7 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
+from labctl.catalog.hosts_file import HostEntry
 from labctl.errors import Conflict
 from labctl.host.docker import daemon as dk
 from labctl.host.gpus import claims
@@ -15,7 +16,6 @@ from labctl.host.identity import host_name, process_token
 from labctl.host.remote import key_volume
 from labctl.host.remote import ports as remote_ports
 from labctl.host.remote.forward import Forward, close_forward, open_forward
-from labctl.host.remote.hosts import HostEntry
 from labctl.host.watcher import on_remote as remote_watch
 from labctl.run.records.record import now
 from labctl.run.records.store import Runs

@@ -17,9 +17,9 @@ from labctl.bench.results import BenchResult, find_result, list_results
 from labctl.bench.session import run_bench
 from labctl.bench.workloads import with_overrides
 from labctl.catalog.engines import lab_telemetry
+from labctl.catalog.hosts_file import HostEntry
 from labctl.catalog.lab import Lab
 from labctl.errors import Conflict, LabctlError, describe_error
-from labctl.host.remote.hosts import HostEntry
 from labctl.quality.evaluate import run_eval
 from labctl.quality.lm_eval_run import run_lm_eval
 from labctl.run.backends.backend import Backend, StopRequest

@@ -7,12 +7,13 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from labctl.catalog.clusters_file import ClusterEntry
+from labctl.catalog.hosts_file import HostEntry
 from labctl.catalog.profiles import Profile
 from labctl.compose.options import default_cache_dir
 from labctl.host.docker import daemon as dk
 from labctl.host.gpus.inventory import Gpu, list_gpus
-from labctl.host.remote.hosts import HostEntry, activate
-from labctl.host.slurm.clusters import ClusterEntry
+from labctl.host.remote.hosts import activate
 
 _COMMIT = re.compile(r"[0-9a-f]{40}")
 

@@ -11,15 +11,15 @@ from typing import Any
 
 from labctl.bench.client import CLIENT_VERSION
 from labctl.bench.workloads import Workload, load_workload, with_overrides
+from labctl.catalog.clusters_file import get_cluster
 from labctl.catalog.fit import Target, architecture_for, default_target, fit
+from labctl.catalog.hosts_file import load_hosts
 from labctl.catalog.lab import Lab
 from labctl.catalog.limits import MAX_CONCURRENCY
 from labctl.catalog.memory import Estimate
 from labctl.catalog.profiles import with_overrides as with_port
 from labctl.compose.render import serve_command
 from labctl.errors import BadInput
-from labctl.host.remote.hosts import load_hosts
-from labctl.host.slurm.clusters import get_cluster
 from labctl.quality.suites import Suite, load_suite
 from labctl.quality.tasks import load_task
 from labctl.run.records.store import Runs

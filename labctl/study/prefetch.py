@@ -16,9 +16,9 @@ from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
 
+from labctl.catalog.hosts_file import HostEntry
 from labctl.errors import LabctlError
 from labctl.host.files.atomic import write_atomically
-from labctl.host.remote.hosts import HostEntry
 from labctl.run.images.pull import pull_for_up
 from labctl.run.models.fetch import fetch_before_start
 from labctl.run.records.record import now

@@ -7,9 +7,9 @@ from pathlib import Path
 import pytest
 import yaml
 
+from labctl.catalog.hosts_file import load_hosts
 from labctl.errors import BadInput
 from labctl.host.gpus.claims import Claim, gpu_claim_name, port_claim_name
-from labctl.host.remote.hosts import load_hosts
 
 
 def write_hosts(path: Path, hosts: dict[str, dict[str, object]], default: str | None = None) -> None:
@@ -43,7 +43,7 @@ def test_the_default_host_is_listed_first_and_local_always(tmp_path: Path) -> No
 
 
 def test_ssh_argv_uses_dockers_own_account_address_and_port() -> None:
-    from labctl.host.remote.hosts import HostEntry
+    from labctl.catalog.hosts_file import HostEntry
 
     entry = HostEntry("h", "ssh://lab@10.0.0.5:2222", ("nvidia-smi", "-L"))
     assert entry.ssh_argv() == ["ssh", "-o", "BatchMode=yes", "-p", "2222", "lab@10.0.0.5"]

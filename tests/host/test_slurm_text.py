@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 import yaml
 
+from labctl.catalog.clusters_file import ClusterEntry, load_clusters
+from labctl.catalog.hosts_file import HostEntry
 from labctl.errors import BadInput
-from labctl.host.remote.hosts import HostEntry
-from labctl.host.slurm.clusters import ClusterEntry, load_clusters
 from labctl.host.slurm.job_script import BatchJob, cluster_compose, job_script, sbatch_options
 from labctl.host.slurm.parse import (
     expand_indexes,

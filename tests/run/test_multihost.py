@@ -29,7 +29,7 @@ from helpers.lifecycle_helpers import write_profile
 from helpers.loopback_hub import LoopbackHub, loopback_hub
 from helpers.support import IN_CI, LABCTL, REPO, Result, run_labctl
 
-from labctl.host.remote.hosts import HostEntry
+from labctl.catalog.hosts_file import HostEntry
 from labctl.host.remote.ports import listeners
 
 pytestmark = [pytest.mark.docker, pytest.mark.lab]  # the simulated GPU lab or labb: one test at a time

@@ -11,10 +11,11 @@ import subprocess
 import threading
 from collections.abc import Iterator
 
+from labctl.catalog.hosts_file import LOCAL_HOST, HostEntry
 from labctl.errors import LabctlError
 from labctl.host.docker import daemon as dk
 from labctl.host.images.transfer import copy_image
-from labctl.host.remote.hosts import LOCAL_HOST, HostEntry, endpoint_url
+from labctl.host.remote.hosts import endpoint_url
 
 DEFAULT_CLIENT_IMAGE = "127.0.0.1:5000/labctl/harness:dev"
 

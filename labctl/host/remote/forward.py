@@ -18,9 +18,9 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
+from labctl.catalog.hosts_file import HostEntry
 from labctl.errors import LabctlError
 from labctl.host.identity import process_alive, process_token
-from labctl.host.remote.hosts import HostEntry
 
 OPEN_TIMEOUT_S = 20.0
 CLOSE_GRACE_S = 3.0

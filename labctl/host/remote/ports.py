@@ -7,7 +7,7 @@ from __future__ import annotations
 import ipaddress
 import subprocess
 
-from labctl.host.remote.hosts import HostEntry
+from labctl.catalog.hosts_file import HostEntry
 
 LISTEN = "0A"
 MAX_TABLE = 8 * 1024 * 1024

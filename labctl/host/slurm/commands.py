@@ -7,8 +7,8 @@ from __future__ import annotations
 import shlex
 import subprocess
 
+from labctl.catalog.clusters_file import ClusterEntry
 from labctl.errors import LabctlError
-from labctl.host.slurm.clusters import ClusterEntry
 from labctl.host.slurm.parse import (
     SACCT_FIELDS,
     SEP,

@@ -13,8 +13,8 @@ from typing import Any
 
 import yaml
 
-from labctl.host.remote.hosts import HostEntry
-from labctl.host.slurm.clusters import ClusterEntry
+from labctl.catalog.clusters_file import ClusterEntry
+from labctl.catalog.hosts_file import HostEntry
 
 JOB_LABEL = "labctl.slurm.job"
 GPU_VARIABLE = "LABCTL_GPU_{}"

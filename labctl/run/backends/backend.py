@@ -10,8 +10,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
+from labctl.catalog.hosts_file import HostEntry
 from labctl.catalog.lab import Lab
-from labctl.host.remote.hosts import HostEntry
 from labctl.run.lifecycle.down import Stopped
 from labctl.run.lifecycle.reproduce import ReproduceRequest
 from labctl.run.lifecycle.up_plan import UpRequest

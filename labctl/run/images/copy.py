@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from labctl.catalog.hosts_file import LOCAL_HOST, HostEntry
 from labctl.catalog.image import ImageRef, digests_of
 from labctl.catalog.profiles import Profile
 from labctl.errors import BadInput, LabctlError
@@ -19,7 +20,7 @@ from labctl.host.docker import daemon as dk
 from labctl.host.files.disk import size_text
 from labctl.host.images import registry
 from labctl.host.images.transfer import copy_image
-from labctl.host.remote.hosts import LOCAL_HOST, HostEntry, endpoint_url
+from labctl.host.remote.hosts import endpoint_url
 from labctl.run.images.pull import PLAIN_PROGRESS_EVERY_S
 from labctl.run.records.prep import PrepPart
 

@@ -18,6 +18,7 @@ from pathlib import Path
 import yaml
 
 import labctl
+from labctl.catalog.hosts_file import LOCAL, HostEntry
 from labctl.catalog.image import ImageRef, digests_of
 from labctl.catalog.lab import Lab, shipped_lab
 from labctl.catalog.profiles import Profile
@@ -25,7 +26,6 @@ from labctl.errors import LabctlError
 from labctl.host.docker import daemon as dk
 from labctl.host.images import registry
 from labctl.host.images.build import build_image, push_image, registry_answers
-from labctl.host.remote.hosts import LOCAL, HostEntry
 from labctl.run.records.prep import PrepPart
 
 Say = Callable[[str], None]

@@ -6,10 +6,10 @@ from __future__ import annotations
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
+from labctl.catalog.clusters_file import ClusterEntry, load_clusters
 from labctl.catalog.lab import Lab
 from labctl.errors import LabctlError
 from labctl.host.slurm import commands as slurm
-from labctl.host.slurm.clusters import ClusterEntry, load_clusters
 
 
 def describe_cluster(entry: ClusterEntry) -> dict[str, Any]:

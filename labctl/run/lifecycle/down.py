@@ -8,12 +8,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from labctl.catalog.hosts_file import LOCAL_HOST, HostEntry
 from labctl.compose.labels import RunLabels
 from labctl.errors import BadInput, LabctlError, describe_error
 from labctl.host.docker import daemon as dk
 from labctl.host.files.atomic import write_atomically
 from labctl.host.identity import current_user, process_token
-from labctl.host.remote.hosts import LOCAL_HOST, HostEntry
 from labctl.run.lifecycle.live import live_runs
 from labctl.run.records.record import now
 from labctl.run.records.store import RUN_FILE_MODE, STOPPING, Runs, is_run_id

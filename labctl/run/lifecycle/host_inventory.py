@@ -6,11 +6,12 @@ from __future__ import annotations
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
+from labctl.catalog.hosts_file import HostEntry, load_hosts
 from labctl.catalog.lab import Lab
 from labctl.errors import BadInput, LabctlError
 from labctl.host.docker import daemon as dk
 from labctl.host.gpus import inventory as gpus_mod
-from labctl.host.remote.hosts import HostEntry, endpoint_url, load_hosts
+from labctl.host.remote.hosts import endpoint_url
 from labctl.run.records.store import Runs
 
 HOST_TIMEOUT_S = 10.0

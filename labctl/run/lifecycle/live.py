@@ -8,11 +8,11 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
+from labctl.catalog.hosts_file import LOCAL_HOST, HostEntry
 from labctl.compose.labels import RunLabels
 from labctl.host.docker import daemon as dk
 from labctl.host.engine.probes import probe_now
 from labctl.host.remote.forward import temporary_forward
-from labctl.host.remote.hosts import LOCAL_HOST, HostEntry
 from labctl.run.records.record import Record
 from labctl.run.records.store import Runs
 from labctl.run.remote import ensure_forward

@@ -8,12 +8,12 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
+from labctl.catalog.hosts_file import LOCAL_HOST, HostEntry
 from labctl.catalog.specs import Readiness
 from labctl.errors import BadInput, LabctlError, describe_error
 from labctl.host.docker import daemon as dk
 from labctl.host.engine.probes import probe_now
 from labctl.host.identity import process_alive
-from labctl.host.remote.hosts import LOCAL_HOST, HostEntry
 from labctl.run.lifecycle.down import finish_stop, take_down
 from labctl.run.records.record import Record
 from labctl.run.records.store import STOPPING, Runs

@@ -8,12 +8,12 @@ import difflib
 from dataclasses import dataclass
 from typing import Any
 
+from labctl.catalog.hosts_file import LOCAL_HOST, HostEntry
 from labctl.catalog.image import ImageRef
 from labctl.catalog.lab import Lab
 from labctl.catalog.limits import check_seconds
 from labctl.catalog.profiles import Profile, with_overrides
 from labctl.errors import BadInput
-from labctl.host.remote.hosts import LOCAL_HOST, HostEntry
 from labctl.run.records.export import (
     Export,
     content_problem,

@@ -9,9 +9,10 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+from labctl.catalog.hosts_file import HostEntry
 from labctl.errors import BadInput, LabctlError
 from labctl.host.docker import daemon as dk
-from labctl.host.remote.hosts import HostEntry, endpoint_url
+from labctl.host.remote.hosts import endpoint_url
 from labctl.run.lifecycle.live import live_runs
 from labctl.run.lifecycle.reconcile import reconcile
 from labctl.run.records.store import MAX_LOG_BYTES, Runs, read_tail

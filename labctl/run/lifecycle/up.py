@@ -15,6 +15,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
+from labctl.catalog.hosts_file import LOCAL_HOST
 from labctl.catalog.http_contracts import HttpContract
 from labctl.catalog.image import digests_of
 from labctl.catalog.lab import Lab
@@ -34,7 +35,6 @@ from labctl.host.gpus.lock import host_lock
 from labctl.host.homes import note_home
 from labctl.host.identity import current_user, host_name, process_token
 from labctl.host.remote.forward import Forward
-from labctl.host.remote.hosts import LOCAL_HOST
 from labctl.host.remote.key_volume import volume_name as key_volume_name
 from labctl.run.images.copy import copy_tag, copy_to_host
 from labctl.run.images.harness import build_for_up, dockerfile_to_build

@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from labctl.catalog.hosts_file import LOCAL_HOST, HostEntry
 from labctl.catalog.http_contracts import HttpContract, contract_for
 from labctl.catalog.lab import Lab
 from labctl.catalog.limits import check_seconds
@@ -18,7 +19,6 @@ from labctl.compose.options import check_cache_dir, render_options
 from labctl.compose.render import render_compose
 from labctl.errors import BadInput
 from labctl.host.identity import current_user
-from labctl.host.remote.hosts import LOCAL_HOST, HostEntry
 from labctl.run.images.copy import check_copy_request
 from labctl.run.resident.keys import MAX_KEYS
 from labctl.run.resident.lockdown import check_proxied, needs_proxy

@@ -8,11 +8,11 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
+from labctl.catalog.hosts_file import LOCAL
 from labctl.compose.options import check_cache_dir
 from labctl.errors import BadInput
 from labctl.host.hub import revisions as hub
 from labctl.host.hub.cache import COMMIT, repo_folder
-from labctl.host.remote.hosts import LOCAL
 from labctl.run.models.fetch import Fetched, Meter, Say, check_disk_space, starting_line
 from labctl.run.records.acquired import Acquisition, Action, Kind
 from labctl.run.records.prep_view import size as human

@@ -12,6 +12,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from labctl.catalog.hosts_file import HostEntry
 from labctl.catalog.memory import find_config
 from labctl.catalog.profiles import Profile
 from labctl.compose.options import check_cache_dir, default_cache_dir
@@ -20,7 +21,6 @@ from labctl.host.files.disk import check_room
 from labctl.host.hub import revisions as hub
 from labctl.host.hub import tiny_models
 from labctl.host.hub.cache import FetchPlan
-from labctl.host.remote.hosts import HostEntry
 from labctl.run.records.acquired import Acquisition, Action, Kind
 from labctl.run.records.prep import PrepPart
 from labctl.run.records.prep_view import size as human

@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from labctl.catalog.engines import list_engine_names
+from labctl.catalog.hosts_file import LOCAL, LOCAL_HOST, HostEntry
 from labctl.catalog.image import ImageRef
 from labctl.catalog.lab import Lab
 from labctl.catalog.profiles import Profile, list_profile_names, load_profile
@@ -34,7 +35,6 @@ from labctl.host.docker import daemon as dk
 from labctl.host.docker.engine_api import unique_image_bytes
 from labctl.host.files.atomic import remove_tree, tree_bytes
 from labctl.host.homes import known_homes
-from labctl.host.remote.hosts import LOCAL, LOCAL_HOST, HostEntry
 from labctl.run.records.acquired import ACQUIRED, Acquisition, Action, Kind, Ledger
 from labctl.run.records.record import Record
 from labctl.run.records.store import ENDED, Runs

@@ -10,10 +10,10 @@ from typing import Any
 
 import httpx
 
+from labctl.catalog.hosts_file import HostEntry
 from labctl.errors import BadInput, LabctlError
 from labctl.host.docker import daemon as dk
 from labctl.host.identity import process_alive
-from labctl.host.remote.hosts import HostEntry
 from labctl.run.records.record import Observed, Record, now
 from labctl.run.records.store import ENDED, Runs
 from labctl.run.resident import remote_watch, watch

@@ -9,6 +9,7 @@ import re
 import time
 from dataclasses import dataclass
 
+from labctl.catalog.hosts_file import LOCAL_HOST, HostEntry
 from labctl.catalog.http_contracts import HttpContract
 from labctl.catalog.profiles import Profile
 from labctl.compose.render import ProxySetup
@@ -18,7 +19,7 @@ from labctl.host.engine.auth_proxy import RELOAD_TIMEOUT_S, free_loopback_port, 
 from labctl.host.engine.open_routes import probe_open_routes
 from labctl.host.engine.probes import status_with_key
 from labctl.host.images.transfer import copy_image
-from labctl.host.remote.hosts import LOCAL_HOST, HostEntry, endpoint_url
+from labctl.host.remote.hosts import endpoint_url
 from labctl.host.remote.ports import listeners
 
 # Built by `make auth-proxy-image` (scripts/auth-proxy-image.sh): Debian 12's nginx, never pulled.

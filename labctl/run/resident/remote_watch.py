@@ -8,10 +8,10 @@ import contextlib
 import json
 from pathlib import Path
 
+from labctl.catalog.hosts_file import HostEntry
 from labctl.catalog.specs import Readiness
 from labctl.errors import LabctlError
 from labctl.host.docker import daemon as dk
-from labctl.host.remote.hosts import HostEntry
 from labctl.host.watcher import on_remote as on_host
 from labctl.host.watcher import program
 from labctl.run.records.record import Record

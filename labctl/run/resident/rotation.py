@@ -8,13 +8,13 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
+from labctl.catalog.hosts_file import LOCAL_HOST, HostEntry
 from labctl.catalog.http_contracts import contract_for
 from labctl.catalog.lab import Lab
 from labctl.errors import BadInput, LabctlError
 from labctl.host.docker import daemon as dk
 from labctl.host.engine.probes import check_openai_api, status_with_key, status_without_key, wait_until_ready
 from labctl.host.identity import process_alive, process_token
-from labctl.host.remote.hosts import LOCAL_HOST, HostEntry
 from labctl.run.records.record import Record, ResidentInfo, now
 from labctl.run.records.store import Runs
 from labctl.run.remote import ensure_forward

@@ -21,10 +21,10 @@ import pytest
 from helpers.harness_proc import free_port
 from helpers.support import IN_CI, LABCTL, REPO, ensure_second_user, run_labctl
 
+from labctl.catalog.clusters_file import ClusterEntry, load_clusters
 from labctl.catalog.lab import Lab
 from labctl.host.docker import daemon as dk
 from labctl.host.slurm import commands as slurm
-from labctl.host.slurm.clusters import ClusterEntry, load_clusters
 from labctl.run.backends.slurm import jobs as cr
 from labctl.run.records.record import Record
 

@@ -14,8 +14,8 @@ from helpers.lifecycle_helpers import write_profile
 from helpers.records import copy_lab
 from helpers.support import REPO, Result, free_labb_port, labb_entry, remove_labb_runs, run_labctl
 
+from labctl.catalog.clusters_file import load_clusters
 from labctl.host.slurm import commands as slurm
-from labctl.host.slurm.clusters import load_clusters
 
 pytestmark = [pytest.mark.slurm, pytest.mark.lab]  # labb: one test at a time
 HOSTS = REPO / "build" / "slurm-lab" / "hosts.yaml"

@@ -13,8 +13,8 @@ import yaml
 from helpers.harness_proc import free_port
 from helpers.support import REPO, run_labctl
 
+from labctl.catalog.clusters_file import load_clusters
 from labctl.host.slurm import commands as slurm
-from labctl.host.slurm.clusters import load_clusters
 from labctl.run.backends.slurm import jobs as cr
 
 pytestmark = pytest.mark.slurm

@@ -177,7 +177,8 @@ def test_a_killed_bench_controller_stops_its_client_container(lab: Path) -> None
         from labctl.bench.workloads import load_workload
         from labctl.catalog.lab import Lab
         from labctl.host.remote.client_container import client_image, run_job
-        from labctl.host.remote.hosts import LOCAL_HOST, endpoint_url
+        from labctl.catalog.hosts_file import LOCAL_HOST
+        from labctl.host.remote.hosts import endpoint_url
         workload = load_workload(Lab(Path({str(lab)!r})), "latency-probe")
         job = LevelJob(Target("http://127.0.0.1:{silent.getsockname()[1]}/v1", "m"), workload, 2, 0, 0,
                        level_prompts(workload, 2, 0), 600.0, 600.0)

@@ -17,9 +17,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from labctl.bench.results import load_result
+from labctl.catalog.hosts_file import _read_entries
 from labctl.catalog.user_folders import default_lab
 from labctl.errors import LabctlError
-from labctl.host.remote.hosts import _read_entries
 from labctl.quality.evals import load_eval
 from labctl.run.records.export import build_export, load_export
 from labctl.run.records.record import Endpoint, Record

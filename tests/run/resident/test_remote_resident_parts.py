@@ -9,13 +9,13 @@ import pytest
 import yaml
 from helpers.support import REPO
 
+from labctl.catalog.hosts_file import load_hosts
 from labctl.catalog.lab import Lab
 from labctl.catalog.profiles import load_profile, with_overrides
 from labctl.compose.docker_run import docker_run_commands
 from labctl.compose.render import SECRETS_TARGET, RenderOptions, render_compose
 from labctl.errors import BadInput
 from labctl.host.remote.forward import Forward
-from labctl.host.remote.hosts import load_hosts
 from labctl.run.records.record import Endpoint, Record
 from labctl.run.resident.deployments import colleague_reach
 

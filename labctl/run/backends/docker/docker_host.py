@@ -9,9 +9,9 @@ from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from typing import Any
 
+from labctl.catalog.hosts_file import HostEntry
 from labctl.catalog.lab import Lab
 from labctl.catalog.profiles import parse_gpu_ids
-from labctl.host.remote.hosts import HostEntry
 from labctl.run.backends.backend import Leftover, Say, StatusSection, StopRequest
 from labctl.run.lifecycle.down import Stopped, stop, stop_run
 from labctl.run.lifecycle.host_inventory import HOST_TIMEOUT_S

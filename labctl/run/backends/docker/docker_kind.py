@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from labctl.catalog.hosts_file import load_hosts
 from labctl.catalog.lab import Lab
-from labctl.host.remote.hosts import load_hosts
 from labctl.run.backends.backend import StatusSection
 from labctl.run.backends.docker.docker_host import DockerHost, status_section
 from labctl.run.lifecycle.host_inventory import HOST_TIMEOUT_S, status_hosts

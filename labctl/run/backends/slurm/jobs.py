@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import labctl.run.backends.slurm.job_record as job_record
+from labctl.catalog.clusters_file import ClusterEntry
 from labctl.catalog.image import digests_of
 from labctl.catalog.lab import Lab
 from labctl.catalog.profiles import Profile, load_profile, with_overrides
@@ -30,7 +31,6 @@ from labctl.host.identity import current_user, host_name
 from labctl.host.remote import key_volume
 from labctl.host.remote.forward import Forward, close_forward, open_forward
 from labctl.host.slurm import commands as slurm
-from labctl.host.slurm.clusters import ClusterEntry
 from labctl.host.slurm.job_script import JOB_LABEL, BatchJob, cluster_compose, job_script, sbatch_options
 from labctl.host.slurm.parse import JobState
 from labctl.run.backends.slurm.job_record import job_of, with_event, with_job

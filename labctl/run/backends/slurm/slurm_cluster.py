@@ -10,11 +10,11 @@ from dataclasses import dataclass
 from typing import Any
 
 import labctl.run.backends.slurm.jobs as jobs
+from labctl.catalog.clusters_file import ClusterEntry
+from labctl.catalog.hosts_file import HostEntry
 from labctl.catalog.lab import Lab
 from labctl.errors import BadInput
 from labctl.host.docker import daemon as dk
-from labctl.host.remote.hosts import HostEntry
-from labctl.host.slurm.clusters import ClusterEntry
 from labctl.run.backends.backend import Leftover, Say, StatusSection, StopRequest
 from labctl.run.backends.slurm.job_record import job_of
 from labctl.run.lifecycle.down import Stopped

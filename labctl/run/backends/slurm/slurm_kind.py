@@ -5,9 +5,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import labctl.run.backends.slurm.jobs as jobs
+from labctl.catalog.clusters_file import get_cluster
 from labctl.catalog.lab import Lab
 from labctl.errors import BadInput
-from labctl.host.slurm.clusters import get_cluster
 from labctl.run.backends.backend import StatusSection
 from labctl.run.backends.slurm.job_record import cluster_run_ids
 from labctl.run.backends.slurm.slurm_cluster import SlurmCluster

@@ -18,11 +18,11 @@ from typing import Any
 
 import httpx
 
+from labctl.catalog.hosts_file import HostEntry
 from labctl.catalog.lab import Lab
 from labctl.catalog.profiles import load_profile
 from labctl.errors import BadInput, LabctlError
 from labctl.host.identity import current_user
-from labctl.host.remote.hosts import HostEntry
 from labctl.run.backends.backend import Backend, BackendKind, Leftover, Say, StatusSection, StopRequest
 from labctl.run.lifecycle.down import Stopped
 from labctl.run.lifecycle.reproduce import ReproduceRequest

@@ -22,18 +22,18 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from labctl.catalog.fields import Field, check_mapping
-from labctl.catalog.sourcefile import load_yaml_mapping
-from labctl.errors import BadInput
-from labctl.host.remote.hosts import (
-    _NAME,
+from labctl.catalog.hosts_file import (
     FILE_FIELDS,
     HOST_FIELDS,
+    HOST_NAME,
     TEST_LAB_HOSTS,
     HostEntry,
     is_endpoint,
     load_hosts,
     user_hosts_file,
 )
+from labctl.catalog.sourcefile import load_yaml_mapping
+from labctl.errors import BadInput
 
 _SLURM_WORD = re.compile(r"[A-Za-z0-9._-]{1,64}\Z")
 _PATH = re.compile(r"/[A-Za-z0-9._/-]{1,200}\Z")
@@ -118,7 +118,7 @@ def _read_clusters(path: Path) -> dict[str, ClusterEntry]:
     spec = check_mapping(src, (), src.data, FILE_FIELDS)
     clusters = {}
     for name, raw in (spec["clusters"] or {}).items():
-        if not isinstance(name, str) or not _NAME.match(name):
+        if not isinstance(name, str) or not HOST_NAME.match(name):
             raise src.problem(
                 ("clusters",), f"cluster name {name!r} is not allowed: lower-case letters, digits, '.', '_', '-'."
             )
