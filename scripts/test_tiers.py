@@ -3,10 +3,12 @@
     python scripts/test_tiers.py [-k EXPR] [--workers N] [PYTEST_ARGS...]
 
 The tiers share nothing that one test could break for another (tests/conftest.py says which test is in
-which): unit and process tests spread over N workers (pytest-xdist, file by file); the docker tier (the
-main daemon), the lab tier (the simulated GPU lab and labb, other daemons), the slurm tier (the Slurm
-test cluster, daemons of its own) and the real_engine tier (the vLLM CPU image, tests/real/) each run one test
-at a time, beside each other. Exclusive tests (they restart the main Docker daemon) run last, alone.
+which): unit and process tests spread over N workers (pytest-xdist, file by file); the docker tier (labctl
+runs on the main daemon), the docker-own tier (the main daemon too, but only containers of the tests' own: the
+sandbox, the personas, the provisioning scripts' instances), the lab tier (the simulated GPU lab and labb, other
+daemons), the slurm tier (the Slurm test cluster, daemons of its own) and the real_engine tier (the vLLM CPU
+image, tests/real/; it builds the image and the tiny models first, while the others already test) each run one
+test at a time, beside each other. Exclusive tests (they restart the main Docker daemon) run last, alone.
 
 Each tier's output goes to build/test-logs/TIER.log; a tier that fails has its log printed. The run ends
 with each tier's wall time, the 15 slowest tests, and one line with the totals. Exit status: 0 when every
@@ -19,6 +21,7 @@ import argparse
 import json
 import os
 import re
+import shlex
 import subprocess
 import sys
 import time
@@ -40,6 +43,9 @@ class Tier:
     code: int | None = None
     process: subprocess.Popen[bytes] | None = None
     filtered: bool = False  # arguments were given (-k, paths): a tier may then have no test at all (exit 5)
+    # Set-up only this tier needs, run first (into its log) while the other tiers already test: the real-engine
+    # tier's image build is minutes of downloads and layers that no other tier waits for.
+    prepare: list[str] = field(default_factory=list)
 
     @property
     def log(self) -> Path:
@@ -55,6 +61,8 @@ class Tier:
         self.times.unlink(missing_ok=True)
         command = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-m", self.marks, *self.args, *extra]
         env = {**os.environ, "LABCTL_TEST_TIMES": str(self.times)}
+        if self.prepare:  # the tests run only if the set-up succeeded; both go to the tier's log
+            command = ["sh", "-c", f'{shlex.join(self.prepare)} && exec "$@"', "prepare", *command]
         print(f"tests: {self.name} started ({' '.join(command[1:])})", flush=True)
         self.started = time.monotonic()
         with self.log.open("wb") as out:
@@ -115,11 +123,13 @@ def main() -> int:
     spread = ["-n", str(options.workers), "--dist", "loadfile"] if options.workers > 1 else []
     side_by_side = [
         Tier("unit+process", "(unit or process) and not exclusive", spread),
-        Tier("docker", "docker and not lab and not slurm and not exclusive and not real_engine"),
+        Tier("docker", "docker and not own_containers and not lab and not slurm and not exclusive and not real_engine"),
+        # Tests whose containers are their own (no labctl run, claim, lock or status on the main daemon) beside them.
+        Tier("docker-own", "docker and own_containers and not lab and not slurm and not exclusive and not real_engine"),
         Tier("lab", "lab and not slurm and not exclusive and not real_engine"),
         Tier("slurm", "slurm and not exclusive"),
         # A real vLLM on CPU: one server per module (a ~35 s cold start each), one test at a time.
-        Tier("real_engine", "real_engine and not exclusive"),
+        Tier("real_engine", "real_engine and not exclusive", prepare=["make", "vllm-cpu-image", "tiny-models"]),
     ]
     alone = [Tier("exclusive", "exclusive")]
     began = time.monotonic()
@@ -136,7 +146,7 @@ def main() -> int:
     print("\n===== time per tier =====")
     for tier in tiers:
         print(f"{tier.name:13} {tier.seconds:7.1f} s  {tier.summary()}")
-    print(f"{'all':13} {time.monotonic() - began:7.1f} s  (the first five side by side, then exclusive alone)")
+    print(f"{'all':13} {time.monotonic() - began:7.1f} s  (the first six side by side, then exclusive alone)")
     print("\n===== the 15 slowest test phases =====")
     print("\n".join(slowest(tiers, 15)))
     total: dict[str, int] = {}

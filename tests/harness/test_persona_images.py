@@ -31,7 +31,7 @@ from labctl.catalog.lab import Lab
 from labctl.catalog.profiles import load_profile, with_overrides
 from labctl.compose.render import RenderOptions, render_compose
 
-pytestmark = pytest.mark.docker
+pytestmark = [pytest.mark.docker, pytest.mark.own_containers]
 
 REGISTRY = "127.0.0.1:5000/labctl"
 LAB = Lab(REPO)

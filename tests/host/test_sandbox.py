@@ -8,7 +8,7 @@ import pytest
 
 from labctl.host.sandbox.launch import run_code
 
-pytestmark = pytest.mark.docker
+pytestmark = [pytest.mark.docker, pytest.mark.own_containers]
 
 TESTS = "assert add(2, 3) == 5\nassert add(-1, 1) == 0"
 READS_THE_TESTS = """import re

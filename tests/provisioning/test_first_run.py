@@ -43,9 +43,10 @@ from pathlib import Path
 
 import pytest
 
-# The docker tier, not the lab tier: it needs the main daemon (the base image, image builds), which a
-# docker-tier test restarts; the lab tier's labb and sim daemons it never touches, and checks that.
-pytestmark = pytest.mark.docker
+# The docker-own tier, not the lab tier: it needs the main daemon (the base image, image builds), which the
+# exclusive test restarts (it runs alone, last); its instances are its own, and the lab tier's labb and sim
+# daemons it never touches, and checks that.
+pytestmark = [pytest.mark.docker, pytest.mark.own_containers]
 
 REPO = Path(__file__).resolve().parents[2]
 SCRIPTS = REPO / "scripts"

@@ -12,7 +12,7 @@ from helpers.harness_proc import harness
 from helpers.records import copy_lab, harness_run_record
 from helpers.support import run_labctl
 
-pytestmark = pytest.mark.docker
+pytestmark = [pytest.mark.docker, pytest.mark.own_containers]
 
 
 def test_coding_answers_run_in_the_sandbox_hostile_ones_fail(tmp_path: Path, docker_engine: None) -> None:
