@@ -179,6 +179,8 @@ def gpu_lab(lab: Path, labb: dict) -> Path:
     engine_file = lab / "engines" / "harness" / "engine.yaml"
     engine = yaml.safe_load(engine_file.read_text())
     engine["gpu"]["required"] = True
+    # A GPU engine states its memory fit (the harness's model has no size, so the fit itself is not computed).
+    engine["memory_setting"] = yaml.safe_load((lab / "engines" / "vllm" / "engine.yaml").read_text())["memory_setting"]
     engine_file.write_text(yaml.safe_dump(engine, sort_keys=False))
     (lab / "hosts.yaml").write_text(yaml.safe_dump({"hosts": {"labb": labb}}))
     return lab
