@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 import textwrap
+import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -18,6 +19,10 @@ from labctl.catalog.engine_metrics import LEGACY_NAMES
 from labctl.compare.pivot import all_caveats, letter, level_caveats, level_key, level_name
 from labctl.compare.rules import Check, Entry
 from labctl.errors import LabctlError
+
+# Matplotlib warns when placing a legend "best" took long, which on a loaded machine is timing, not a result;
+# the message would otherwise reach stderr, which callers show as labctl's own.
+warnings.filterwarnings("ignore", message='Creating legend with loc="best" can be slow', category=UserWarning)
 
 PARETO = "pareto.png"
 TELEMETRY = "telemetry.png"
