@@ -82,7 +82,8 @@ def _weighted_stats(values: Floats, owner: npt.NDArray[np.intp], counts: Counts)
 
     def at(rank: npt.NDArray[Any]) -> Floats:
         found = np.searchsorted(flat, rank + rows * span, side="right") - rows * values.size
-        return values[np.clip(found, 0, values.size - 1)]
+        picked: Floats = values[np.clip(found, 0, values.size - 1)]
+        return picked
 
     out["max"] = at(total - 1)
     for name, q in (("median", 50.0), *((f"p{p}", float(p)) for p in PERCENTILES)):

@@ -35,8 +35,9 @@ def number(value: float | None) -> str:
 INTERVALS_SAID = (
     "95 % intervals in brackets: within one run a percentile bootstrap over its completed requests (the n of "
     "n/N); across repeats a Student-t interval over the per-run values (n=runs beside it); none for one run's "
-    "rates. ≈: the Δ's intervals overlap, not distinguishable."
+    "rates."
 )
+OVERLAP_SAID = "≈: the two intervals of a Δ overlap: the data do not tell the two apart."
 
 
 def repeats_said(level: Level) -> str:

@@ -105,3 +105,17 @@ def test_three_repeats_apart_by_their_range_are_not_told_apart_when_student_t_ov
     assert all("median_ttft_ms" in row["not_distinguishable"] for row in table)
     ttft = next(p for p in pivot(entries, checklist(entries)) if p.metric == "TTFT p50 ms")
     assert ttft.cells == ["105.0 [92.6, 117.4] n=3", "114.0 [109.0, 119.0] n=3"] and ttft.deltas[0].endswith("≈")
+
+
+def test_an_evaluation_read_with_a_bootstrap_interval_gets_its_wilson_one() -> None:
+    """An older labctl said 12/12 was 100 %-100 %; the file is kept as written, its interval read anew."""
+    from labctl.quality.evals import parse_eval
+
+    old = {"eval_id": "e1", "run_id": "r1", "suite": {"name": "coding"}, "score": 1.0, "passed": 12, "total": 12}
+    old |= {"score_ci95": [1.0, 1.0], "interval_method": "95 % percentile bootstrap over the cases"}
+    evaluation = parse_eval(old)
+    assert evaluation.score_ci95 == tuple(wilson_interval(12, 12) or ()) and old["score_ci95"] == [1.0, 1.0]
+    assert score_text("coding", evaluation.data) == "coding 100% (12/12, 95% 76%–100%)"
+    assert "Wilson" in evaluation.data["interval_method"]
+    unchanged = parse_eval({k: v for k, v in old.items() if k not in ("score_ci95", "interval_method")})
+    assert unchanged.score_ci95 is None  # made before intervals: none is invented
