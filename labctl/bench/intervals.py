@@ -46,13 +46,14 @@ def _tail() -> float:
     return (100.0 - LEVEL) / 2
 
 
-def _interval(values: Sequence[float] | Floats, zero_width: bool = True) -> list[float] | None:
+def _interval(values: Sequence[float] | Floats) -> list[float] | None:
+    """The middle LEVEL % of the resamples' values; none when they all agree."""
     array = np.asarray(values, dtype=np.float64)
     array = array[np.isfinite(array)]
     if array.size == 0:
         return None
     low, high = np.percentile(array, [_tail(), 100.0 - _tail()])
-    if low == high and not zero_width:
+    if low == high:
         return None
     return [float(low), float(high)]
 
@@ -117,7 +118,7 @@ def _bootstrap(series: dict[str, _Series], n: int, resamples: int, seed: int) ->
                 if stat == "max" and name != "itl":
                     continue
                 draws.setdefault(f"{stat}_{name}_ms", []).append(values)
-    return {f"{key}_ci95": _interval(np.concatenate(parts), zero_width=False) for key, parts in draws.items()}
+    return {f"{key}_ci95": _interval(np.concatenate(parts)) for key, parts in draws.items()}
 
 
 RATES = ("request_throughput", "output_throughput", "total_token_throughput", "goodput")
