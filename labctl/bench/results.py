@@ -2,7 +2,9 @@
 back by one loader that checks a result file's schema version and shape, or says in one line which file,
 which field, and what to do. `bench`, `compare`, `report` and the study read its fields; its metrics are read
 by the metric table (bench/metric_table.py). The document itself is kept as `data`: `to_json()` gives it
-back as written, so the file keeps its exact format."""
+back as written, so the file keeps its exact format. A level of N > 1 repeats that an older labctl gave
+bootstrap intervals over its per-run values (about [min, max]) is read with Student-t ones, recomputed from
+the per-run values it stores."""
 
 from __future__ import annotations
 
@@ -12,6 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from labctl.bench.intervals import REQUEST_METHOD, repeat_intervals, repeat_method
 from labctl.bench.metric_table import METRICS, Metric, value_in
 from labctl.errors import BadInput
 from labctl.host.identity import writer_gone
@@ -93,6 +96,11 @@ class Level:
         return self.intervals.get(metric.key)
 
     @property
+    def interval_basis(self) -> str:
+        """What the level's 95 % intervals are over: `n=3 runs` (Student-t) or `n=200 requests` (bootstrap)."""
+        return f"n={self.repeat} runs" if self.repeat > 1 else f"n={self.completed} requests"
+
+    @property
     def engine_shared(self) -> bool:
         return self.shared_engine or bool(self.engine_busier)
 
@@ -163,6 +171,9 @@ def parse_result(data: Any) -> BenchResult:
         with_metrics(level, raw, f"levels[{i}]")
         for i, (level, raw) in enumerate(zip(result.levels, data["levels"], strict=True))
     )
+    if any(repeat_intervals(raw, ()) is not None for raw in data["levels"]):
+        method = f"{REQUEST_METHOD} within a run; across repeats {repeat_method(result.repeat)}, recomputed on reading"
+        result = dataclasses.replace(result, interval_method=method)
     return dataclasses.replace(result, levels=levels, data=data)
 
 
@@ -181,6 +192,8 @@ def with_metrics(level: Level, data: dict[str, Any], where: str) -> Level:
             found = from_json(tuple[float, ...] | None, data[ci], f"{where}.{ci}")
             check_interval(found, f"{where}.{ci}")
             intervals[metric.key] = None if found is None else (data[ci][0], data[ci][1])
+    for key, again in (repeat_intervals(data, list(intervals)) or {}).items():
+        intervals[key] = None if again is None else (again[0], again[1])
     return dataclasses.replace(level, target_rate=data.get("target_rate"), figures=figures, intervals=intervals)
 
 

@@ -11,7 +11,7 @@ from typing import Any
 from labctl.bench.bench_request import BenchRequest, SweepProgress, check_batch_limits, check_request
 from labctl.bench.client import Target
 from labctl.bench.environment import client_environment
-from labctl.bench.intervals import RESAMPLES, SEED
+from labctl.bench.intervals import REQUEST_METHOD, repeat_method
 from labctl.bench.remote_client import OnHost, engine_address
 from labctl.bench.result_store import RESULT_SCHEMA, WriteFailed, guarded, made, mark_lost, save_result
 from labctl.bench.results import BenchResult
@@ -134,10 +134,10 @@ def _run_held(
     result["requests_file"] = requests_path.name
     result["telemetry_file"] = telemetry_path.name
     result["repeat"] = request.repeat
-    result["interval_method"] = (
-        f"95 % percentile bootstrap over requests within a run ({RESAMPLES} resamples, seed {SEED}) for "
-        "latencies; rates (throughput, goodput) have none from one run; with --repeat N > 1, every metric's is "
-        "over the N per-run values"
+    result["interval_method"] = f"{REQUEST_METHOD} within a run, for latencies; rates (throughput, goodput) " + (
+        f"have none from one run; across repeats, every metric's is a {repeat_method(request.repeat)}"
+        if request.repeat > 1
+        else "have none from one run (--repeat N > 1 gives every metric a Student-t interval over the N runs)"
     )
     plan = plan_for(
         record.engine,

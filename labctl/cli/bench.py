@@ -323,7 +323,8 @@ def _level_detail(level: Level) -> str:
 
     intervals = [f"{metric.label} {_ci(level.interval(metric))}" for metric in shown_in(View.BENCH_INTERVALS)]
     parts = [f"c={level.concurrency}" + (f" x{level.repeat}" if level.repeat > 1 else ""), *intervals]
-    parts[1] = f"95% {parts[1]}"  # said once, before the first interval
+    basis = f"Student-t, {level.interval_basis}" if level.repeat > 1 else f"bootstrap, {level.interval_basis}"
+    parts[1] = f"95% ({basis}) {parts[1]}"  # said once, before the first interval
     telemetry = level.telemetry or {}
     for index, gpu in _mapping(_mapping(telemetry.get("gpu")).get("gpus")).items():
         util = _mapping(_mapping(gpu).get("utilization_gpu_pct"))

@@ -214,7 +214,7 @@ def _print_eval(result: dict[str, Any], path: Path) -> None:
     out(
         f"eval {result['eval_id']}: {result['suite']['name']} {result['suite']['full_version']} on "
         f"{result['target']['engine']}/{result['target']['profile']}: {result['passed']}/{result['total']} "
-        f"passed ({result['score']:.1%}; 95% interval {_interval(result)})"
+        f"passed ({result['score']:.1%}; 95% Wilson interval {_interval(result)})"
     )
     failed = [c for c in result["cases"] if not c["passed"]]
     if failed:

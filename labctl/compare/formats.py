@@ -12,7 +12,16 @@ import re
 from typing import Any
 
 from labctl.bench.metric_table import View, shown_in
-from labctl.compare.pivot import all_caveats, legend, letter, pivot, pivot_cells, pivot_head
+from labctl.compare.pivot import (
+    INTERVALS_SAID,
+    OVERLAP_SAID,
+    all_caveats,
+    legend,
+    letter,
+    pivot,
+    pivot_cells,
+    pivot_head,
+)
 from labctl.compare.quality import paired_quality, quality_lines
 from labctl.compare.rules import RULE_COLUMNS, Check, Entry
 
@@ -194,6 +203,7 @@ def markdown_tables(checks: list[Check], rows: list[dict[str, Any]], entries: li
     head = pivot_head(entries)
     lines += [_md_row(head), "|" + "---|" * len(head)]
     lines += [_md_row(pivot_cells(p)) for p in pivot(entries, checks)]
+    lines += ["", md(f"{INTERVALS_SAID} {OVERLAP_SAID}")]
     quality = quality_lines(entries)
     if quality:
         lines += ["", "**Quality, case by case**", "", *[f"- {md(line.strip())}" for line in quality]]

@@ -32,6 +32,19 @@ def number(value: float | None) -> str:
     return f"{value:.1f}" if abs(value) >= 10 else f"{value:.2f}"
 
 
+INTERVALS_SAID = (
+    "95 % intervals in brackets: within one run a percentile bootstrap over its completed requests (the n of "
+    "n/N); across repeats a Student-t interval over the per-run values (n=runs beside it); none for one run's "
+    "rates."
+)
+OVERLAP_SAID = "≈: the two intervals of a Δ overlap: the data do not tell the two apart."
+
+
+def repeats_said(level: Level) -> str:
+    """Beside an interval across repeats, its n (Student-t over n runs); a run's own is over the n of `n/N`."""
+    return f" n={level.repeat}" if level.repeat > 1 else ""
+
+
 def level_caveats(entry: Entry, level: Level, failed_rules: set[str]) -> list[str]:
     caveats = []
     if level.interrupted or entry.result.status == "interrupted":
@@ -94,7 +107,7 @@ def pivot(entries: list[Entry], checks: list[Check]) -> list[PivotRow]:
                 if level is None:
                     cells.append("-")
                 else:
-                    ci = f" [{number(interval[0])}, {number(interval[1])}]" if interval else ""
+                    ci = f" [{number(interval[0])}, {number(interval[1])}]{repeats_said(level)}" if interval else ""
                     cells.append(number(value) + ci)
                 values.append(value)
                 intervals.append(interval)

@@ -18,7 +18,7 @@ from labctl.compare.formats import (
     setup_rows,
     workload_lines,
 )
-from labctl.compare.pivot import all_caveats, legend, pivot, pivot_cells, pivot_head
+from labctl.compare.pivot import INTERVALS_SAID, OVERLAP_SAID, all_caveats, legend, pivot, pivot_cells, pivot_head
 from labctl.compare.plots import draw_plots
 from labctl.compare.quality import quality_lines
 from labctl.compare.rules import Check, Entry
@@ -89,7 +89,7 @@ figure {{ display: inline-block; margin: 0 1em 1em 0; }} img {{ max-width: 640px
 <h2>Setups</h2><table><tr>{setup_head}</tr>{setup}</table>
 <p>Commands, as Docker reports them:</p><ul class=spec>{commands}</ul>
 <h2>Workload and SLO</h2><ul class=spec>{spec}</ul>
-<h2>Side by side per level</h2><table><tr>{pivot_head_html}</tr>{body}</table>
+<h2>Side by side per level</h2><table><tr>{pivot_head_html}</tr>{body}</table><p>{esc(INTERVALS_SAID)} {esc(OVERLAP_SAID)}</p>
 <h2>Quality, case by case</h2><ul>{quality}</ul>
 <h2>Caveats</h2><ul>{caveats}</ul>
 <h2>Plots</h2>{images}

@@ -14,7 +14,15 @@ from labctl import __version__
 from labctl.bench.metric_table import View, shown_in
 from labctl.bench.results import BenchResult, Level, list_results
 from labctl.compare.formats import md, workload_lines
-from labctl.compare.pivot import level_caveats, level_key, level_name, number, result_caveat
+from labctl.compare.pivot import (
+    INTERVALS_SAID,
+    level_caveats,
+    level_key,
+    level_name,
+    number,
+    repeats_said,
+    result_caveat,
+)
 from labctl.compare.plots import draw_one_result
 from labctl.compare.rules import Entry, load_entry, rows
 from labctl.errors import BadInput
@@ -221,7 +229,10 @@ def level_rows(one: OneResult) -> list[list[tuple[str, str]]]:
         for metric in shown_in(View.REPORT):
             interval = level.interval(metric)
             row.append(
-                (number(level.value(metric)), f"[{number(interval[0])}, {number(interval[1])}]" if interval else "")
+                (
+                    number(level.value(metric)),
+                    f"[{number(interval[0])}, {number(interval[1])}]{repeats_said(level)}" if interval else "",
+                )
             )
         if search:
             row.append(("yes" if level.meets_slo else "no" if level.meets_slo is not None else "-", ""))
@@ -248,7 +259,7 @@ def markdown(one: OneResult, plots: list[str]) -> str:
     ]
     lines += ["| | |", "|---|---|", *[f"| {md(k)} | {md(v)} |" for k, v in setup_facts(one)]]
     lines += ["", "## Workload and SLO", "", *[f"- {md(line)}" for line in workload_lines([one.entry])]]
-    lines += ["", "## Per level", "", "Each value with its 95 % interval in brackets, when the result carries one.", ""]
+    lines += ["", "## Per level", "", INTERVALS_SAID, ""]
     head = level_head(one)
     lines += ["| " + " | ".join(md(h) for h in head) + " |", "|" + "---|" * len(head)]
     for row in level_rows(one):
@@ -292,7 +303,7 @@ figure {{ margin: 0; }} img {{ width: 100%; border: 1px solid #ddd; }}
 <ul>{header}</ul>
 <h2>Setup</h2><table class=setup>{setup}</table>
 <h2>Workload and SLO</h2><ul class=spec>{spec}</ul>
-<h2>Per level</h2><p>Each value with its 95 % interval beneath it, when the result carries one.</p>
+<h2>Per level</h2><p>{esc(INTERVALS_SAID)}</p>
 <table class=levels><tr>{head}</tr>{body}</table>
 <h2>Caveats</h2><ul>{said}</ul>
 <h2>Plots</h2><div class=plots>{images}</div>

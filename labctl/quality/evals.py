@@ -1,6 +1,7 @@
 """Evaluations read back: one loader that checks an evaluation file's schema version and shape and gives
 a typed value, or one line saying which file, which field, and what to do. The file itself is kept as
-`data` for what reads it as a whole."""
+`data` for what reads it as a whole; an interval an older labctl took by bootstrap over the cases (12/12 said
+100 %-100 %) is read as the Wilson interval of its passed/total, the file left as written."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from labctl.bench.intervals import PASS_RATE_METHOD, wilson_interval
 from labctl.errors import BadInput
 from labctl.run.records.store import MAX_RESULT_BYTES, Runs, is_result_id, read_json_file, shape_refusal
 from labctl.run.records.typed import ShapeError, check_depth, check_interval, check_version, expect, from_json
@@ -57,6 +59,10 @@ def parse_eval(data: Any) -> Evaluation:
     check_interval(evaluation.score_ci95, "score_ci95")
     if isinstance(data.get("suite"), dict) and not isinstance(data["suite"].get("version", ""), str):
         raise ShapeError("suite.version", "expected a string")
+    if evaluation.score_ci95 is not None and data.get("interval_method") != PASS_RATE_METHOD:
+        wilson = wilson_interval(evaluation.passed, evaluation.total)
+        data = {**data, "score_ci95": wilson, "interval_method": f"{PASS_RATE_METHOD} (recomputed on reading)"}
+        evaluation = dataclasses.replace(evaluation, score_ci95=None if wilson is None else tuple(wilson))
     return dataclasses.replace(evaluation, data=data)
 
 

@@ -16,7 +16,7 @@ import httpx
 from labctl import __version__
 from labctl.bench.bench_request import MAX_ERROR_RATE, BenchRequest, check_engine_wait, check_names
 from labctl.bench.client import Target
-from labctl.bench.intervals import RESAMPLES, SEED, mean_interval
+from labctl.bench.intervals import PASS_RATE_METHOD, wilson_interval
 from labctl.bench.level_summary import PARTIAL_WARNING, every_request_failed
 from labctl.bench.target import engine_key, engine_root, preflight, resolve_target
 from labctl.catalog.limits import MAX_CONCURRENCY, check_count, check_seconds
@@ -125,9 +125,6 @@ def grade(case: Case, answer: dict[str, Any]) -> dict[str, Any]:
     return {"passed": verdict.passed, "reason": verdict.reason}
 
 
-SCORE_INTERVAL = f"95 % percentile bootstrap over the cases ({RESAMPLES} resamples, seed {SEED})"
-
-
 def target_facts(record: Record, target: Target) -> dict[str, Any]:
     """What an eval result says about what it asked: the endpoint, and the run behind it."""
     return {
@@ -230,9 +227,9 @@ def _evaluate(
         "score": passed / len(cases),
         "passed": passed,
         "total": len(cases),
-        "score_ci95": mean_interval([1.0 if c["passed"] else 0.0 for c in cases]),
+        "score_ci95": wilson_interval(passed, len(cases)),
         "cut_off_while_reasoning": sum(1 for c in cases if c.get("cut_off_while_reasoning")),
-        "interval_method": SCORE_INTERVAL,
+        "interval_method": PASS_RATE_METHOD,
         "cases": cases,
     }
     unanswered = sum(1 for c in cases if "error" in c)

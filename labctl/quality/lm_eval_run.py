@@ -15,7 +15,7 @@ from typing import Any
 from labctl import __version__
 from labctl.bench.bench_request import BenchRequest, check_engine_wait, check_names
 from labctl.bench.client import Target
-from labctl.bench.intervals import mean_interval
+from labctl.bench.intervals import PASS_RATE_METHOD, wilson_interval
 from labctl.bench.target import engine_key, preflight, resolve_target
 from labctl.catalog.lab import Lab
 from labctl.catalog.limits import MAX_CONCURRENCY, check_count, check_seconds
@@ -23,7 +23,7 @@ from labctl.compose.options import check_cache_dir
 from labctl.errors import BadInput, LabctlError
 from labctl.host.gpus.lock import engine_lock
 from labctl.host.sandbox.launch import check_sandbox
-from labctl.quality.evaluate import SCORE_INTERVAL, target_facts
+from labctl.quality.evaluate import target_facts
 from labctl.quality.lm_eval_env import FEWSHOT_AS_MULTITURN, FEWSHOT_SEED, configs, load_tasks, offline, quiet
 from labctl.quality.tasks import TaskSet, data_files, dataset_sha256
 from labctl.run.records.record import Record, now
@@ -157,8 +157,8 @@ def _evaluate(
         "score": passed / len(cases) if cases else None,
         "passed": passed,
         "total": len(cases),
-        "score_ci95": mean_interval([1.0 if c["passed"] else 0.0 for c in cases]),
-        "interval_method": SCORE_INTERVAL,
+        "score_ci95": wilson_interval(passed, len(cases)),
+        "interval_method": PASS_RATE_METHOD,
         "cases": cases,
         "samples_file": f"{eval_id}.samples.jsonl",
     }

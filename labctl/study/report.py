@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from labctl import __version__
-from labctl.bench.intervals import mean_interval
+from labctl.bench.intervals import t_interval
 from labctl.bench.metric_table import BY_KEY, Metric, View, shown_in
 from labctl.bench.results import Level, find_result
 from labctl.compare.report_folder import markdown, page
@@ -109,7 +109,7 @@ def summary_rows(runs: Runs, cells: list[dict[str, Any]]) -> list[dict[str, str]
             if meeting:
                 top = max(meeting, key=lambda lv: lv.concurrency)
                 rate, ci = top.value(REQUEST_RATE), top.interval(REQUEST_RATE)
-                span = f" [{ci[0]:.2f}, {ci[1]:.2f}]" if ci else ""
+                span = f" [{ci[0]:.2f}, {ci[1]:.2f}] {top.interval_basis}" if ci else ""
                 best.append(f"{bench['workload']} c={top.concurrency} ({_number(rate)} req/s{span})")
             elif result.levels:
                 best.append(f"{bench['workload']}: none")
@@ -188,11 +188,16 @@ def _per_cell(runs: Runs, cells: list[dict[str, Any]]) -> PerCell:
 
 
 def _interval(levels: list[Level], metric: Metric) -> tuple[float, float] | None:
-    """Across repeats, the bootstrap interval of the mean of the per-run values; one run, its own interval."""
+    """Across repeats, the Student-t interval of the per-run values; one run, its own (over its requests)."""
     if len(levels) > 1:
-        found = mean_interval([v for v in (lv.value(metric) for lv in levels) if v is not None])
+        found = t_interval(lv.value(metric) for lv in levels)
         return (found[0], found[1]) if found else None
     return levels[0].interval(metric) if levels else None
+
+
+def _basis(levels: list[Level]) -> str:
+    """The n an interval of `_interval` is over, said beside it."""
+    return f"n={len(levels)} runs" if len(levels) > 1 else levels[0].interval_basis
 
 
 # higher-is-better metrics first: what a cell serves, then how fast it answers
@@ -217,9 +222,10 @@ def verdicts(per_cell: PerCell) -> list[str]:
                             verdict = "not distinguishable"
                         else:
                             verdict = f"{a if ca[0] > cb[1] else b} higher"
+                        na, nb = _basis(by_cell[a][level]), _basis(by_cell[b][level])
                         lines.append(
-                            f"{workload} c={level} {metric.named}: {a} [{ca[0]:.4g}, {ca[1]:.4g}] vs {b} "
-                            f"[{cb[0]:.4g}, {cb[1]:.4g}]: {verdict}"
+                            f"{workload} c={level} {metric.named}: {a} [{ca[0]:.4g}, {ca[1]:.4g}] {na} vs {b} "
+                            f"[{cb[0]:.4g}, {cb[1]:.4g}] {nb}: {verdict}"
                         )
     return lines
 
@@ -237,7 +243,7 @@ def slo_lines(per_cell: PerCell) -> list[str]:
             found = levels[top]
             rates = [v for v in (lv.value(REQUEST_RATE) for lv in found) if v is not None]
             ci = _interval(found, REQUEST_RATE)
-            span = f", 95% [{ci[0]:.3g}, {ci[1]:.3g}]" if ci else ""
+            span = f", 95% [{ci[0]:.3g}, {ci[1]:.3g}] {_basis(found)}" if ci else ""
             mean = sum(rates) / len(rates) if rates else 0.0
             lines.append(f"{workload} {cell}: c={top}, {mean:.3g} req/s over {len(found)} repeat(s){span}")
     return lines

@@ -1,5 +1,6 @@
 """95 % intervals: a percentile bootstrap over requests (fixed seed), checked against a distribution
-whose truth is known, and across repeats over the per-run values."""
+whose truth is known, and across repeats a Student-t interval over the per-run values; a result an older
+labctl wrote with bootstrap intervals across repeats is read with Student-t ones."""
 
 from __future__ import annotations
 
@@ -10,8 +11,9 @@ import statistics
 import numpy as np
 
 from labctl.bench.client import RequestResult
-from labctl.bench.intervals import _weighted_stats, combine_repeats, mean_interval, request_intervals
+from labctl.bench.intervals import _weighted_stats, combine_repeats, request_intervals, t_interval
 from labctl.bench.metrics import describe, level_metrics
+from labctl.bench.results import parse_result
 
 
 def requests_with_ttft(ttfts_ms: list[float], tokens: int = 8, gap_ms: float = 20.0) -> list[RequestResult]:
@@ -75,17 +77,29 @@ def test_drawing_every_request_once_reproduces_the_point_statistics_exactly() ->
     rng = random.Random(3)
     values = sorted(rng.uniform(1, 500) for _ in range(257))
     stats = _weighted_stats(
-        np.array(values), np.arange(len(values), dtype=np.intp), np.ones(len(values), dtype=np.int64)
+        np.array(values), np.arange(len(values), dtype=np.intp), np.ones((1, len(values)), dtype=np.int64)
     )
     point = describe("x", values, with_max=True)
     for name in ("mean", "median", "std", "p90", "p95", "p99", "max"):
-        assert math.isclose(stats[name], point[f"{name}_x_ms"], rel_tol=1e-12), name
+        assert math.isclose(stats[name][0], point[f"{name}_x_ms"], rel_tol=1e-12), name
 
 
-def test_across_repeats_the_interval_is_over_the_per_run_values() -> None:
-    assert mean_interval([10.0, 10.0, 10.0]) == [10.0, 10.0]
-    low, high = mean_interval([9.0, 10.0, 11.0]) or [0.0, 0.0]
-    assert 9.0 <= low < 10.0 < high <= 11.0
+def test_a_resample_counts_each_value_as_often_as_its_request_was_drawn() -> None:
+    values = np.array([1.0, 2.0, 3.0, 4.0, 5.0, 6.0])
+    owner = np.array([0, 1, 0, 2, 1, 2], dtype=np.intp)  # three requests, two gaps each (pooled like ITL)
+    counts = np.array([[2, 0, 1], [0, 0, 0], [0, 3, 0]], dtype=np.int64)
+    stats = _weighted_stats(values, owner, counts)
+    drawn = [1.0, 1.0, 3.0, 3.0, 4.0, 6.0]  # request 0 twice, request 2 once
+    assert math.isclose(stats["mean"][0], statistics.fmean(drawn)) and stats["max"][0] == 6.0
+    assert math.isclose(stats["median"][0], 3.0) and math.isclose(stats["std"][0], statistics.pstdev(drawn))
+    assert all(math.isnan(stat[1]) for stat in stats.values())  # a resample that drew none of these values
+    assert stats["mean"][2] == 3.5 and stats["median"][2] == 3.5 and stats["max"][2] == 5.0
+
+
+def test_across_repeats_the_interval_is_student_t_over_the_per_run_values() -> None:
+    assert t_interval([10.0, 10.0, 10.0]) == [10.0, 10.0]
+    low, high = t_interval([9.0, 10.0, 11.0]) or [0.0, 0.0]
+    assert low < 9.0 and high > 11.0  # three values: wider than their range, as t with 2 dof says
     runs = []
     for offset in (0.0, 5.0, 10.0):
         results = requests_with_ttft([100.0 + offset] * 20)
@@ -96,5 +110,30 @@ def test_across_repeats_the_interval_is_over_the_per_run_values() -> None:
     assert level["repeat"] == 3 and level["requests"] == 60 and level["completed"] == 60
     assert math.isclose(level["median_ttft_ms"], statistics.fmean([100.0, 105.0, 110.0]))
     ci_low, ci_high = level["median_ttft_ms_ci95"]
-    assert 100.0 <= ci_low < 105.0 < ci_high <= 110.0
+    assert round(ci_low, 1) == 92.6 and round(ci_high, 1) == 117.4
     assert [r["median_ttft_ms"] for r in level["repeats"]] == [100.0, 105.0, 110.0]
+    assert "Student-t" in level["interval_method"] and "n = 3 runs" in level["interval_method"]
+    assert level["request_throughput_ci95"] is not None  # rates get one across repeats
+
+
+def test_a_result_with_bootstrap_intervals_across_repeats_is_read_with_student_t_ones() -> None:
+    """A result an older labctl wrote: its repeat level's interval was about [min, max] of the per-run values."""
+    runs = [{"concurrency": 4, "median_ttft_ms": v, "median_ttft_ms_ci95": [v - 1, v + 1]} for v in (100.0, 105, 110)]
+    old = {"concurrency": 4, "repeat": 3, "median_ttft_ms": 105.0, "median_ttft_ms_ci95": [100.0, 110.0]}
+    old |= {"interval_method": "bootstrap over the 3 per-run values (mean; 1000 resamples, seed 20261203)"}
+    document = {
+        "bench_id": "b1",
+        "run_id": "r1",
+        "repeat": 3,
+        "interval_method": "95 % percentile bootstrap over requests ... over the N per-run values",
+        "levels": [old | {"repeats": runs}, {"concurrency": 8, "median_ttft_ms": 7.0, "median_ttft_ms_ci95": [6, 8]}],
+        "workload": {"name": "w", "sha256": "1" * 12},
+        "target": {},
+    }
+    result = parse_result(document)
+    low, high = result.levels[0].intervals["median_ttft_ms"] or (0.0, 0.0)
+    assert round(low, 1) == 92.6 and round(high, 1) == 117.4
+    assert result.levels[1].intervals["median_ttft_ms"] == (6, 8)  # one run: its own interval, as written
+    assert "Student-t" in (result.interval_method or "") and "recomputed" in (result.interval_method or "")
+    assert result.to_json() == document  # the file's document is kept as written
+    assert result.levels[0].interval_basis == "n=3 runs"
