@@ -10,6 +10,7 @@ from typing import Any
 from labctl.catalog.contracts import SAFE_NAME, SPEAKER
 from labctl.catalog.engine_metrics import (
     COMMON,
+    FRACTIONS,
     METRIC_KINDS,
     PROMETHEUS_NAME,
     MetricNames,
@@ -137,7 +138,8 @@ METRIC_CANDIDATES = Field(
     check=lambda v: len(v) <= MAX_METRIC_CANDIDATES,
     item=Field(
         "map",
-        "{metric: NAME, kind: gauge or counter, per: NAME (a ratio of two counters' increases)}",
+        "{metric: NAME, kind: gauge (a count), counter or fraction (a share of one rank), per: NAME (a ratio of "
+        "two counters' increases)}",
         fields={
             "metric": Field("str", "a Prometheus metric name", required=True, check=_metric_name),
             "kind": Field("str", "one of " + ", ".join(METRIC_KINDS), required=True, check=lambda v: v in METRIC_KINDS),
@@ -584,6 +586,25 @@ def _check_placeholders(src: SourceFile, key: tuple[str | int, ...], words: list
             raise src.problem((*key, i), found[2])
 
 
+def _check_metric_kinds(src: SourceFile, telemetry: dict[str, Any]) -> None:
+    """A share of one rank is averaged over ranks and a count summed: each source's kind must say which."""
+    for common in COMMON:
+        for i, source in enumerate(telemetry[common]):
+            if source["per"] is not None:
+                continue
+            if common in FRACTIONS and source["kind"] != "fraction":
+                raise src.problem(
+                    ("telemetry", common, i, "kind"),
+                    f"{common} is a share of one rank's capacity: say 'kind: fraction' (averaged over ranks, "
+                    "not summed), or give two counters with 'per'.",
+                )
+            if common not in FRACTIONS and source["kind"] == "fraction":
+                raise src.problem(
+                    ("telemetry", common, i, "kind"),
+                    f"{common} is a count: say 'kind: gauge' or 'kind: counter' (summed over ranks).",
+                )
+
+
 def load_engine(lab: Lab, name: str) -> Engine:
     check_name(name, "engine")
     path = lab.engine_dir(name) / "engine.yaml"
@@ -615,6 +636,8 @@ def load_engine(lab: Lab, name: str) -> Engine:
         )
     if spec["telemetry"] is not None and spec["endpoints"]["metrics"] is None:
         raise src.problem(("telemetry",), "metric names need a route that serves them: set endpoints.metrics.")
+    if spec["telemetry"] is not None:
+        _check_metric_kinds(src, spec["telemetry"])
     if spec["build"] is not None:
         for i, group in enumerate(spec["build"]["serve_args"] or []):
             _check_placeholders(src, ("build", "serve_args", i), group)

@@ -338,7 +338,9 @@ def _level_detail(level: Level) -> str:
     # a fraction in the result (kv_cache_usage in results written before the name said so), a % here
     kv = _mapping(engine.get("kv_cache_usage_fraction") or engine.get("kv_cache_usage"))
     if _numbers(kv, "mean", "max"):
-        parts.append(f"KV cache mean {kv['mean']:.1%} max {kv['max']:.1%}")
+        ranks = kv.get("ranks") if _numbers(kv, "ranks", "rank_max") else None
+        busiest = f" (busiest of {ranks:g} ranks max {kv['rank_max']:.1%})" if ranks and ranks > 1 else ""
+        parts.append(f"KV cache mean {kv['mean']:.1%} max {kv['max']:.1%}{busiest}")
     return "  ".join(parts)
 
 
