@@ -7,6 +7,7 @@ import string
 from dataclasses import dataclass
 from typing import Any
 
+from labctl.catalog.batch_cap import CapRule, CapSetting
 from labctl.catalog.contracts import SAFE_NAME, SPEAKER
 from labctl.catalog.engine_metrics import (
     COMMON,
@@ -69,6 +70,8 @@ MAX_TEXT = 200
 MAX_GENERATED = 16
 IMAGE_NAME = re.compile(r"[a-z0-9][a-z0-9._/:-]{0,254}")  # fullmatch
 MAX_RESERVE_GIB = 64.0
+MAX_CAP_SETTINGS = 4
+MAX_CAP = 1_000_000
 
 
 def _plain_data(value: Any, depth: int = 0) -> bool:
@@ -305,6 +308,40 @@ ENGINE_FIELDS: dict[str, Field] = {
             ),
         },
     ),
+    "batch_cap": Field(
+        "map",
+        "the engine's own options that bound the sequences it runs at once (the smallest one known caps the batch)",
+        fields={
+            "settings": Field(
+                "list",
+                f"1-{MAX_CAP_SETTINGS} options: {{flag, default, default_from, meaning}}",
+                required=True,
+                check=lambda v: 0 < len(v) <= MAX_CAP_SETTINGS,
+                item=Field(
+                    "map",
+                    "{flag: --max-num-seqs, default: 256 or null, default_from: where it was read, meaning: ...}",
+                    fields={
+                        "flag": Field(
+                            "str",
+                            "the option, e.g. --max-num-seqs",
+                            required=True,
+                            check=lambda v: OPTION_NAME.fullmatch(v) is not None,
+                        ),
+                        "default": Field(
+                            "int",
+                            f"the engine's own value when the command line sets none, 1-{MAX_CAP} (null: the "
+                            "engine fixes no number)",
+                            check=lambda v: 0 < v <= MAX_CAP,
+                        ),
+                        "default_from": _text(
+                            "where that default was read, or how the engine derives one", required=True
+                        ),
+                        "meaning": _text("what the option bounds, in the engine's terms", default=""),
+                    },
+                ),
+            ),
+        },
+    ),
     "endpoints": Field(
         "map",
         fields={
@@ -496,6 +533,21 @@ class Engine:
         return None if setting is None else (str(setting["flag"]), str(setting["meaning"]))
 
     @property
+    def batch_cap_rule(self) -> CapRule:
+        """How the engine's batch cap is read from a command line (no settings: the folder states none)."""
+        cap = self.spec["batch_cap"]
+        settings = tuple(
+            CapSetting(
+                flag=str(s["flag"]),
+                default=None if s["default"] is None else int(s["default"]),
+                default_from=str(s["default_from"]),
+                meaning=str(s["meaning"] or ""),
+            )
+            for s in (cap["settings"] if cap is not None else ())
+        )
+        return CapRule(self.name, settings)
+
+    @property
     def metric_names(self) -> MetricNames | None:
         """Common name -> the engine's own candidates (None: the folder states none)."""
         telemetry = self.spec["telemetry"]
@@ -649,6 +701,11 @@ def lab_telemetry(lab: Lab) -> Telemetry:
     engines = [load_engine(lab, name) for name in list_engine_names(lab)]
     names = {e.name: table for e in engines if (table := e.metric_names) is not None}
     return Telemetry(names=names, paths={e.name: path for e in engines if (path := e.metrics_path) is not None})
+
+
+def lab_batch_caps(lab: Lab) -> dict[str, CapRule]:
+    """Every engine's batch-cap rule, as the lab's folders state it."""
+    return {name: load_engine(lab, name).batch_cap_rule for name in list_engine_names(lab)}
 
 
 def list_engine_names(lab: Lab) -> list[str]:
