@@ -154,7 +154,7 @@ def run(
     from labctl.bench.bench_request import BenchRequest
     from labctl.bench.session import run_bench
     from labctl.bench.workloads import load_workload, parse_slo, with_overrides
-    from labctl.catalog.engines import lab_telemetry
+    from labctl.catalog.engines import lab_batch_caps, lab_telemetry
     from labctl.errors import BadInput
 
     state.choose_host(host)
@@ -191,6 +191,7 @@ def run(
         wait_for_engine=wait_for_engine,
         max_error_rate=max_error_rate,
         engines=lab_telemetry(state.lab()),
+        batch_caps=lab_batch_caps(state.lab()),
     )
     with _progress() as progress:
         result, path = run_bench(runs, request, progress, warn)
