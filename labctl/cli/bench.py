@@ -281,11 +281,18 @@ def print_result(result: BenchResult, path: str) -> None:
         flags = " ".join(f"{o.flag} {_flag(o.value)}" for o in workload.overrides)
         out(f"overrides: {flags} (the file's sha256: {str(workload.file_sha256)[:12]})")
     columns = shown_in(View.BENCH_TABLE)
+    cap = target.batch_cap
+    if cap is not None:
+        out(
+            f"batch cap: {cap.text}"
+            + (" (! above it: requests queue)" if cap.above([lv.concurrency for lv in result.levels]) else "")
+        )
     rows = []
     for level in result.levels:
+        above = cap is not None and bool(cap.above([level.concurrency]))
         rows.append(
             [
-                str(level.concurrency) + (" !" if level.over_max_batch_size else ""),
+                str(level.concurrency) + (" !" if level.over_max_batch_size or above else ""),
                 "-" if not level.target_rate else f"{level.target_rate:g}",
                 f"{level.completed}/{level.requests}",
                 *[_figure(metric, level.value(metric)) for metric in columns],

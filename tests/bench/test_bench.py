@@ -279,6 +279,13 @@ def test_levels_above_any_engines_batch_cap_are_said_and_the_cap_recorded(lab: P
         "source": "set on the run's command line",
     }
     assert [said in level["warnings"] for level in doc["levels"]] == [False, True]
+    shown = bench(lab, home, "show", doc["bench_id"])
+    assert shown.code == 0, shown.stderr
+    assert "batch cap: 2 (--max-num-seqs 2, set on the run's command line) (! above it: requests queue)" in shown.stdout
+    assert [line.split()[:2] for line in shown.stdout.splitlines() if line.startswith(("1 ", "4 "))] == [
+        ["1", "-"],
+        ["4", "!"],
+    ]
 
 
 def test_open_loop_arrivals(lab: Path, tmp_path: Path) -> None:
