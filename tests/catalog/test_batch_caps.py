@@ -124,3 +124,22 @@ def test_the_h100_study_raises_every_cap_to_its_top_level() -> None:
     for cell in expand_cells(Lab(REPO), study, ["local"]):
         cap = cell_batch_cap(serve_command(with_overrides(cell.profile, port=1), None).words, cell)
         assert cap.value == 1200 and cap.above([60, 600, 1200]) == [], cell.key
+
+
+def test_a_run_reads_its_cap_from_its_containers_command_line_or_says_why_it_cannot() -> None:
+    from labctl.bench.bench_request import run_batch_cap
+    from labctl.run.records.record import ContainerInfo, Record
+
+    def run(engine: str, argv: tuple[str, ...] | None) -> BatchCap:
+        container = None if argv is None else ContainerInfo(command_line=argv)
+        record = Record(
+            run_id="r", status="running", engine=engine, profile="p", served_model_name="m", container=container
+        )
+        return run_batch_cap(record, CAPS)
+
+    assert run("sglang", ("python3", "-m", "sglang.launch_server", "--max-running-requests", "16")).value == 16
+    assert run("sglang", None).text == "no cap known (the run's command line was not recorded)"
+    assert (
+        run("external", ()).text
+        == "no cap known (engine 'external' is not one of this lab's: its settings are unknown)"
+    )
