@@ -4,12 +4,13 @@ anything is sent or written."""
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from labctl.bench.tokens import spelled_as_path
 from labctl.bench.workloads import Workload
+from labctl.catalog.batch_cap import BatchCap, CapRule
 from labctl.catalog.engine_metrics import Telemetry
 from labctl.catalog.hosts_file import HostEntry
 from labctl.catalog.hub_names import is_repo_id
@@ -53,6 +54,7 @@ class BenchRequest:
     wait_for_engine: float = 0.0  # seconds to wait for another bench or eval on the engine to finish
     max_error_rate: float = MAX_ERROR_RATE  # above this share of failed requests, a level is partial
     engines: Telemetry = field(default_factory=Telemetry)  # the lab's engines' metric names and routes
+    batch_caps: Mapping[str, CapRule] = field(default_factory=dict)  # how each engine's batch cap is read
 
 
 # (phase, done, total, whole-sweep ETA in seconds or None)
@@ -72,6 +74,18 @@ def check_batch_limits(record: Record, workload: Workload, force: bool) -> int |
             "(--concurrency) or pass --allow-over-batch-limit (the levels are then marked)."
         )
     return limit
+
+
+def run_batch_cap(record: Record, rules: Mapping[str, CapRule]) -> BatchCap:
+    """The batch cap the run's engine has: read from the command line its container runs, else the defaults
+    its engine folder states."""
+    rule = rules.get(record.engine)
+    if rule is None:
+        return BatchCap(None, source=f"engine {record.engine!r} is not one of this lab's: its settings are unknown")
+    argv = record.container.command_line if record.container is not None else ()
+    if not argv:
+        return BatchCap(None, source="the run's command line was not recorded")
+    return rule.read(argv, "the run's command line")
 
 
 def check_engine_wait(seconds: float) -> None:

@@ -16,6 +16,7 @@ from typing import Any
 
 from labctl.bench.intervals import REQUEST_METHOD, repeat_intervals, repeat_method
 from labctl.bench.metric_table import METRICS, Metric, value_in
+from labctl.catalog.batch_cap import BatchCap
 from labctl.errors import BadInput
 from labctl.host.identity import writer_gone
 from labctl.run.records.store import MAX_RESULT_BYTES, Runs, is_result_id, read_json_file, shape_refusal
@@ -44,6 +45,7 @@ class Target:
     thinking: str | None = None
     memory: Memory | None = None
     max_batch_size: int | None = None
+    batch_cap: BatchCap | None = None  # the engine's cap on sequences at once, and where it was read
 
 
 @dataclass(frozen=True)

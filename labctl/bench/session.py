@@ -8,7 +8,13 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from labctl.bench.bench_request import BenchRequest, SweepProgress, check_batch_limits, check_request
+from labctl.bench.bench_request import (
+    BenchRequest,
+    SweepProgress,
+    check_batch_limits,
+    check_request,
+    run_batch_cap,
+)
 from labctl.bench.client import Target
 from labctl.bench.environment import client_environment
 from labctl.bench.intervals import REQUEST_METHOD, repeat_method
@@ -106,6 +112,7 @@ def _run_held(
             "accelerator": record.accelerator_kind,
             "record": record.record_path,
             "max_batch_size": limit,
+            "batch_cap": run_batch_cap(record, request.batch_caps).to_json(),
             "models": server["models"],
             "thinking": target.thinking,
             "memory": memory_of(record),
@@ -153,7 +160,12 @@ def _run_held(
         # group-writable like the result; the sampler appends
         guarded(telemetry_path, "the telemetry file", lambda: write_run_file(telemetry_path, ""))
     sampler = Sampler(plan, telemetry_path, api_key=target.api_key).start()
+    cap = run_batch_cap(record, request.batch_caps)
+    over = cap.above(workload.concurrency)
+    if over:
+        say(f"warning: c={','.join(map(str, over))} above the engine's batch cap of {cap.text}: those levels queue")
     sweep = Sweep(request, workload, target, limit, result, path, progress, say, end)
+    sweep.cap = cap
     sweep.requests_path, sweep.sampler, sweep.on_host, sweep.shared = requests_path, sampler, on_host, hold.holder
     lost = False
     try:

@@ -35,6 +35,7 @@ from labctl.bench.runner import (
 from labctl.bench.sweep_plan import PlannedLevel, SweepClock, plan_levels, plan_line
 from labctl.bench.telemetry import Window
 from labctl.bench.workloads import Workload
+from labctl.catalog.batch_cap import BatchCap
 from labctl.errors import LabctlError
 from labctl.host.engine.sampler import Sampler
 from labctl.run.records.record import now
@@ -62,6 +63,7 @@ class Sweep:
         self.on_host: OnHost | None = None  # a run on a remote host: its client runs there
         self.shared: str | None = None  # who else held the engine (--allow-shared-engine)
         self.current: str | None = None  # the level being measured, for what a failed write lost
+        self.cap = BatchCap(None)  # the engine's batch cap: a level above it is marked
 
     def run_once(
         self, workload: Workload, concurrency: int, index: int, repeat: int, tick: Progress, partial: LevelProgress
@@ -84,6 +86,9 @@ class Sweep:
     ) -> dict[str, Any]:
         assert self.sampler is not None
         run = summarise_run(outcome, workload, self.limit, index, repeat, self.requests_path, self.sampler, windows)
+        queued = self.cap.queued(outcome.concurrency)
+        if queued is not None and not run.get("over_max_batch_size"):  # a built engine's limit says it already
+            run["warnings"].append(queued)
         if self.shared is not None:
             run["shared_engine"] = True
             run["warnings"].append(f"{SHARED_WARNING}: {self.shared} measured the engine too (--allow-shared-engine)")

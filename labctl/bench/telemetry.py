@@ -1,16 +1,26 @@
 """Telemetry during a benchmark, summarised per level: mean and max of gauges, the increase and rate of
-counters, within each level's measured windows. The names and parsers live in catalog/engine_metrics.py."""
+counters, within each level's measured windows; a fraction (averaged over the engine's ranks) keeps its
+busiest rank beside. The names and parsers live in catalog/engine_metrics.py."""
 
 from __future__ import annotations
 
 import statistics
 from typing import Any
 
-from labctl.catalog.engine_metrics import GPU_FIELDS
+from labctl.catalog.engine_metrics import GPU_FIELDS, RANK_MAX, RANKS
 
 
 def _gauge(values: list[float]) -> dict[str, float] | None:
     return {"mean": statistics.fmean(values), "max": max(values)} if values else None
+
+
+def _busiest(values: list[dict[str, float]], common: str) -> dict[str, float]:
+    """The busiest rank's most over the samples, and the most ranks one sample had (a sample written before
+    ranks were kept counts as one, its value its own)."""
+    return {
+        RANK_MAX: max(v.get(f"{common}.{RANK_MAX}", v[common]) for v in values),
+        RANKS: max(v.get(f"{common}.{RANKS}", 1.0) for v in values),
+    }
 
 
 Window = tuple[float, float]
@@ -22,13 +32,16 @@ def _within(t: float, windows: list[Window]) -> bool:
 
 def summarise_engine(samples: list[dict[str, Any]], kinds: dict[str, str], windows: list[Window]) -> dict[str, Any]:
     """Engine samples ({"t": monotonic s, "values": {common: v}}) within the level's measured windows
-    (one per repeat): gauges -> mean/max; counters -> increase (summed over windows) and per-second
+    (one per repeat): gauges -> mean/max; fractions -> mean/max of the rank average, with the busiest
+    rank's most (`rank_max`) and the ranks seen; counters -> increase (summed over windows) and per-second
     rate; ratios -> increase of num / increase of den."""
     out: dict[str, Any] = {"samples": sum(1 for s in samples if _within(s["t"], windows))}
     for common, kind in kinds.items():
-        if kind == "gauge":
-            values = [s["values"][common] for s in samples if _within(s["t"], windows) and common in s["values"]]
-            out[common] = _gauge(values)
+        if kind in ("gauge", "fraction"):
+            inside = [s["values"] for s in samples if _within(s["t"], windows) and common in s["values"]]
+            out[common] = _gauge([v[common] for v in inside])
+            if kind == "fraction" and out[common] is not None:
+                out[common] |= _busiest(inside, common)
             continue
         keys = (common, common) if kind == "counter" else (f"{common}.num", f"{common}.den")
         rise, span, den = 0.0, 0.0, 0.0

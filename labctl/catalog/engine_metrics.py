@@ -28,18 +28,24 @@ GPU_QUERY = "index,name,utilization.gpu,memory.used,power.draw,clocks.sm"
 MAX_SCRAPE_BYTES = 4 * 1024 * 1024  # vLLM's /metrics with every histogram is ~100 KiB
 
 
+# Common names whose value is a share (0 to 1) of one rank's capacity: an engine's plain gauge for one of them
+# is declared `kind: fraction`, averaged over ranks, never summed (the engine folders are checked against it).
+FRACTIONS = ("kv_cache_usage_fraction", "prefix_cache_hit_rate")
+
+
 @dataclass(frozen=True)
 class Source:
     """One engine metric feeding a common one. `per` names a second counter: the common value is
     the ratio of their increases (vLLM's prefix-cache hits per queried token)."""
 
     metric: str
-    kind: str  # gauge | counter
+    kind: str  # gauge (a count: summed over ranks) | counter (summed) | fraction (averaged over ranks)
     per: str | None = None
 
 
 PROMETHEUS_NAME = re.compile(r"[a-zA-Z_:][a-zA-Z0-9_:]{0,127}")  # fullmatch
-METRIC_KINDS = ("gauge", "counter")
+METRIC_KINDS = ("gauge", "counter", "fraction")
+RANK_MAX, RANKS = "rank_max", "ranks"  # beside a fraction: its busiest series, and how many series there were
 DEFAULT_METRICS_PATH = "/metrics"
 # common name -> candidates, first present wins
 MetricNames = Mapping[str, tuple[Source, ...]]
@@ -57,14 +63,43 @@ class Telemetry:
 
 
 _SAMPLE = re.compile(r"([a-zA-Z_:][a-zA-Z0-9_:]*)(\{[^}]*\})?\s+(\S+)(?:\s+\S+)?\Z")
+_TYPE = re.compile(r"#\s*TYPE\s+([a-zA-Z_:][a-zA-Z0-9_:]*)\s+(\w+)")
 
 
-def parse_prometheus(text: str) -> dict[str, float]:
-    """Metric name -> value summed over its label sets (engines label by model and, with data
-    parallelism, by engine index: the sum is the server's total). Histogram series are skipped."""
-    values: dict[str, float] = {}
+@dataclass(frozen=True)
+class Series:
+    """One metric's values over its label sets (engines label by model and, with data parallelism, by engine
+    index: one value per rank), and the type its `# TYPE` line says (None: the scrape has none)."""
+
+    values: tuple[float, ...]
+    type: str | None = None
+
+    @property
+    def total(self) -> float:
+        return math.fsum(self.values)
+
+    def combined(self, kind: str) -> float:
+        """The server's value: counts and counters summed over ranks; a fraction averaged (a counter by its
+        `# TYPE` line is summed whatever the folder says)."""
+        if kind == "fraction" and self.type != "counter":
+            return self.total / len(self.values)
+        return self.total
+
+
+Scrape = dict[str, Series]
+
+
+def parse_prometheus(text: str) -> Scrape:
+    """Metric name -> its series over the label sets, with its `# TYPE`. Histogram series are skipped."""
+    values: dict[str, list[float]] = {}
+    types: dict[str, str] = {}
     for line in text.splitlines():
-        if not line or line.startswith("#"):
+        if not line:
+            continue
+        if line.startswith("#"):
+            declared = _TYPE.match(line)
+            if declared is not None:
+                types[declared.group(1)] = declared.group(2)
             continue
         match = _SAMPLE.match(line.strip())
         if match is None:
@@ -77,11 +112,11 @@ def parse_prometheus(text: str) -> dict[str, float]:
         except ValueError:
             continue
         if math.isfinite(value):
-            values[name] = values.get(name, 0.0) + value
-    return values
+            values.setdefault(name, []).append(value)
+    return {name: Series(tuple(found), types.get(name)) for name, found in values.items()}
 
 
-def engine_of(values: dict[str, float], hint: str | None, tables: Mapping[str, MetricNames]) -> str | None:
+def engine_of(values: Scrape, hint: str | None, tables: Mapping[str, MetricNames]) -> str | None:
     """The engine whose names this scrape carries: the run's engine when it matches, else by prefix
     (an endpoint labctl did not start, or the harness engine wearing a persona)."""
     if hint is not None and hint in tables and any(s.metric in values for c in tables[hint].values() for s in c):
@@ -92,9 +127,10 @@ def engine_of(values: dict[str, float], hint: str | None, tables: Mapping[str, M
     return None
 
 
-def map_metrics(names: MetricNames, values: dict[str, float]) -> dict[str, float]:
+def map_metrics(names: MetricNames, values: Scrape) -> dict[str, float]:
     """One scrape under the common names. A ratio source keeps both counters (`NAME.num`, `NAME.den`)
-    so the summary can divide their increases over a level."""
+    so the summary can divide their increases over a level; a fraction keeps its busiest rank
+    (`NAME.rank_max`) and the number of ranks (`NAME.ranks`) beside the mean."""
     out: dict[str, float] = {}
     for common, candidates in names.items():
         for source in candidates:
@@ -103,14 +139,17 @@ def map_metrics(names: MetricNames, values: dict[str, float]) -> dict[str, float
             if source.per is not None:
                 if source.per not in values:
                     continue
-                out[f"{common}.num"], out[f"{common}.den"] = values[source.metric], values[source.per]
+                out[f"{common}.num"], out[f"{common}.den"] = values[source.metric].total, values[source.per].total
             else:
-                out[common] = values[source.metric]
+                series = values[source.metric]
+                out[common] = series.combined(source.kind)
+                if source.kind == "fraction" and series.type != "counter":
+                    out[f"{common}.{RANK_MAX}"], out[f"{common}.{RANKS}"] = max(series.values), len(series.values)
             break
     return out
 
 
-def mapping_used(names: MetricNames, values: dict[str, float]) -> dict[str, str | None]:
+def mapping_used(names: MetricNames, values: Scrape) -> dict[str, str | None]:
     """Common name -> the engine's own name it came from (None: the engine does not export it)."""
     used: dict[str, str | None] = {}
     for common, candidates in names.items():
@@ -119,10 +158,12 @@ def mapping_used(names: MetricNames, values: dict[str, float]) -> dict[str, str 
     return used
 
 
-def kind_of(names: MetricNames, common: str, values: dict[str, float]) -> str | None:
+def kind_of(names: MetricNames, common: str, values: Scrape) -> str | None:
     for source in names.get(common, ()):
         if source.metric in values:
-            return "ratio" if source.per else source.kind
+            if source.per:
+                return "ratio"
+            return "counter" if values[source.metric].type == "counter" else source.kind
     return None
 
 

@@ -7,9 +7,11 @@ import string
 from dataclasses import dataclass
 from typing import Any
 
+from labctl.catalog.batch_cap import CapRule, CapSetting
 from labctl.catalog.contracts import SAFE_NAME, SPEAKER
 from labctl.catalog.engine_metrics import (
     COMMON,
+    FRACTIONS,
     METRIC_KINDS,
     PROMETHEUS_NAME,
     MetricNames,
@@ -68,6 +70,8 @@ MAX_TEXT = 200
 MAX_GENERATED = 16
 IMAGE_NAME = re.compile(r"[a-z0-9][a-z0-9._/:-]{0,254}")  # fullmatch
 MAX_RESERVE_GIB = 64.0
+MAX_CAP_SETTINGS = 4
+MAX_CAP = 1_000_000
 
 
 def _plain_data(value: Any, depth: int = 0) -> bool:
@@ -137,7 +141,8 @@ METRIC_CANDIDATES = Field(
     check=lambda v: len(v) <= MAX_METRIC_CANDIDATES,
     item=Field(
         "map",
-        "{metric: NAME, kind: gauge or counter, per: NAME (a ratio of two counters' increases)}",
+        "{metric: NAME, kind: gauge (a count), counter or fraction (a share of one rank), per: NAME (a ratio of "
+        "two counters' increases)}",
         fields={
             "metric": Field("str", "a Prometheus metric name", required=True, check=_metric_name),
             "kind": Field("str", "one of " + ", ".join(METRIC_KINDS), required=True, check=lambda v: v in METRIC_KINDS),
@@ -300,6 +305,40 @@ ENGINE_FIELDS: dict[str, Field] = {
                     "fp8_kv_cache": _text("how the engine is told to keep an FP8 KV cache", required=True),
                     "too_small": _text("what the engine does when one sequence does not fit", default=""),
                 },
+            ),
+        },
+    ),
+    "batch_cap": Field(
+        "map",
+        "the engine's own options that bound the sequences it runs at once (the smallest one known caps the batch)",
+        fields={
+            "settings": Field(
+                "list",
+                f"1-{MAX_CAP_SETTINGS} options: {{flag, default, default_from, meaning}}",
+                required=True,
+                check=lambda v: 0 < len(v) <= MAX_CAP_SETTINGS,
+                item=Field(
+                    "map",
+                    "{flag: --max-num-seqs, default: 256 or null, default_from: where it was read, meaning: ...}",
+                    fields={
+                        "flag": Field(
+                            "str",
+                            "the option, e.g. --max-num-seqs",
+                            required=True,
+                            check=lambda v: OPTION_NAME.fullmatch(v) is not None,
+                        ),
+                        "default": Field(
+                            "int",
+                            f"the engine's own value when the command line sets none, 1-{MAX_CAP} (null: the "
+                            "engine fixes no number)",
+                            check=lambda v: 0 < v <= MAX_CAP,
+                        ),
+                        "default_from": _text(
+                            "where that default was read, or how the engine derives one", required=True
+                        ),
+                        "meaning": _text("what the option bounds, in the engine's terms", default=""),
+                    },
+                ),
             ),
         },
     ),
@@ -494,6 +533,21 @@ class Engine:
         return None if setting is None else (str(setting["flag"]), str(setting["meaning"]))
 
     @property
+    def batch_cap_rule(self) -> CapRule:
+        """How the engine's batch cap is read from a command line (no settings: the folder states none)."""
+        cap = self.spec["batch_cap"]
+        settings = tuple(
+            CapSetting(
+                flag=str(s["flag"]),
+                default=None if s["default"] is None else int(s["default"]),
+                default_from=str(s["default_from"]),
+                meaning=str(s["meaning"] or ""),
+            )
+            for s in (cap["settings"] if cap is not None else ())
+        )
+        return CapRule(self.name, settings)
+
+    @property
     def metric_names(self) -> MetricNames | None:
         """Common name -> the engine's own candidates (None: the folder states none)."""
         telemetry = self.spec["telemetry"]
@@ -584,6 +638,25 @@ def _check_placeholders(src: SourceFile, key: tuple[str | int, ...], words: list
             raise src.problem((*key, i), found[2])
 
 
+def _check_metric_kinds(src: SourceFile, telemetry: dict[str, Any]) -> None:
+    """A share of one rank is averaged over ranks and a count summed: each source's kind must say which."""
+    for common in COMMON:
+        for i, source in enumerate(telemetry[common]):
+            if source["per"] is not None:
+                continue
+            if common in FRACTIONS and source["kind"] != "fraction":
+                raise src.problem(
+                    ("telemetry", common, i, "kind"),
+                    f"{common} is a share of one rank's capacity: say 'kind: fraction' (averaged over ranks, "
+                    "not summed), or give two counters with 'per'.",
+                )
+            if common not in FRACTIONS and source["kind"] == "fraction":
+                raise src.problem(
+                    ("telemetry", common, i, "kind"),
+                    f"{common} is a count: say 'kind: gauge' or 'kind: counter' (summed over ranks).",
+                )
+
+
 def load_engine(lab: Lab, name: str) -> Engine:
     check_name(name, "engine")
     path = lab.engine_dir(name) / "engine.yaml"
@@ -615,6 +688,8 @@ def load_engine(lab: Lab, name: str) -> Engine:
         )
     if spec["telemetry"] is not None and spec["endpoints"]["metrics"] is None:
         raise src.problem(("telemetry",), "metric names need a route that serves them: set endpoints.metrics.")
+    if spec["telemetry"] is not None:
+        _check_metric_kinds(src, spec["telemetry"])
     if spec["build"] is not None:
         for i, group in enumerate(spec["build"]["serve_args"] or []):
             _check_placeholders(src, ("build", "serve_args", i), group)
@@ -626,6 +701,11 @@ def lab_telemetry(lab: Lab) -> Telemetry:
     engines = [load_engine(lab, name) for name in list_engine_names(lab)]
     names = {e.name: table for e in engines if (table := e.metric_names) is not None}
     return Telemetry(names=names, paths={e.name: path for e in engines if (path := e.metrics_path) is not None})
+
+
+def lab_batch_caps(lab: Lab) -> dict[str, CapRule]:
+    """Every engine's batch-cap rule, as the lab's folders state it."""
+    return {name: load_engine(lab, name).batch_cap_rule for name in list_engine_names(lab)}
 
 
 def list_engine_names(lab: Lab) -> list[str]:

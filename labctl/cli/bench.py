@@ -154,7 +154,7 @@ def run(
     from labctl.bench.bench_request import BenchRequest
     from labctl.bench.session import run_bench
     from labctl.bench.workloads import load_workload, parse_slo, with_overrides
-    from labctl.catalog.engines import lab_telemetry
+    from labctl.catalog.engines import lab_batch_caps, lab_telemetry
     from labctl.errors import BadInput
 
     state.choose_host(host)
@@ -191,6 +191,7 @@ def run(
         wait_for_engine=wait_for_engine,
         max_error_rate=max_error_rate,
         engines=lab_telemetry(state.lab()),
+        batch_caps=lab_batch_caps(state.lab()),
     )
     with _progress() as progress:
         result, path = run_bench(runs, request, progress, warn)
@@ -280,11 +281,18 @@ def print_result(result: BenchResult, path: str) -> None:
         flags = " ".join(f"{o.flag} {_flag(o.value)}" for o in workload.overrides)
         out(f"overrides: {flags} (the file's sha256: {str(workload.file_sha256)[:12]})")
     columns = shown_in(View.BENCH_TABLE)
+    cap = target.batch_cap
+    if cap is not None:
+        out(
+            f"batch cap: {cap.text}"
+            + (" (! above it: requests queue)" if cap.above([lv.concurrency for lv in result.levels]) else "")
+        )
     rows = []
     for level in result.levels:
+        above = cap is not None and bool(cap.above([level.concurrency]))
         rows.append(
             [
-                str(level.concurrency) + (" !" if level.over_max_batch_size else ""),
+                str(level.concurrency) + (" !" if level.over_max_batch_size or above else ""),
                 "-" if not level.target_rate else f"{level.target_rate:g}",
                 f"{level.completed}/{level.requests}",
                 *[_figure(metric, level.value(metric)) for metric in columns],
@@ -339,7 +347,9 @@ def _level_detail(level: Level) -> str:
     # a fraction in the result (kv_cache_usage in results written before the name said so), a % here
     kv = _mapping(engine.get("kv_cache_usage_fraction") or engine.get("kv_cache_usage"))
     if _numbers(kv, "mean", "max"):
-        parts.append(f"KV cache mean {kv['mean']:.1%} max {kv['max']:.1%}")
+        ranks = kv.get("ranks") if _numbers(kv, "ranks", "rank_max") else None
+        busiest = f" (busiest of {ranks:g} ranks max {kv['rank_max']:.1%})" if ranks and ranks > 1 else ""
+        parts.append(f"KV cache mean {kv['mean']:.1%} max {kv['max']:.1%}{busiest}")
     return "  ".join(parts)
 
 

@@ -94,6 +94,7 @@ def _print_plan(chosen: StudyPlan) -> None:
                 resume.append(f"r{repeat} redo: {', '.join(fingerprint.changed(previous.get('fingerprint')))} changed")
         fit = "-" if cp.fit is None else ("fits" if cp.fit.fits else "DOES NOT FIT") + f" {cp.fit_target}"
         levels = "; ".join(f"{w} {','.join(map(str, ls))}" for w, ls in cp.levels.items())
+        cap = "?" if cp.batch_cap.value is None else str(cp.batch_cap.value)
         rows.append(
             [
                 cp.cell.key,
@@ -102,6 +103,7 @@ def _print_plan(chosen: StudyPlan) -> None:
                 cp.accelerator,
                 fit,
                 levels,
+                cap + (" (over)" if cp.over_cap else ""),
                 ("cached " if cp.image_cached else "to pull ")
                 + (cp.image[:19] if cp.image.startswith("sha256:") else "(unpinned)"),
                 "-" if cp.model_gib is None else f"{cp.model_gib:g} GiB" + (" cached" if cp.model_cached else ""),
@@ -109,7 +111,11 @@ def _print_plan(chosen: StudyPlan) -> None:
                 "; ".join(resume),
             ]
         )
-    out(table(rows, ["CELL", "PLACEMENT", "PORT", "ACCEL", "FIT", "LEVELS", "IMAGE", "MODEL", "ESTIMATE", "RESUME"]))
+    out(
+        table(
+            rows, ["CELL", "PLACEMENT", "PORT", "ACCEL", "FIT", "LEVELS", "CAP", "IMAGE", "MODEL", "ESTIMATE", "RESUME"]
+        )
+    )
     models: dict[str, tuple[float | None, bool]] = {}
     images: dict[tuple[str, str], bool] = {}
     for cp in chosen.cells:
@@ -129,6 +135,10 @@ def _print_plan(chosen: StudyPlan) -> None:
         out(f"estimate: {_clock(max(per_host.values()))} (hosts in parallel; from past records on each host)")
     else:
         out("estimate: unknown for cells with no past record of the same setup on their host (ESTIMATE column)")
+    for cp in chosen.cells:
+        out(f"batch cap {cp.cell.key}: {cp.batch_cap.text}")
+    if study.batch_caps_note:
+        out(f"batch caps kept: {study.batch_caps_note}")
     for finding in chosen.findings:
         warn(f"finding{' (run refuses)' if finding in chosen.refusals else ''}: {finding}")
 

@@ -176,8 +176,11 @@ def engine_metrics_line(result: BenchResult) -> str:
             continue
         figures = []
         for title, name, stat, scale, unit in ENGINE_FIGURES:
-            value = (engine.get(name) or {}).get(stat)
+            found = engine.get(name) or {}
+            value = found.get(stat)
             figures.append(f"{title} {'-' if value is None else number(value * scale) + unit}")
+            if (found.get("ranks") or 1) > 1 and found.get("rank_max") is not None:  # averaged over ranks
+                figures[-1] += f" (busiest of {found['ranks']:g} ranks {number(found['rank_max'] * scale)}{unit})"
         parts.append(f"{level_name(level_key(level))}: " + ", ".join(figures))
     return "; ".join(parts) or "no engine samples"
 

@@ -16,7 +16,7 @@ from labctl.bench.result_store import save_result
 from labctl.bench.results import BenchResult, find_result, list_results
 from labctl.bench.session import run_bench
 from labctl.bench.workloads import with_overrides
-from labctl.catalog.engines import lab_telemetry
+from labctl.catalog.engines import lab_batch_caps, lab_telemetry
 from labctl.catalog.hosts_file import HostEntry
 from labctl.catalog.lab import Lab
 from labctl.errors import Conflict, LabctlError, describe_error
@@ -321,6 +321,7 @@ class CellRun:
             max_error_rate=float(study.spec["max_error_rate"]),
             telemetry=not canary,
             engines=lab_telemetry(ctx.lab),
+            batch_caps=lab_batch_caps(ctx.lab),
         )
         started = now()
         try:

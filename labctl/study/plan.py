@@ -1,5 +1,6 @@
 """`labctl study plan`: the study file expanded into cells and checked before any GPU time — the same-rules
-gate, each cell's memory fit on its target GPU, the levels whose KV cache fits, the disk the models and
+gate, each cell's memory fit on its target GPU, the levels whose KV cache fits, the levels above each
+engine's batch cap, the disk the models and
 images need (and what is cached), what the hosts can give, and a duration estimated from past records."""
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from typing import Any
 
 from labctl.bench.client import CLIENT_VERSION
 from labctl.bench.workloads import Workload, load_workload, with_overrides
+from labctl.catalog.batch_cap import BatchCap
 from labctl.catalog.clusters_file import get_cluster
 from labctl.catalog.fit import Target, architecture_for, default_target, fit
 from labctl.catalog.hosts_file import load_hosts
@@ -44,7 +46,13 @@ class CellPlan:
     model_gib: float | None
     model_cached: bool
     estimate_s: float | None
+    batch_cap: BatchCap = BatchCap(None)
     findings: list[str] = field(default_factory=list)
+
+    @property
+    def over_cap(self) -> dict[str, list[int]]:
+        """Per workload: the levels this cell runs with more streams than its engine's batch cap."""
+        return {name: over for name, levels in self.levels.items() if (over := self.batch_cap.above(levels))}
 
     @property
     def fits(self) -> bool:
@@ -222,13 +230,30 @@ def plan_cell(
         model_gib=round(arch.parameters_b * arch.weight_bytes, 1) if arch else None,
         model_cached=model_cached(profile),
         estimate_s=estimate_seconds(runs, cell, workloads, levels),
+        batch_cap=cell_batch_cap(command.words, cell),
     )
     if estimate is not None and not estimate.fits:
         plan.findings.append(f"{cell.key}: does not fit {target.name}: up would refuse it")
     for name, over in skipped.items():
         if over:
             plan.findings.append(f"{cell.key}: {name} skips c={','.join(map(str, over))} (KV cache does not fit)")
+    plan.findings += cap_findings(plan)
     return plan
+
+
+def cell_batch_cap(words: list[str], cell: Cell) -> BatchCap:
+    """The cap the cell's engine will run with: its rendered command line, else the engine folder's defaults."""
+    return cell.profile.engine.batch_cap_rule.read(words, "the cell's command line")
+
+
+def cap_findings(plan: CellPlan) -> list[str]:
+    """The levels above the cell's batch cap, each workload in one line: how many requests wait at the top."""
+    cap = plan.batch_cap
+    return [
+        f"{plan.cell.key}: {name} c={','.join(map(str, over))} above the batch cap of {cap.value} "
+        f"({cap.setting}, {cap.source}): up to {max(over) - (cap.value or 0)} requests queue"
+        for name, over in plan.over_cap.items()
+    ]
 
 
 def plan_study(
@@ -286,9 +311,12 @@ def describe(plan: StudyPlan) -> dict[str, Any]:
                 "model_gib": p.model_gib,
                 "model_cached": p.model_cached,
                 "estimate_s": p.estimate_s,
+                "batch_cap": p.batch_cap.to_json(),
+                "over_batch_cap": p.over_cap,
             }
             for p in plan.cells
         ],
+        "batch_caps_note": plan.study.batch_caps_note,
         "findings": plan.findings,
         "refusals": plan.refusals,
     }

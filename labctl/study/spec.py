@@ -21,6 +21,7 @@ MAX_GRID = 16  # cells per profile from its overrides
 MAX_HOSTS = 16
 MAX_LEVELS = 64
 MAX_REPEATS = 10
+MAX_NOTE = 600
 ACCELERATORS = ("gpu", "simulated", "cpu")
 # What an override may change: the batch limits a study raises to the levels it tests, the context, the
 # memory setting, and extra argv words (appended, so the engine's contract still checks them).
@@ -115,6 +116,12 @@ FIELDS: dict[str, Field] = {
         "the accelerator the study expects: gpu, simulated or cpu",
         required=True,
         check=lambda v: v in ACCELERATORS,
+    ),
+    "batch_caps_note": Field(
+        "str",
+        "why levels above an engine's batch cap are kept rather than the cap raised (the plan prints it; at most "
+        f"{MAX_NOTE} characters)",
+        check=lambda v: 0 < len(v) <= MAX_NOTE and all(c.isprintable() or c == "\n" for c in v),
     ),
     "max_error_rate": Field("float", "a share 0-1", default=0.1, check=lambda v: 0 <= v <= 1),
     "fetch": Field("bool", "download models before up (false: start from the cache as it is)", default=True),
@@ -221,6 +228,12 @@ class Study:
     @property
     def environment(self) -> str:
         return str(self.spec["environment"])
+
+    @property
+    def batch_caps_note(self) -> str | None:
+        """Why the study keeps levels above a cap it does not raise."""
+        note = self.spec["batch_caps_note"]
+        return None if note is None else " ".join(str(note).split())
 
     @property
     def hosts(self) -> list[str]:

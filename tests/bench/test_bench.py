@@ -246,6 +246,48 @@ def test_tensorrt_batch_limit_refused_unless_forced(lab: Path, tmp_path: Path) -
         assert "over_max_batch_size" not in levels[0] and levels[1]["over_max_batch_size"] is True
 
 
+def test_levels_above_any_engines_batch_cap_are_said_and_the_cap_recorded(lab: Path, tmp_path: Path) -> None:
+    """A vLLM run whose command line caps it at 2 sequences (written by hand, a harness engine behind it: no GPU
+    here): the level of 4 streams runs, and the bench says, the level and the result keep, that 2 queue."""
+    home = tmp_path / "h"
+    with harness(model="m") as (base, _):
+        run_id = "20261203-000000-abcdef"
+        record = {
+            "schema_version": 1,
+            "run_id": run_id,
+            "status": "running",
+            "engine": "vllm",
+            "profile": "p",
+            "environment_label": "real-gpu",
+            "served_model_name": "m",
+            "endpoint": {"base_url": f"{base}/v1"},
+            "image": {"digest": None},
+            "container": {"command_line": ["vllm", "serve", "org/m", "--max-num-seqs", "2"]},
+            "record_path": "",
+        }
+        (home / "runs" / run_id).mkdir(parents=True)
+        (home / "runs" / run_id / "record.json").write_text(json.dumps(record))
+        ran = bench(lab, home, run_id, *SMALL, "--concurrency", "1,4")
+        assert ran.code == 0, ran.stderr
+    said = "c=4 ran against a cap of 2: 2 requests queue (--max-num-seqs 2, set on the run's command line)"
+    assert "c=4 above the engine's batch cap of 2 (--max-num-seqs 2" in ran.stdout + ran.stderr
+    assert said in ran.stdout + ran.stderr
+    doc = json.loads(next(home.glob("runs/*/bench/*.json")).read_text())
+    assert doc["target"]["batch_cap"] == {
+        "value": 2,
+        "setting": "--max-num-seqs 2",
+        "source": "set on the run's command line",
+    }
+    assert [said in level["warnings"] for level in doc["levels"]] == [False, True]
+    shown = bench(lab, home, "show", doc["bench_id"])
+    assert shown.code == 0, shown.stderr
+    assert "batch cap: 2 (--max-num-seqs 2, set on the run's command line) (! above it: requests queue)" in shown.stdout
+    assert [line.split()[:2] for line in shown.stdout.splitlines() if line.startswith(("1 ", "4 "))] == [
+        ["1", "-"],
+        ["4", "!"],
+    ]
+
+
 def test_open_loop_arrivals(lab: Path, tmp_path: Path) -> None:
     (lab / "workloads" / "poisson.yaml").write_text(
         "description: open loop\ndataset: {kind: random, input_len: 8, output_len: 4}\nrequests: 30\n"

@@ -61,11 +61,76 @@ atlas_prefix_cache_hit_rate 0.3000
 """
 
 
-def test_prometheus_text_is_summed_over_label_sets_and_histograms_skipped() -> None:
+def test_prometheus_text_keeps_each_label_set_and_its_type_and_skips_histograms() -> None:
     values = parse_prometheus(VLLM + "garbage line without value\nbad{ 1\nvllm:x NaN\n")
-    assert values["vllm:num_requests_running"] == 5.0
+    assert values["vllm:num_requests_running"].values == (3.0, 2.0)
+    assert values["vllm:num_requests_running"].type == "gauge" and values["vllm:num_requests_waiting"].type is None
+    assert values["vllm:num_requests_running"].total == 5.0
     assert not any(name.endswith(("_bucket", "_sum")) for name in values)
     assert "vllm:x" not in values
+
+
+# Two data-parallel ranks of one vLLM server, as its PrometheusStatLogger labels them (engine="0", "1").
+TWO_RANKS = """# TYPE vllm:num_requests_running gauge
+vllm:num_requests_running{engine="0",model_name="qwen"} 4.0
+vllm:num_requests_running{engine="1",model_name="qwen"} 3.0
+# TYPE vllm:num_requests_waiting gauge
+vllm:num_requests_waiting{engine="0",model_name="qwen"} 1.0
+vllm:num_requests_waiting{engine="1",model_name="qwen"} 2.0
+# TYPE vllm:kv_cache_usage_perc gauge
+vllm:kv_cache_usage_perc{engine="0",model_name="qwen"} 0.6
+vllm:kv_cache_usage_perc{engine="1",model_name="qwen"} 0.7
+# TYPE vllm:num_preemptions_total counter
+vllm:num_preemptions_total{engine="0",model_name="qwen"} 2.0
+vllm:num_preemptions_total{engine="1",model_name="qwen"} 5.0
+# TYPE vllm:prefix_cache_queries_total counter
+vllm:prefix_cache_queries_total{engine="0",model_name="qwen"} 100.0
+vllm:prefix_cache_queries_total{engine="1",model_name="qwen"} 300.0
+# TYPE vllm:prefix_cache_hits_total counter
+vllm:prefix_cache_hits_total{engine="0",model_name="qwen"} 10.0
+vllm:prefix_cache_hits_total{engine="1",model_name="qwen"} 30.0
+# TYPE vllm:generation_tokens_total counter
+vllm:generation_tokens_total{engine="0",model_name="qwen"} 1000.0
+vllm:generation_tokens_total{engine="1",model_name="qwen"} 500.0
+"""
+
+
+def test_two_ranks_average_their_kv_cache_share_and_sum_their_counts_and_counters() -> None:
+    mapped = map_metrics("vllm", parse_prometheus(TWO_RANKS))
+    assert mapped["kv_cache_usage_fraction"] == pytest.approx(0.65)  # not 1.3
+    assert mapped["kv_cache_usage_fraction.rank_max"] == pytest.approx(0.7)
+    assert mapped["kv_cache_usage_fraction.ranks"] == 2
+    assert mapped["running"] == 7 and mapped["waiting"] == 3  # requests: the server's total
+    assert mapped["preemptions"] == 7 and mapped["generation_tokens"] == 1500
+    assert (mapped["prefix_cache_hit_rate.num"], mapped["prefix_cache_hit_rate.den"]) == (40.0, 400.0)
+
+
+def test_a_level_of_two_ranks_keeps_the_busiest_rank_beside_the_average() -> None:
+    from labctl.bench.results import Level
+    from labctl.cli.bench import _level_detail
+
+    later = TWO_RANKS.replace('{engine="1",model_name="qwen"} 0.7', '{engine="1",model_name="qwen"} 0.9')
+    samples = [
+        {"t": float(t), "values": map_metrics("vllm", parse_prometheus(text))}
+        for t, text in enumerate((TWO_RANKS, later))
+    ]
+    kinds = {"kv_cache_usage_fraction": "fraction", "running": "gauge", "preemptions": "counter"}
+    summary = summarise_engine(samples, kinds, [(0.0, 1.0)])
+    kv = summary["kv_cache_usage_fraction"]
+    assert kv["mean"] == pytest.approx(0.7) and kv["max"] == pytest.approx(0.75)
+    assert kv["rank_max"] == pytest.approx(0.9) and kv["ranks"] == 2
+    assert summary["running"] == {"mean": 7.0, "max": 7.0}
+    line = _level_detail(Level(concurrency=8, telemetry={"engine": summary}))
+    assert "KV cache mean 70.0% max 75.0% (busiest of 2 ranks max 90.0%)" in line, line
+
+
+def test_a_counter_by_its_type_line_is_summed_whatever_the_folder_says() -> None:
+    names = {"kv_cache_usage_fraction": (engine_metrics.Source("x_share", "fraction"),)}
+    summed = parse_prometheus('# TYPE x_share counter\nx_share{rank="0"} 2\nx_share{rank="1"} 3\n')
+    assert engine_metrics.map_metrics(names, summed) == {"kv_cache_usage_fraction": 5.0}
+    assert engine_metrics.kind_of(names, "kv_cache_usage_fraction", summed) == "counter"
+    averaged = parse_prometheus('x_share{rank="0"} 0.2\nx_share{rank="1"} 0.4\n')  # no TYPE line: the folder's kind
+    assert engine_metrics.map_metrics(names, averaged)["kv_cache_usage_fraction"] == pytest.approx(0.3)
 
 
 @pytest.mark.parametrize(

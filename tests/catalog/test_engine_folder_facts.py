@@ -87,6 +87,14 @@ def test_a_missing_default_is_refused_when_the_profile_sets_none(lab: Path) -> N
         ({"telemetry.waiting": None}, r"telemetry: missing required field 'waiting'"),
         ({"telemetry.queue_depth": []}, r"telemetry\.queue_depth: unknown field"),
         ({"endpoints.metrics": None}, r"telemetry: metric names need a route that serves them"),
+        (
+            {"telemetry.kv_cache_usage_fraction": [{"metric": "vllm:kv_cache_usage_perc", "kind": "gauge"}]},
+            r"telemetry\.kv_cache_usage_fraction\[0\]\.kind: kv_cache_usage_fraction is a share .*\(averaged over ranks",
+        ),
+        (
+            {"telemetry.running": [{"metric": "a_b", "kind": "fraction"}]},
+            r"telemetry\.running\[0\]\.kind: running is a count: .*\(summed over ranks",
+        ),
     ],
 )
 def test_bad_memory_facts_are_refused_at_load(lab: Path, change: dict[str, object], message: str) -> None:

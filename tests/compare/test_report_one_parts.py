@@ -63,6 +63,20 @@ def test_every_caveat_a_level_carries_is_said_with_its_level() -> None:
     assert cells == ["✗ 2 failed", "✗ no usage from server", "✗ over batch limit, client saturated"]
 
 
+def test_levels_above_the_recorded_batch_cap_are_marked_in_the_table_and_the_plots() -> None:
+    from labctl.compare.pivot import all_caveats
+
+    cap = {"value": 8, "setting": "--max-num-seqs 8", "source": "set on the run's command line"}
+    target = {"environment_label": "real-gpu", "model": "q", "batch_cap": cap}
+    report = one([level(8), level(64)], target=target)
+    assert report.entry.result.target.batch_cap is not None and report.entry.result.target.batch_cap.value == 8
+    cells = [row[-1][0] for row in level_rows(report)]
+    assert cells == ["-", "✗ ran against a cap of 8: 56 requests queue"]
+    assert all_caveats([report.entry], []) == ["A c=64: ran against a cap of 8: 56 requests queue"]
+    unknown = one([level(64)], target={**target, "batch_cap": {**cap, "value": None}})
+    assert [row[-1][0] for row in level_rows(unknown)] == ["-"]  # no cap known: nothing to mark
+
+
 def test_an_interrupted_result_and_a_search_that_did_not_converge_are_caveats() -> None:
     found = {"note": "meets the SLO at 4 req/s, not at 8 req/s", "converged": False}
     report = one(

@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 from helpers.support import REPO
 
+from labctl.catalog.engine_metrics import parse_prometheus
 from labctl.catalog.engines import lab_telemetry
 from labctl.catalog.lab import Lab
 from labctl.host.engine.sampler import Plan, Sampler
@@ -127,5 +128,5 @@ def test_a_ratio_of_two_counters_keeps_its_kind(tmp_path: Path) -> None:
     divides their increases (a real vLLM on CPU showed the rate missing from every level)."""
     sampler = Sampler(Plan(None, [], None, None, telemetry=TELEMETRY), tmp_path / "r.jsonl")
     sampler.engine_name = "vllm"
-    sampler.raw_names = {"vllm:prefix_cache_hits_total": 5.0, "vllm:prefix_cache_queries_total": 20.0}
+    sampler.raw_names = parse_prometheus("vllm:prefix_cache_hits_total 5.0\nvllm:prefix_cache_queries_total 20.0\n")
     assert sampler.kinds() == {"prefix_cache_hit_rate": "ratio"}

@@ -253,9 +253,28 @@ def test_a_gpu_study_on_simulated_hosts_is_a_finding_of_plan_and_a_refusal_of_ru
     assert "finding (run refuses): environment: the study expects gpu" in planned.stderr
     assert "long-context skips c=32,60,120 (KV cache does not fit)" in planned.stderr
     assert "sharegpt-sample 60,120,180,240,300,360,420,480,540,600,1200" in planned.stdout
+    for flag in ("--max-num-seqs", "--max-running-requests", "--max_batch_size"):  # every cap raised to the top
+        assert f": 1200 ({flag} 1200, set on the cell's command line)" in planned.stdout, flag
+    assert "above the batch cap" not in planned.stderr
     ran = run_labctl("--host", "sim-h100", "study", "run", str(study), lab=sim, env={"LABCTL_HOME": str(home)})
     assert ran.code == 2 and "the study cannot run here: environment" in ran.stderr.splitlines()[-1]
     assert not (home / "runs").exists() and not (home / "studies").exists()
+
+
+def test_the_spark_plan_names_the_levels_above_atlas_cap_and_shows_the_raised_ones(sim: Path) -> None:
+    study = REPO / "studies" / "spark-four-engines.yaml"
+    home = {"LABCTL_HOME": str(sim.parent / "home-spark")}
+    planned = run_labctl("--host", "sim-gb10", "study", "plan", str(study), lab=sim, env=home)
+    assert planned.code == 0, planned.stderr
+    assert (
+        "atlas.qwen3.6-35b-a3b-fp8@sim-gb10: chat-sweep c=16,32,64 above the batch cap of 8 (--max-batch-size 8 "
+        "(sequences per decode step), its default: Atlas' crates/spark-server/src/cli/serve_args.rs @00caf3af): "
+        "up to 56 requests queue"
+    ) in planned.stderr
+    for engine, flag in (("vllm", "--max-num-seqs"), ("sglang", "--max-running-requests")):
+        line = f"batch cap {engine}.qwen3.6-35b-a3b-fp8+max_num_seqs=64@sim-gb10: 64 ({flag} 64, set on the cell's"
+        assert line in planned.stdout
+    assert "batch caps kept: Atlas decodes at most 8 sequences a step" in planned.stdout
 
 
 def test_a_host_over_ssh_and_a_simulated_one_in_parallel(sim: Path) -> None:

@@ -22,6 +22,7 @@ from labctl.catalog.engine_metrics import (
     GPU_QUERY,
     MAX_SCRAPE_BYTES,
     MetricNames,
+    Scrape,
     Telemetry,
     engine_of,
     kind_of,
@@ -66,7 +67,7 @@ class Sampler:
         self.lock = threading.Lock()
         self.gpu, self.engine = _Stream(), _Stream()
         self.engine_name: str | None = None
-        self.raw_names: dict[str, float] = {}
+        self.raw_names: Scrape = {}
         self.threads: list[threading.Thread] = []
         self.file: Any = None
 
