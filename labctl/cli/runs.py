@@ -235,7 +235,7 @@ def logs(
 ) -> None:
     """Print an engine's logs (live from the container, or saved with the record once it stopped).
 
-    Example: labctl logs 20261203-015815-a1b2c3 -f
+    Example: labctl logs 20261203-015815-a1b2c3
     """
     state.choose_host(host)
     for text in state.backend_of_run(run_id).logs(state.runs(), run_id, follow, service):
@@ -313,7 +313,7 @@ def pin(
 ) -> None:
     """Ask the registry for the digest of the profile's image tag (this host's platform) and the Hub for the commit of its model revision, and write both into the profile; nothing is pulled or downloaded.
 
-    Example: labctl pin harness --profile smoke
+    Example: labctl pin sglang --profile qwen3-32b
     """
     import dataclasses
 
@@ -346,7 +346,7 @@ def gc(
     Only what this home's own ledger (.state/acquired.jsonl) says labctl put there is listed, never what a
     container, a run that has not ended, another home's record or a profile of this lab uses.
 
-    Example: labctl gc --yes
+    Example: labctl gc
     """
     from labctl.quality.tasks import pinned_datasets
     from labctl.run.models.gc import as_json as gc_json
