@@ -101,8 +101,8 @@ def up(
     answers (the record says how it was built, and holds a digest only when the registry gave one).
 
     A profile whose image is not pinned by digest is refused (exit 2, naming the command that pins it) unless
-    --allow-unpinned; on a terminal, `up` shows what pinning resolves (image tag -> digest, model revision ->
-    commit), asks once, pins it (into a lab of your own, made first when the lab in use ships with labctl) and
+    --allow-unpinned; on a terminal, `up` shows what pinning resolves (image tag -> digest, and the commit the
+    model revision names now), asks once, pins it (into a lab of your own, made first when the lab in use ships with labctl) and
     goes on.
 
     Example: labctl up sglang --profile qwen3-32b
@@ -311,7 +311,7 @@ def pin(
         str | None, typer.Option("--host", help="The host whose platform (os/architecture) picks the digest.")
     ] = None,
 ) -> None:
-    """Ask the registry for the digest of the profile's image tag (this host's platform) and the Hub for the commit of its model revision, and write both into the profile; nothing is pulled or downloaded.
+    """Ask the registry for the digest of the profile's image tag (this host's platform) and write it into the profile; nothing is pulled. It shows the commit the model's revision names now (each run records the commit it fetched).
 
     Example: labctl pin sglang --profile qwen3-32b
     """

@@ -1,10 +1,12 @@
-"""labctl pin: ask the image's registry what its tag means now, for the target host's platform, and the Hub
-which commit the model's branch names now, and write both into the profile, keeping the rest of the file
-(comments, order) as it is. Nothing is pulled or downloaded: only manifests and the Hub's repository info are
-read, so pinning a 20 GB engine image and a 65 GB model takes a second.
+"""labctl pin: ask the image's registry what its tag means now, for the target host's platform, and write that
+digest into the profile, keeping the rest of the file (comments, order) as it is; and ask the Hub which commit
+the model's revision names now. Nothing is pulled or downloaded: only manifests and the Hub's repository info
+are read, so pinning a 20 GB engine image takes a second.
 
-`plan_pin` asks and writes nothing (so `up` can show what pinning resolves before it asks whether to);
-`write_pin` edits the profile file of the lab it is given."""
+The model's revision stays as the profile writes it: a study fixes its model series by that name (the shipped
+ones by `main`), and every run records the commit it fetched. `plan_pin` asks and writes nothing (so `up` can
+show what pinning resolves before it asks whether to); `write_pin` edits the profile file of the lab it is given.
+"""
 
 from __future__ import annotations
 
@@ -37,8 +39,8 @@ class Pinned:
     compressed_bytes: int
     model: str = ""  # the model's repository id
     revision: str = ""  # the model revision as the profile wrote it
-    commit: str | None = None  # the commit written in its place; None when the revision was left as it is
-    revision_note: str = ""  # why the revision was left as it is
+    commit: str | None = None  # the commit the revision names now (recorded by each run); None when not asked
+    revision_note: str = ""  # why the Hub was not asked
 
 
 @dataclass(frozen=True)
@@ -79,7 +81,7 @@ def plan_pin(lab: Lab, engine: str, name: str) -> PinPlan:
 
 
 def _model_commit(profile: Profile) -> tuple[str | None, str]:
-    """The commit to write for the model's revision, or None and why the revision stays as written."""
+    """The commit the model's revision names now, or None and why the Hub is not asked."""
     model, engine = profile.model, profile.engine
     if COMMIT.fullmatch(model.revision):
         return None, "already a commit"
@@ -94,7 +96,8 @@ def _model_commit(profile: Profile) -> tuple[str | None, str]:
 
 
 def write_pin(lab: Lab, plan: PinPlan) -> Pinned:
-    """Write what `plan` resolved into the profile of `lab` (which must still name the same image and revision)."""
+    """Write the image digest `plan` resolved into the profile of `lab` (which must still name the same image and
+    model revision)."""
     pinned = plan.pinned
     profile = load_profile(lab, plan.engine, plan.profile, allow_unsupported=True)
     source = profile.source
@@ -112,8 +115,6 @@ def write_pin(lab: Lab, plan: PinPlan) -> Pinned:
     lines = source.path.read_text(encoding="utf-8").splitlines(keepends=True)
     line = _INDEX_NOTE.sub("", lines[image_line - 1], count=1)
     lines[image_line - 1] = re.sub(rf"^(image:\s*){_VALUE}", lambda m: m.group(1) + pinned.new + note, line, count=1)
-    if pinned.commit is not None:
-        _write_commit(lines, source.lines.get(("model", "revision")), pinned, source.name)
     unpinned_line = source.lines.get(("unpinned",))
     if unpinned_line is not None:
         del lines[unpinned_line - 1]
@@ -122,26 +123,6 @@ def write_pin(lab: Lab, plan: PinPlan) -> Pinned:
     check_profile_spec(profile.engine, edited, edited.data)  # the pinned profile must be valid before it is written
     write_atomically(source.path, text)
     return pinned
-
-
-def _write_commit(lines: list[str], number: int | None, pinned: Pinned, name: str) -> None:
-    index = (number or 0) - 1
-    edited = (
-        re.sub(
-            rf"^(\s*revision:\s*){_VALUE}",
-            lambda m: f"{m.group(1)}{pinned.commit}  # {pinned.revision} when pinned",
-            lines[index],
-            count=1,
-        )
-        if number is not None
-        else ""
-    )
-    if edited == lines[index] or not edited:
-        raise BadInput(
-            f"{name}: labctl pin writes the model's commit on a `revision:` line of its own under `model:`; "
-            f"write it that way (or write the commit {pinned.commit} yourself). Nothing was written."
-        )
-    lines[index] = edited
 
 
 def pin_profile(lab: Lab, engine: str, name: str) -> Pinned:
@@ -153,9 +134,10 @@ def pin_lines(plan: PinPlan) -> list[str]:
     p = plan.pinned
     where = f" from index {p.index_digest}" if p.index_digest else ""
     model = (
-        f"  model  {p.model}@{p.revision} -> commit {p.commit}"
+        f"  model  {p.model}@{p.revision} -> commit {p.commit} now (the profile keeps {p.revision}; each run "
+        "records the commit it fetched)"
         if p.commit is not None
-        else f"  model  {p.model}@{p.revision} (left as written: {p.revision_note})"
+        else f"  model  {p.model}@{p.revision} ({p.revision_note})"
     )
     size = f"{p.platform} image{where}, {size_text(p.compressed_bytes)} compressed (not pulled)"
     return [f"  image  {p.old} -> {p.new}", f"         {size}", model]
