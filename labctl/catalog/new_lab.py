@@ -32,6 +32,7 @@ HOSTS = """\
 hosts: {}
 """
 _SKIP = ("__pycache__", ".pyc")
+NEW_LAB_FOLDER = "~/lab"  # where a lab of one's own is made when a command must write into the shipped one
 
 
 @dataclass(frozen=True)

@@ -23,7 +23,7 @@ def register(app: typer.Typer) -> None:
     group = typer.Typer(
         cls=GroupWithDefault,
         no_args_is_help=True,
-        help="Load tests with fixed workloads: run, list, show.\n\nExample: labctl bench run 20261203-015815-a1b2c3 --workload chat-sweep",
+        help="Load tests with fixed workloads: run, list, show.\n\nExample: labctl bench run 20261203-015815-a1b2c3 --workload chat-sweep --concurrency 1,8,64",
     )
     group.command("run")(run)
     group.command("list")(list_results)

@@ -66,6 +66,10 @@ class State:
         lab.check_writable(what)
         return lab
 
+    def use_lab(self, root: Path) -> None:
+        """From here on, the lab at `root` (as if --lab named it): its host is chosen again when next asked."""
+        self.lab_option, self._lab, self._host = str(root), None, None
+
     def lab_root(self) -> Path:
         """The lab folder's root, found without choosing the host this command drives."""
         from labctl.catalog.lab import find_lab

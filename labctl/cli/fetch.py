@@ -65,7 +65,7 @@ def fetch(
 ) -> None:
     """Download a profile's model at its pinned revision into the cache its engine mounts (resumable; HF_TOKEN from the environment); or, with --task, a quality task set's dataset, read offline by `labctl eval run --suite lm-eval:NAME`.
 
-    Example: labctl fetch vllm --profile qwen3-32b
+    Example: labctl fetch sglang --profile qwen3-32b
     """
     from labctl.errors import BadInput
 

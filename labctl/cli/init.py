@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from pathlib import Path
 from typing import Annotated
 
 import typer
@@ -24,6 +26,12 @@ def init(
 
     Example: labctl init ~/lab
     """
+    root = make_own_lab(folder)
+    out(f"next: cd {root} && git init && labctl validate && labctl up harness --profile smoke --allow-unpinned")
+
+
+def make_own_lab(folder: str, say: Callable[[str], None] = out) -> Path:
+    """What `labctl init FOLDER` does (make the lab, record it as the default lab, say so); its root."""
     from labctl.catalog.lab import shipped_lab
     from labctl.catalog.new_lab import check_target, make_lab
     from labctl.catalog.user_folders import config_file, config_text, default_lab
@@ -39,8 +47,8 @@ def init(
     made = make_lab(root, source)
     write_atomically(config, config_text(root))
     if made.made:
-        out(f"made a lab in {root}: {', '.join(made.made)} ({made.engines} engines, {made.profiles} profiles)")
+        say(f"made a lab in {root}: {', '.join(made.made)} ({made.engines} engines, {made.profiles} profiles)")
     else:
-        out(f"{root} already is a lab folder: left as it is")
-    out(f"recorded {root} as your default lab in {config}")
-    out(f"next: cd {root} && git init && labctl validate && labctl up harness --profile smoke --allow-unpinned")
+        say(f"{root} already is a lab folder: left as it is")
+    say(f"recorded {root} as your default lab in {config}")
+    return root

@@ -281,7 +281,7 @@ def report(
     Two or more ids: the comparison, checklist first. One id: the report of that result alone, its setup,
     levels, caveats and plots, nothing compared.
 
-    Example: labctl report b20261203-020000-aaaaaa b20261203-021500-bbbbbb -o reports/qwen3-32b
+    Example: labctl report b20261203-020000-aaaaaa b20261203-021500-bbbbbb -o qwen3-32b-report
     """
     from labctl.compare.report_folder import write_report
     from labctl.compare.rules import compare as gather

@@ -73,7 +73,7 @@ def reproduce(
 ) -> None:
     """Rebuild a recorded setup here: same image digest, engine args and model revision; new run linked to it.
 
-    Example: labctl reproduce alice-sglang.yaml --gpus 1 --port 30001
+    Example: labctl reproduce alice-sglang.yaml --port 30001
     """
     import json
 
@@ -117,7 +117,7 @@ def diff(
 ) -> None:
     """Compare two setups field by field; exit 0 when identical, 1 when they differ.
 
-    Example: labctl diff 20261203-015815-a1b2c3 bob-run.yaml
+    Example: labctl diff 20261203-015815-a1b2c3 alice-sglang.yaml
     """
     from labctl.run.records.diff import diff_setups
 

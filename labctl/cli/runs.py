@@ -100,12 +100,20 @@ def up(
     machine's Docker, is built by labctl from the lab's engines/harness/Dockerfile and pushed when its registry
     answers (the record says how it was built, and holds a digest only when the registry gave one).
 
-    Example: labctl up sglang --profile qwen3-32b --gpus 0
+    A profile whose image is not pinned by digest is refused (exit 2, naming the command that pins it) unless
+    --allow-unpinned; on a terminal, `up` shows what pinning resolves (image tag -> digest, and the commit the
+    model revision names now), asks once, pins it (into a lab of your own, made first when the lab in use ships with labctl) and
+    goes on.
+
+    Example: labctl up sglang --profile qwen3-32b
     """
     from labctl.catalog.profiles import parse_port
+    from labctl.cli.pin_offer import offer_pin
     from labctl.run.lifecycle.up_plan import UpRequest
 
     backend = state.backend(host)
+    if not allow_unpinned and not backend.queues and offer_pin(engine, profile):
+        backend = state.backend(host)  # the lab of your own, just made: its hosts file may name the host anew
     request = UpRequest(
         engine=engine,
         profile=profile,
@@ -227,7 +235,7 @@ def logs(
 ) -> None:
     """Print an engine's logs (live from the container, or saved with the record once it stopped).
 
-    Example: labctl logs 20261203-015815-a1b2c3 -f
+    Example: labctl logs 20261203-015815-a1b2c3
     """
     state.choose_host(host)
     for text in state.backend_of_run(run_id).logs(state.runs(), run_id, follow, service):
@@ -303,23 +311,24 @@ def pin(
         str | None, typer.Option("--host", help="The host whose platform (os/architecture) picks the digest.")
     ] = None,
 ) -> None:
-    """Ask the registry for the digest of the profile's image tag (this host's platform) and write it into the profile; nothing is pulled.
+    """Ask the registry for the digest of the profile's image tag (this host's platform) and write it into the profile; nothing is pulled. It shows the commit the model's revision names now (each run records the commit it fetched).
 
-    Example: labctl pin harness --profile smoke
+    Example: labctl pin sglang --profile qwen3-32b
     """
     import dataclasses
 
-    from labctl.run.images.pin import pin_profile
+    from labctl.run.images.pin import pin_lines, plan_pin, write_pin
 
     state.choose_host(host)
-
-    pinned = pin_profile(state.writable_lab(f"labctl pin {engine} --profile {profile}"), engine, profile)
+    lab = state.writable_lab(f"labctl pin {engine} --profile {profile}")
+    plan = plan_pin(lab, engine, profile)
+    pinned = write_pin(lab, plan)
     if as_json:
         print(json.dumps(dataclasses.asdict(pinned)))
         return
-    out(f"pinned {engine}/{profile}: {pinned.old} -> {pinned.new}")
-    index = f" from index {pinned.index_digest}" if pinned.index_digest else ""
-    out(f"  {pinned.platform} image{index}, {size_text(pinned.compressed_bytes)} compressed (not pulled)")
+    out(f"pinned {engine}/{profile}:")
+    for line in pin_lines(plan):
+        out(line)
 
 
 def gc(
@@ -337,7 +346,7 @@ def gc(
     Only what this home's own ledger (.state/acquired.jsonl) says labctl put there is listed, never what a
     container, a run that has not ended, another home's record or a profile of this lab uses.
 
-    Example: labctl gc --yes
+    Example: labctl gc
     """
     from labctl.quality.tasks import pinned_datasets
     from labctl.run.models.gc import as_json as gc_json

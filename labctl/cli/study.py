@@ -259,7 +259,7 @@ def report(
 ) -> None:
     """Write the study's report again: cells, failures, censored levels, GPU-hours, the comparisons and plots.
 
-    Example: labctl study report harness-demo -o reports/harness-demo
+    Example: labctl study report harness-demo -o harness-demo-report
     """
     from labctl.host.files.outputs import check_report_target, output_path
     from labctl.study.report import write_study_report

@@ -46,14 +46,8 @@ def plan_fetch(
         )
     base = base or endpoint()
     api = HfApi(endpoint=base)
+    commit = resolve_commit(repo_id, revision, where, repo_type, base)
     with hub_errors(repo_id, revision, base, where):
-        commit = (
-            revision
-            if COMMIT.fullmatch(revision)
-            else api.repo_info(repo_id, revision=revision, repo_type=repo_type).sha
-        )
-        if commit is None or not COMMIT.fullmatch(commit):
-            raise LabctlError(f"the Hub at {shown(base)} named no commit for {repo_id}@{revision} ({commit!r})")
         tree = api.list_repo_tree(repo_id, revision=commit, recursive=True, repo_type=repo_type)
         entries = [e for e in tree if isinstance(e, RepoFile)]
         files = []
@@ -66,6 +60,22 @@ def plan_fetch(
             files.append(HubFile(entry.path, meta.size, etag, cached=False, url=url))
     plan = FetchPlan(repo_id, revision, commit, shown(base), tuple(files), repo_type)
     return plan.against(hub_dir) if hub_dir is not None else plan
+
+
+def resolve_commit(repo_id: str, revision: str, where: str, repo_type: str = "model", base: str | None = None) -> str:
+    """The commit a branch or tag names on the Hub now (a commit is its own answer); nothing is downloaded."""
+    from huggingface_hub import HfApi
+
+    if not is_repo_id(repo_id) or not is_revision(revision):
+        raise BadInput(f"{repo_id!r}@{revision!r} is not a Hub repo id and revision: check {where}.")
+    if COMMIT.fullmatch(revision):
+        return revision
+    base = base or endpoint()
+    with hub_errors(repo_id, revision, base, where):
+        commit = HfApi(endpoint=base).repo_info(repo_id, revision=revision, repo_type=repo_type).sha
+    if commit is None or not COMMIT.fullmatch(commit):
+        raise LabctlError(f"the Hub at {shown(base)} named no commit for {repo_id}@{revision} ({commit!r})")
+    return commit
 
 
 @contextlib.contextmanager

@@ -13,6 +13,7 @@ from labctl.catalog.hosts_file import LOCAL_HOST, HostEntry
 from labctl.catalog.http_contracts import HttpContract, contract_for
 from labctl.catalog.lab import Lab
 from labctl.catalog.limits import check_seconds
+from labctl.catalog.new_lab import NEW_LAB_FOLDER
 from labctl.catalog.profiles import Profile, load_profile, printable, with_overrides
 from labctl.compose.contract_check import Verdict, check_profile, refuse_unless_valid
 from labctl.compose.options import check_cache_dir, render_options
@@ -20,6 +21,7 @@ from labctl.compose.render import render_compose
 from labctl.errors import BadInput
 from labctl.host.identity import current_user
 from labctl.run.images.copy import check_copy_request
+from labctl.run.images.pin import pin_command
 from labctl.run.resident.keys import MAX_KEYS
 from labctl.run.resident.lockdown import check_proxied, needs_proxy
 from labctl.run.resident.resident_plan import ResidentPlan, check_bind, plan_resident
@@ -87,12 +89,18 @@ def load_placed_profile(lab: Lab, request: UpRequest) -> Profile:
     )
     placed = with_overrides(profile, gpus=request.gpus, port=request.port, host=check_bind(request.bind))
     if not placed.pinned and not request.allow_unpinned:
-        raise BadInput(
-            f"profile {request.engine}/{request.profile} uses {placed.image_text!r}, which is not pinned by digest: "
-            f"a tag can point at another image tomorrow. Pin it with `labctl pin {request.engine} --profile "
-            f"{request.profile}`, or pass --allow-unpinned (the digest actually run is recorded either way)."
-        )
+        raise BadInput(unpinned_refusal(lab, placed))
     return placed
+
+
+def unpinned_refusal(lab: Lab, profile: Profile) -> str:
+    """The one line that refuses an unpinned profile off a terminal, naming the one command that pins it."""
+    command = pin_command(lab, profile.engine.name, profile.name, NEW_LAB_FOLDER)
+    return (
+        f"profile {profile.engine.name}/{profile.name} uses {profile.image_text!r}, which is not pinned by digest "
+        f"(a tag can point at another image tomorrow): pin it with `{command}` (on a terminal, `labctl up` offers "
+        "to), or pass --allow-unpinned (the digest actually run is recorded either way)."
+    )
 
 
 def plan_up(lab: Lab, request: UpRequest) -> UpPlan:

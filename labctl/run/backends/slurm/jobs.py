@@ -35,6 +35,7 @@ from labctl.host.slurm.job_script import JOB_LABEL, BatchJob, cluster_compose, j
 from labctl.host.slurm.parse import JobState
 from labctl.run.backends.slurm.job_record import job_of, with_event, with_job
 from labctl.run.lifecycle.down import project_name
+from labctl.run.lifecycle.up_plan import unpinned_refusal
 from labctl.run.records.record import ContainerInfo, ImageInfo, Record, SlurmJob, now
 from labctl.run.records.store import Runs, new_run_id
 from labctl.run.resident.host_keys import file_owner, fill_image
@@ -106,7 +107,7 @@ def submit_run(lab: Lab, home: Path, cluster: ClusterEntry, request: JobRequest)
     engine, profile_name = request.engine, request.profile_name
     profile = with_overrides(request.profile or load_profile(lab, engine, profile_name), port=request.port)
     if not profile.pinned and not request.allow_unpinned:
-        raise BadInput(f"profile {engine}/{profile_name} is not pinned by digest: pin it, or pass --allow-unpinned.")
+        raise BadInput(unpinned_refusal(lab, profile))
     count = request.gpus if request.gpus is not None else max(profile.gpu_count, 1)
     if not 1 <= count <= 64:
         raise BadInput(f"--gpus {count}: a job asks for 1 to 64 GPUs.")
