@@ -282,11 +282,6 @@ def print_result(result: BenchResult, path: str) -> None:
         out(f"overrides: {flags} (the file's sha256: {str(workload.file_sha256)[:12]})")
     columns = shown_in(View.BENCH_TABLE)
     cap = target.batch_cap
-    if cap is not None:
-        out(
-            f"batch cap: {cap.text}"
-            + (" (! above it: requests queue)" if cap.above([lv.concurrency for lv in result.levels]) else "")
-        )
     rows = []
     for level in result.levels:
         above = cap is not None and bool(cap.above([level.concurrency]))
@@ -300,6 +295,11 @@ def print_result(result: BenchResult, path: str) -> None:
             ]
         )
     out(table(rows, ["CONC", "RATE", "OK/SENT", *[metric.heading for metric in columns], "CLIENT CPU"]))
+    if cap is not None:  # under the table: the table stays right under the heading lines
+        out(
+            f"batch cap: {cap.text}"
+            + (" (! above it: requests queue)" if cap.above([lv.concurrency for lv in result.levels]) else "")
+        )
     for level in result.levels:
         out(_level_detail(level))
     missing = (result.telemetry or {}).get("missing")
