@@ -20,6 +20,7 @@ import yaml
 from helpers.flaky_registry import flaky_registry
 from helpers.harness_proc import free_port
 from helpers.loopback_hub import loopback_hub
+from helpers.sim_lab import require_sim_lab
 from helpers.support import IN_CI, LABCTL, REPO, run_labctl
 
 pytestmark = [pytest.mark.docker, pytest.mark.lab]  # the simulated GPU lab: one test at a time
@@ -36,12 +37,7 @@ def sim_docker(host: str, *args: str, stdin: str | None = None) -> subprocess.Co
 
 @pytest.fixture(scope="module")
 def sim(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
-    missing = [s for s in SOCKETS.values() if not Path(s).is_socket()]
-    if missing or not (SIM / "hosts.yaml").is_file():
-        reason = f"the simulated GPU lab is not up ({', '.join(missing) or 'build/sim-lab/hosts.yaml'} absent)"
-        if IN_CI:
-            pytest.fail(f"CI=true and {reason}: make sim-lab", pytrace=False)
-        pytest.skip(f"SKIPPED LOUDLY: {reason}; run `make sim-lab`")
+    require_sim_lab()
     root = tmp_path_factory.mktemp("study-lab")
     lab = root / "sim-lab"
     shutil.copytree(SIM, lab, ignore=shutil.ignore_patterns("runs", ".state", "studies"))

@@ -20,7 +20,8 @@ import pytest
 import yaml
 from helpers.harness_proc import free_port
 from helpers.loopback_hub import GRANTED_TOKEN, LoopbackHub, loopback_hub
-from helpers.support import IN_CI, LABCTL, REPO, Result, ensure_second_user, run_labctl
+from helpers.sim_lab import require_sim_lab
+from helpers.support import LABCTL, REPO, Result, ensure_second_user, run_labctl
 
 SIM = REPO / "build" / "sim-lab"
 SOCKETS = {"sim-h100": "/var/run/labctl-sim/docker.sock", "sim-gb10": "/var/run/labctl-sim/gb10/docker.sock"}
@@ -49,12 +50,7 @@ def hub(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[LoopbackHub
 @pytest.fixture
 def sim(tmp_path: Path, hub: LoopbackHub) -> Iterator[Path]:
     """A private copy of build/sim-lab (profiles and the hosts' stand-in configs may be changed here)."""
-    missing = [s for s in SOCKETS.values() if not Path(s).is_socket()]
-    if missing or not (SIM / "hosts.yaml").is_file():
-        reason = f"the simulated GPU lab is not up ({', '.join(missing) or 'build/sim-lab/hosts.yaml'} absent)"
-        if IN_CI:
-            pytest.fail(f"CI=true and {reason}: make sim-lab", pytrace=False)
-        pytest.skip(f"SKIPPED LOUDLY: {reason}; run `make sim-lab`")
+    require_sim_lab()
     lab = tmp_path / "sim-lab"
     shutil.copytree(SIM, lab, ignore=shutil.ignore_patterns("runs", ".state"))
     hosts = yaml.safe_load((lab / "hosts.yaml").read_text())
