@@ -104,6 +104,12 @@ def failure_text(tier: Tier) -> str:
     return text[text.rfind("\n", 0, start) + 1 :] if start >= 0 else text
 
 
+def failed_tests(tier: Tier) -> list[str]:
+    """The short test summary's FAILED and ERROR lines of a tier's log (pytest -q prints them last)."""
+    lines = tier.log.read_text(errors="replace").splitlines()
+    return [f"{line} [{tier.name}]" for line in lines if line.startswith(("FAILED ", "ERROR "))]
+
+
 def slowest(tiers: list[Tier], count: int) -> list[str]:
     rows = []
     for tier in tiers:
@@ -156,6 +162,9 @@ def main() -> int:
     failed = total.get("failed", 0) + total.get("errors", 0)
     print(f"\ntotal: {total.get('passed', 0)} passed, {failed} failed, {total.get('skipped', 0)} skipped")
     bad = [f"{tier.name} (exit {tier.code})" for tier in tiers if not tier.passed]
+    failures = [line for tier in tiers if not tier.passed for line in failed_tests(tier)]
+    if failures:  # last, where a CI page that shows only the tail still names them
+        print("failed:\n" + "\n".join(f"  {line[:300]}" for line in failures))
     if bad:
         print(f"tiers that did not pass: {', '.join(bad)}")
     return 1 if bad else 0
