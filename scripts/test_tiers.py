@@ -5,8 +5,9 @@
 The tiers share nothing that one test could break for another (tests/conftest.py says which test is in
 which): unit and process tests spread over N workers (pytest-xdist, file by file); the docker tier (labctl
 runs on the main daemon), the docker-own tier (the main daemon too, but only containers of the tests' own: the
-sandbox, the personas, the provisioning scripts' instances), the lab tier (the simulated GPU lab and labb, other
-daemons), the slurm tier (the Slurm test cluster, daemons of its own) and the real_engine tier (the vLLM CPU
+sandbox, the personas, the provisioning scripts' instances), the lab tier (the simulated GPU lab, other
+daemons), the labb tier (the remote lab host labb), the slurm tier (the Slurm test cluster, daemons of its own)
+and the real_engine tier (the vLLM CPU
 image, tests/real/; it builds the image and the tiny models first, while the others already test) each run one
 test at a time, beside each other. Exclusive tests (they restart the main Docker daemon) run last, alone.
 
@@ -132,7 +133,9 @@ def main() -> int:
         Tier("docker", "docker and not own_containers and not lab and not slurm and not exclusive and not real_engine"),
         # Tests whose containers are their own (no labctl run, claim, lock or status on the main daemon) beside them.
         Tier("docker-own", "docker and own_containers and not lab and not slurm and not exclusive and not real_engine"),
-        Tier("lab", "lab and not slurm and not exclusive and not real_engine"),
+        # The simulated GPU hosts' tests and labb's: different daemons, so the two run beside each other.
+        Tier("lab", "lab and not labb and not slurm and not exclusive and not real_engine"),
+        Tier("labb", "labb and not slurm and not exclusive and not real_engine"),
         Tier("slurm", "slurm and not exclusive"),
         # A real vLLM on CPU: one server per module (a ~35 s cold start each), one test at a time.
         Tier("real_engine", "real_engine and not exclusive", prepare=["make", "vllm-cpu-image", "tiny-models"]),
@@ -152,7 +155,7 @@ def main() -> int:
     print("\n===== time per tier =====")
     for tier in tiers:
         print(f"{tier.name:13} {tier.seconds:7.1f} s  {tier.summary()}")
-    print(f"{'all':13} {time.monotonic() - began:7.1f} s  (the first six side by side, then exclusive alone)")
+    print(f"{'all':13} {time.monotonic() - began:7.1f} s  (the first seven side by side, then exclusive alone)")
     print("\n===== the 15 slowest test phases =====")
     print("\n".join(slowest(tiers, 15)))
     total: dict[str, int] = {}

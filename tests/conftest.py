@@ -60,9 +60,10 @@ def home(tmp_path: Path, docker_engine: None) -> Iterator[Path]:
 
 
 # Tiers: unit (in-process), process (local processes), docker (the main Docker daemon), lab (the simulated
-# GPU lab and labb), slurm (the Slurm test cluster of make slurm-lab). `make test` (scripts/test_tiers.py) runs them side by side: unit and process spread
-# over workers; docker and lab each one test at a time, since their tests read host-wide state (claims,
-# `status`, the host lock) but the two share no daemon. Tests marked exclusive run last, alone.
+# GPU lab and labb; those on labb alone also marked labb), slurm (the Slurm test cluster of make slurm-lab).
+# `make test` (scripts/test_tiers.py) runs them side by side: unit and process spread over workers; docker, the
+# simulated hosts' lab tests and labb's each one test at a time, since their tests read host-wide state (claims,
+# `status`, the host lock) but no two of them share a daemon. Tests marked exclusive run last, alone.
 TIERS = ("slurm", "lab", "docker", "process", "unit")
 
 

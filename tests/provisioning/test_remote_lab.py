@@ -24,7 +24,7 @@ from pathlib import Path
 
 import pytest
 
-pytestmark = [pytest.mark.docker, pytest.mark.lab]  # the simulated GPU lab or labb: one test at a time
+pytestmark = [pytest.mark.docker, pytest.mark.lab, pytest.mark.labb]  # labb's own tier: one test at a time
 
 ADDRESS = "10.201.0.2"
 SSH_TARGET = f"labctl-remote@{ADDRESS}"

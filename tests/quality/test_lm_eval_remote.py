@@ -15,7 +15,7 @@ from helpers.lifecycle_helpers import write_profile
 from helpers.records import copy_lab
 from helpers.support import REPO, Result, free_labb_port, labb_entry, remove_labb_runs, run_labctl
 
-pytestmark = [pytest.mark.docker, pytest.mark.lab]  # labb: one test at a time
+pytestmark = [pytest.mark.docker, pytest.mark.lab, pytest.mark.labb]  # labb's own tier: one test at a time
 
 FIXTURE = REPO / "tests" / "fixtures" / "lm-eval" / "gsm-mini"
 

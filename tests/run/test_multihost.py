@@ -32,7 +32,7 @@ from helpers.support import IN_CI, LABCTL, REPO, Result, run_labctl
 from labctl.catalog.hosts_file import HostEntry
 from labctl.host.remote.ports import listeners
 
-pytestmark = [pytest.mark.docker, pytest.mark.lab]  # the simulated GPU lab or labb: one test at a time
+pytestmark = [pytest.mark.docker, pytest.mark.lab, pytest.mark.labb]  # labb's own tier: one test at a time
 
 DOCKER_URL = "ssh://labctl-remote@10.201.0.2"
 SSH_TARGET = "labctl-remote@10.201.0.2"

@@ -25,7 +25,7 @@ from helpers.support import (
     run_labctl,
 )
 
-pytestmark = [pytest.mark.docker, pytest.mark.lab]
+pytestmark = [pytest.mark.docker, pytest.mark.lab, pytest.mark.labb]  # labb's own tier: one test at a time
 
 
 @pytest.fixture

@@ -29,7 +29,7 @@ from helpers.support import (
 
 from labctl.run.resident.lockdown import AUTH_PROXY_IMAGE
 
-pytestmark = [pytest.mark.docker, pytest.mark.lab]  # labb: one test at a time
+pytestmark = [pytest.mark.docker, pytest.mark.lab, pytest.mark.labb]  # labb's own tier: one test at a time
 
 
 @pytest.fixture

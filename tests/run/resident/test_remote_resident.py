@@ -34,7 +34,7 @@ from helpers.support import (
     run_labctl,
 )
 
-pytestmark = [pytest.mark.docker, pytest.mark.lab]  # the simulated GPU lab or labb: one test at a time
+pytestmark = [pytest.mark.docker, pytest.mark.lab, pytest.mark.labb]  # labb's own tier: one test at a time
 
 
 @pytest.fixture(scope="module")
