@@ -53,6 +53,9 @@ class BenchRequest:
     wait_for_engine: float = 0.0  # seconds to wait for another bench or eval on the engine to finish
     max_error_rate: float = MAX_ERROR_RATE  # above this share of failed requests, a level is partial
     engines: Telemetry = field(default_factory=Telemetry)  # the lab's engines' metric names and routes
+    # the first of the workload's prompts this bench sends: a study's later benches start past the earlier
+    # ones' (labctl.bench.prompt_slots), so that no prompt reaches one engine twice
+    prompt_start: int = 0
 
 
 # (phase, done, total, whole-sweep ETA in seconds or None)

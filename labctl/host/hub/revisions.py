@@ -32,11 +32,17 @@ def shown(url: str) -> str:
 
 
 def plan_fetch(
-    repo_id: str, revision: str, hub_dir: Path | None, where: str, repo_type: str = "model", base: str | None = None
+    repo_id: str,
+    revision: str,
+    hub_dir: Path | None,
+    where: str,
+    repo_type: str = "model",
+    base: str | None = None,
+    only: tuple[str, ...] | None = None,
 ) -> FetchPlan:
     """Ask the Hub what `repo_id@revision` holds and compare it with the cache (None: a cache on another
     host, compared there). Nothing is downloaded. `where` names the profile field the model came from, for
-    the refusal messages."""
+    the refusal messages; `only` keeps just those files (a workload needs one file of a dataset repository)."""
     from huggingface_hub import HfApi, get_hf_file_metadata, hf_hub_url
     from huggingface_hub.hf_api import RepoFile
 
@@ -55,7 +61,10 @@ def plan_fetch(
         if commit is None or not COMMIT.fullmatch(commit):
             raise LabctlError(f"the Hub at {shown(base)} named no commit for {repo_id}@{revision} ({commit!r})")
         tree = api.list_repo_tree(repo_id, revision=commit, recursive=True, repo_type=repo_type)
-        entries = [e for e in tree if isinstance(e, RepoFile)]
+        entries = [e for e in tree if isinstance(e, RepoFile) and (only is None or e.path in only)]
+        if only is not None and len(entries) != len(only):
+            lacking = sorted(set(only) - {e.path for e in entries})
+            raise BadInput(f"{repo_id}@{revision} on the Hub at {shown(base)} holds no {lacking[0]}: check {where}.")
         files = []
         for entry in sorted(entries, key=lambda e: e.path):
             url = hf_hub_url(repo_id, entry.path, revision=commit, endpoint=base, repo_type=repo_type)
@@ -66,6 +75,22 @@ def plan_fetch(
             files.append(HubFile(entry.path, meta.size, etag, cached=False, url=url))
     plan = FetchPlan(repo_id, revision, commit, shown(base), tuple(files), repo_type)
     return plan.against(hub_dir) if hub_dir is not None else plan
+
+
+def resolve_commit(repo_id: str, revision: str, where: str, repo_type: str = "model") -> str:
+    """The commit a branch or tag names on the Hub now (a commit is itself); nothing is downloaded."""
+    from huggingface_hub import HfApi
+
+    if not is_repo_id(repo_id) or not is_revision(revision):
+        raise BadInput(f"{repo_id!r}@{revision!r} is not a Hub repo id and revision: check {where}.")
+    if COMMIT.fullmatch(revision):
+        return revision
+    base = endpoint()
+    with hub_errors(repo_id, revision, base, where):
+        commit = HfApi(endpoint=base).repo_info(repo_id, revision=revision, repo_type=repo_type).sha
+    if commit is None or not COMMIT.fullmatch(commit):
+        raise LabctlError(f"the Hub at {shown(base)} named no commit for {repo_id}@{revision} ({commit!r})")
+    return commit
 
 
 @contextlib.contextmanager
