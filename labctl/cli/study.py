@@ -129,6 +129,8 @@ def _print_plan(chosen: StudyPlan) -> None:
         out(f"estimate: {_clock(max(per_host.values()))} (hosts in parallel; from past records on each host)")
     else:
         out("estimate: unknown for cells with no past record of the same setup on their host (ESTIMATE column)")
+    for budget in chosen.prompts:
+        out(budget.line())
     for finding in chosen.findings:
         warn(f"finding{' (run refuses)' if finding in chosen.refusals else ''}: {finding}")
 
