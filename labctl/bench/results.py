@@ -87,11 +87,6 @@ class WorkloadFacts:
     prompts: PromptFacts | None = None
     dataset: DatasetFacts | None = None
 
-    @property
-    def cache_hits_expected(self) -> bool:
-        """Whether this workload means requests to hit a prefix cache (by its kind, or repeating on purpose)."""
-        return self.prompts is not None and (self.prompts.shared_on_purpose or self.prompts.repeat_prompts)
-
 
 @dataclass(frozen=True)
 class Level:

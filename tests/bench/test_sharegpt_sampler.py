@@ -152,3 +152,24 @@ def test_synthetic_prompts_are_distinct_across_levels_repeats_and_benches(tmp_pa
     assert len(set(sent)) == len(sent)  # shared prefixes and histories are shared; each request's own part is not
     assert available_prompts(workload) is None
     assert prompt_facts(workload, slots_for(workload), None)["shared_on_purpose"] is (kind != "random")
+
+
+def test_a_level_with_prefix_hits_its_workload_does_not_expect_gets_a_caveat(tmp_path: Path) -> None:
+    from labctl.bench.level_summary import UNEXPECTED_HITS_WARNING, hits_warning
+
+    def telemetry(rate: float) -> dict[str, Any]:
+        return {"engine": {"prefix_cache_hit_rate": {"mean": rate}}}
+
+    distinct = dataset_workload(tmp_path, 40)
+    said = hits_warning(distinct, telemetry(0.35))
+    assert said is not None and said.startswith(UNEXPECTED_HITS_WARNING) and "35.0 %" in said
+    assert hits_warning(distinct, telemetry(0.005)) is None  # a chat template's shared opening
+    assert hits_warning(distinct, {"engine": {}}) is None  # an engine without the counters
+    assert hits_warning(dataset_workload(tmp_path, 40, repeat_prompts=True), telemetry(0.9)) is None
+    data = {
+        "description": "x",
+        "dataset": {"kind": "shared-prefix", "input_len": 4, "output_len": 4, "prefix_len": 8, "prefix_count": 1},
+        "concurrency": [1],
+    }
+    shared = Workload("s", check_workload(SourceFile(tmp_path / "s.yaml", data), data), tmp_path)
+    assert hits_warning(shared, telemetry(0.9)) is None  # shared on purpose
