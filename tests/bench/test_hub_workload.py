@@ -101,6 +101,10 @@ def test_fetch_pin_and_bench_a_hub_dataset_offline(tmp_path: Path) -> None:
         assert prompts["sent"] == prompts["distinct"] == (1 + 3 + 2 + 3) * 2 and prompts["available"] == 30
         assert prompts["seed"] == 0 and "vLLM" in prompts["rule"] and prompts["repeat_prompts"] is False
         assert "prompts: 18 to send, 18 distinct of the 30 the dataset holds; seed 0" in done.stderr
+        shown = labctl("bench", "show", result["bench_id"])
+        assert shown.code == 0, shown.stderr
+        assert f"dataset: {REPO_ID}@{dataset.commit} (commit {dataset.commit}), {FILE}" in shown.stdout
+        assert "prompts: 18 sent, 18 distinct of the 30 the dataset holds; seed 0" in shown.stdout
 
         results_before = sorted((home / "runs").rglob("*.json"))
         too_many = bench("--requests", "20", "--json")
