@@ -17,7 +17,8 @@ from labctl.bench.prompts import Prompt, build_prompts, dataset_pool
 from labctl.bench.runner import LevelPrompts
 from labctl.bench.sharegpt import RULE
 from labctl.bench.sweep_plan import PlannedLevel, plan_levels
-from labctl.bench.workloads import Workload
+from labctl.bench.workloads import Workload, list_workloads, load_workload
+from labctl.catalog.lab import Lab
 from labctl.errors import BadInput
 
 DATASET_KINDS = ("jsonl", "sharegpt")
@@ -112,6 +113,23 @@ def check_enough(workload: Workload, slots: PromptSlots) -> int | None:
     if problem:
         raise BadInput(problem)
     return available
+
+
+def check_lab_workloads(lab: Lab) -> list[str]:
+    """Every workload of the lab loaded (its fields checked), and each dataset workload's own sweep checked
+    against the distinct prompts its dataset holds, in words (no model is named here; bench and study plan
+    count in the model's tokens). Refuses the first problem; returns a note per dataset not counted."""
+    notes = []
+    for name in list_workloads(lab):
+        workload = load_workload(lab, name)
+        hub = hub_dataset_of(name, workload.hub_dataset)
+        if hub is not None and hub.cached_file() is None:
+            notes.append(
+                f"workload {name}: its Hub dataset is not fetched, its prompts not counted (`{hub.fetch_command}`)"
+            )
+            continue
+        check_enough(workload, slots_for(workload))
+    return notes
 
 
 def prompt_facts(workload: Workload, slots: PromptSlots, available: int | None) -> dict[str, Any]:

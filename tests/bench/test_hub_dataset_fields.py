@@ -59,3 +59,24 @@ def test_gc_keeps_the_snapshot_a_workload_reads(tmp_path: Path, monkeypatch: pyt
     assert workload_datasets(lab) == {("org/sg", "b" * 40)}
     (lab.workloads_dir / "broken.yaml").write_text("description: [\n")
     assert workload_datasets(lab) is None  # unreadable: nobody can tell what it needs
+
+
+def test_validate_refuses_a_workload_asking_for_more_prompts_than_its_dataset_holds(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import json
+
+    monkeypatch.setenv("LABCTL_CACHE_DIR", str(tmp_path / "cache"))
+    from labctl.bench.prompt_slots import check_lab_workloads
+
+    (tmp_path / "workloads").mkdir()
+    convs = [{"conversations": [{"value": f"q{i} a b c d"}, {"value": "a b c d"}]} for i in range(10)]
+    (tmp_path / "workloads" / "sg.json").write_text(json.dumps(convs))
+    spec = {"description": "x", "dataset": {"kind": "sharegpt", "path": "sg.json"}, "concurrency": [1, 2]}
+    (tmp_path / "workloads" / "w.yaml").write_text(yaml.safe_dump(spec | {"requests": 4}))
+    (tmp_path / "workloads" / "hub.yaml").write_text(yaml.safe_dump({**spec, "dataset": HUB}))
+    with pytest.raises(BadInput, match="sends 11 prompts but its dataset holds 10 distinct"):
+        check_lab_workloads(Lab(tmp_path))
+    (tmp_path / "workloads" / "w.yaml").write_text(yaml.safe_dump(spec | {"requests": 3}))
+    (note,) = check_lab_workloads(Lab(tmp_path))
+    assert "workload hub: its Hub dataset is not fetched" in note and "labctl fetch --workload hub" in note
