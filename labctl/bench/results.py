@@ -55,6 +55,31 @@ class Override:
 
 
 @dataclass(frozen=True)
+class PromptFacts:
+    """How a bench chose its prompts (labctl.bench.prompt_slots): none sent twice unless repeat_prompts."""
+
+    seed: int = 0
+    sent: int = 0
+    distinct: int = 0
+    first: int = 0  # the workload's first prompt this bench sent (a study's later benches start further on)
+    available: int | None = None  # distinct prompts the dataset holds; None: synthetic, without end
+    repeat_prompts: bool = False  # the workload sends prompts more than once on purpose
+    shared_on_purpose: bool = False  # shared-prefix or multi-turn: requests share prefixes by design
+    rule: str | None = None  # the sampler's rule (ShareGPT: vLLM's)
+
+
+@dataclass(frozen=True)
+class DatasetFacts:
+    """A Hub dataset a bench read, offline, from the Hub cache."""
+
+    repo: str
+    revision: str
+    commit: str | None
+    file: str
+    bytes: int | None = None
+
+
+@dataclass(frozen=True)
 class WorkloadFacts:
     name: str
     sha256: str
@@ -64,6 +89,8 @@ class WorkloadFacts:
     spec: dict[str, Any] | None = None
     length_unit: str | None = None
     tokenizer: str | None = None
+    prompts: PromptFacts | None = None
+    dataset: DatasetFacts | None = None
 
 
 @dataclass(frozen=True)

@@ -139,6 +139,8 @@ def _print_plan(chosen: StudyPlan) -> None:
         out(f"batch cap {cp.cell.key}: {cp.batch_cap.text}")
     if study.batch_caps_note:
         out(f"batch caps kept: {study.batch_caps_note}")
+    for budget in chosen.prompts:
+        out(budget.line())
     for finding in chosen.findings:
         warn(f"finding{' (run refuses)' if finding in chosen.refusals else ''}: {finding}")
 

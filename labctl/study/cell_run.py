@@ -31,6 +31,7 @@ from labctl.study.failures import classify_start, engine_state, meets_slo
 from labctl.study.fingerprint import Fingerprint
 from labctl.study.plan import CellPlan, StudyPlan, TaskSuite
 from labctl.study.prefetch import Prefetcher
+from labctl.study.prompt_budget import bench_starts
 from labctl.study.state import FINISHED, StudyState
 
 Say = Callable[[str], None]
@@ -265,11 +266,14 @@ class CellRun:
                 levels = self.cell.levels.get(name) or []
                 if not levels:
                     continue
-                canary = self.bench(with_overrides(workload, [levels[0]]), f"{name} canary c={levels[0]}", canary=True)
+                # each bench of each repeat takes prompts no earlier one sent (labctl.study.prompt_budget)
+                canary_start, ladder_start = bench_starts(workload, levels, self.repeat)
+                canary_workload = with_overrides(workload, [levels[0]])
+                canary = self.bench(canary_workload, f"{name} canary c={levels[0]}", True, canary_start)
                 if not self.bench_ok(canary, name, [levels[0]]):
                     return False
                 self.between_levels(f"{name} canary")
-                ladder = self.bench(with_overrides(workload, levels), name, canary=False)
+                ladder = self.bench(with_overrides(workload, levels), name, False, ladder_start)
                 if not self.bench_ok(ladder, name, levels):
                     return False
                 if study.slo and ladder and not any(meets_slo(lv) for lv in ladder.levels):
@@ -303,7 +307,7 @@ class CellRun:
             self.gap_s += spent
             self.save()
 
-    def bench(self, workload: Any, label: str, canary: bool) -> BenchResult | None:
+    def bench(self, workload: Any, label: str, canary: bool, prompt_start: int = 0) -> BenchResult | None:
         ctx = self.ctx
         assert self.run_id is not None
         study = ctx.plan.study
@@ -322,6 +326,7 @@ class CellRun:
             telemetry=not canary,
             engines=lab_telemetry(ctx.lab),
             batch_caps=lab_batch_caps(ctx.lab),
+            prompt_start=prompt_start,
         )
         started = now()
         try:

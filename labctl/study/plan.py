@@ -29,6 +29,7 @@ from labctl.study.cells import Cell, expand_cells
 from labctl.study.facts import HostFacts, cluster_facts, host_facts, image_identity, model_cached, revision_commit
 from labctl.study.fingerprint import Fingerprint, argv_hash, make_fingerprint
 from labctl.study.gate import check_same_rules
+from labctl.study.prompt_budget import PromptBudget, plan_prompts
 from labctl.study.spec import LM_EVAL, TARGET_GPUS, Study
 
 
@@ -68,6 +69,7 @@ class StudyPlan:
     cells: list[CellPlan]
     findings: list[str]  # said by plan; those in `refusals` also stop run
     refusals: list[str]
+    prompts: list[PromptBudget] = field(default_factory=list)  # per workload: distinct prompts needed and held
 
     def order(self) -> list[tuple[CellPlan, int]]:
         """Repeats interleaved across cells (A1 B1 C1 A2 …), so that a host's drift touches every engine alike."""
@@ -283,12 +285,28 @@ def plan_study(
                 f"{plan.accelerator} (host {plan.cell.host}{', simulated' if facts[plan.cell.host].entry.simulated else ''})"
             )
         findings.extend(plan.findings)
+    budgets = [
+        plan_prompts(
+            name,
+            workload,
+            [p.levels.get(name) or [] for p in plans],
+            study.repeats,
+            str(study.model["id"]),
+            bool(study.spec["allow_unpinned"]),
+        )
+        for name, workload in workloads.items()
+    ]
+    for budget in budgets:
+        if budget.too_few:
+            raise BadInput(f"{study.path}: {budget.too_few}")
+        findings.extend(budget.findings)
+        refusals.extend(budget.refusals)
     gpu_models = {facts[p.cell.host].gpu_model for p in plans if p.cell.profile.engine.needs_gpu}
     if len(gpu_models) > 1:
         findings.append(
             f"GPU model differs across cells ({'; '.join(sorted(gpu_models))}): the report compares them only marked"
         )
-    return StudyPlan(study, facts, workloads, suites, plans, findings + refusals, refusals)
+    return StudyPlan(study, facts, workloads, suites, plans, findings + refusals, refusals, budgets)
 
 
 def describe(plan: StudyPlan) -> dict[str, Any]:
@@ -317,6 +335,7 @@ def describe(plan: StudyPlan) -> dict[str, Any]:
             for p in plan.cells
         ],
         "batch_caps_note": plan.study.batch_caps_note,
+        "prompts": [b.to_json() for b in plan.prompts],
         "findings": plan.findings,
         "refusals": plan.refusals,
     }
