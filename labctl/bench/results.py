@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from labctl.bench.metric_table import METRICS, Metric, value_in
+from labctl.catalog.engine_settings import Effective
 from labctl.errors import BadInput
 from labctl.host.identity import writer_gone
 from labctl.run.records.store import MAX_RESULT_BYTES, Runs, is_result_id, read_json_file, shape_refusal
@@ -41,6 +42,7 @@ class Target:
     thinking: str | None = None
     memory: Memory | None = None
     max_batch_size: int | None = None
+    settings: dict[str, Effective] | None = None  # what the engine computed with (engine_settings.py)
 
 
 @dataclass(frozen=True)
