@@ -64,6 +64,14 @@ class WorkloadFacts:
 
 
 @dataclass(frozen=True)
+class KvBound:
+    """A level with more streams than the engine's KV cache holds at once (a study's plan estimated it): the
+    engine queues and preempts there, and that is what the level measures."""
+
+    streams: int  # how many of the workload's sequences the KV cache holds, by the plan's memory fit
+
+
+@dataclass(frozen=True)
 class Level:
     concurrency: int
     requests: int = 0
@@ -82,6 +90,7 @@ class Level:
     chunks_unlike_usage: int = 0
     meets_slo: bool | None = None  # a capacity search's level: whether it met the SLO
     over_max_batch_size: bool = False
+    kv_bound: KvBound | None = None
     warnings: tuple[str, ...] = ()
     telemetry: dict[str, Any] | None = None
     figures: dict[str, float | None] = field(default_factory=dict)  # per metric of the table: its value
@@ -97,6 +106,22 @@ class Level:
     @property
     def engine_shared(self) -> bool:
         return self.shared_engine or bool(self.engine_busier)
+
+    def engine_counter(self, common: str, part: str) -> float | None:
+        """One of the engine's own telemetry figures in this level (e.g. preemptions/increase, waiting/max)."""
+        found = ((self.telemetry or {}).get("engine") or {}).get(common)
+        value = found.get(part) if isinstance(found, dict) else None
+        return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+
+    def kv_bound_text(self) -> str | None:
+        """`KV-bound (cache holds ~19 streams): preemptions +12, waiting max 41`, with the engine's own counters."""
+        if self.kv_bound is None:
+            return None
+        said = []
+        for common, part, word in (("preemptions", "increase", "preemptions +"), ("waiting", "max", "waiting max ")):
+            value = self.engine_counter(common, part)
+            said.append(f"{word}{value:g}" if value is not None else f"{common} not exported")
+        return f"KV-bound (cache holds ~{self.kv_bound.streams} streams): " + ", ".join(said)
 
 
 @dataclass(frozen=True)

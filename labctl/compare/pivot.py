@@ -38,6 +38,8 @@ def level_caveats(entry: Entry, level: Level, failed_rules: set[str]) -> list[st
         caveats.append("interrupted")
     if level.over_max_batch_size:
         caveats.append("over batch limit")
+    if level.kv_bound is not None:  # the engine queued and preempted: what the level measures, said beside it
+        caveats.append(str(level.kv_bound_text()))
     caveats += [f"mismatch: {rule}" for rule in sorted(failed_rules) if rule != BATCH_RULE]
     if level.failed:
         caveats.append(f"{level.failed} failed")

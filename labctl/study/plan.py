@@ -154,6 +154,31 @@ def kv_bound_levels(levels: list[int], streams: int | None) -> list[int]:
     return [] if streams is None else [c for c in levels if c > streams]
 
 
+@dataclass(frozen=True)
+class Ladders:
+    """Per workload: the levels a cell runs, those KV-bound among them, how many streams its KV cache holds, and
+    the KV-bound levels left out (drop_kv_bound)."""
+
+    levels: dict[str, list[int]]
+    bound: dict[str, list[int]]
+    streams: dict[str, int]
+    dropped: dict[str, list[int]]
+
+
+def plan_ladders(workloads: dict[str, Workload], estimate: Estimate | None, drop_kv_bound: bool) -> Ladders:
+    """Every level the study asks for, the KV-bound ones marked (and left out only when the study says so)."""
+    ladders = Ladders({}, {}, {}, {})
+    for name, workload in workloads.items():
+        held = kv_streams(workload, estimate)
+        asked = list(workload.concurrency)
+        ladders.bound[name] = kv_bound_levels(asked, held)
+        if ladders.bound[name] and held is not None:
+            ladders.streams[name] = held
+        ladders.dropped[name] = ladders.bound[name] if drop_kv_bound else []
+        ladders.levels[name] = [c for c in asked if c not in ladders.dropped[name]]
+    return ladders
+
+
 def estimate_seconds(
     runs: Runs, cell: Cell, workloads: dict[str, Workload], levels: dict[str, list[int]]
 ) -> float | None:
@@ -202,18 +227,8 @@ def plan_cell(
     command = serve_command(with_port(profile, port=1), None)  # where it listens is placement, not setup
     target = fit_target(cell, facts)
     estimate = fit(profile, target)
-    levels: dict[str, list[int]] = {}
-    bound: dict[str, list[int]] = {}
-    streams: dict[str, int] = {}
-    dropped: dict[str, list[int]] = {}
-    for name, workload in workloads.items():
-        held = kv_streams(workload, estimate)
-        asked = list(workload.concurrency)
-        bound[name] = kv_bound_levels(asked, held)
-        if bound[name] and held is not None:
-            streams[name] = held
-        dropped[name] = bound[name] if study.drop_kv_bound else []
-        levels[name] = [c for c in asked if c not in dropped[name]]
+    ladders = plan_ladders(workloads, estimate, study.drop_kv_bound)
+    levels, bound, streams, dropped = ladders.levels, ladders.bound, ladders.streams, ladders.dropped
     arch = architecture_for(profile, None)
     fingerprints = [
         make_fingerprint(
@@ -263,9 +278,9 @@ def plan_cell(
     return plan
 
 
-def settings_findings(plans: list[CellPlan]) -> list[str]:
+def settings_findings(cells: dict[str, dict[str, Effective] | None]) -> list[str]:
     """The effective settings that differ between cells, each value with how it is known (no engine runs yet)."""
-    found = differing({p.cell.key: p.settings for p in plans if p.settings is not None})
+    found = differing({key: settings for key, settings in cells.items() if settings is not None})
     return [
         f"setting {TITLES[name]} differs: "
         + "; ".join(
@@ -302,7 +317,7 @@ def plan_study(
                 f"{plan.accelerator} (host {plan.cell.host}{', simulated' if facts[plan.cell.host].entry.simulated else ''})"
             )
         findings.extend(plan.findings)
-    findings.extend(settings_findings(plans))
+    findings.extend(settings_findings({p.cell.key: p.settings for p in plans}))
     gpu_models = {facts[p.cell.host].gpu_model for p in plans if p.cell.profile.engine.needs_gpu}
     if len(gpu_models) > 1:
         findings.append(
