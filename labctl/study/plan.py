@@ -14,7 +14,7 @@ from typing import Any
 from labctl.bench.client import CLIENT_VERSION
 from labctl.bench.workloads import Workload, load_workload, with_overrides
 from labctl.catalog.clusters_file import get_cluster
-from labctl.catalog.engine_settings import TITLES, Effective, differing
+from labctl.catalog.engine_settings import SAME_RULES, TITLES, Effective, differing
 from labctl.catalog.fit import Target, architecture_for, default_target, fit
 from labctl.catalog.hosts_file import load_hosts
 from labctl.catalog.lab import Lab
@@ -286,6 +286,7 @@ def settings_findings(cells: dict[str, dict[str, Effective] | None]) -> list[str
         + "; ".join(
             f"{key} {e.value if e else 'unknown'} ({e.source if e else 'not stated'})" for key, e in cells.items()
         )
+        + (" — a same-rules field: compare refuses these cells unless --allow-mismatch" if name in SAME_RULES else "")
         for name, cells in found.items()
     ]
 

@@ -202,3 +202,21 @@ def test_a_bad_settings_block_is_one_line(tmp_path: Path, change: dict, expected
     with pytest.raises(BadInput) as info:
         load_engine(Lab(lab), "vllm")
     assert expected in str(info.value) and "\n" not in str(info.value)
+
+
+def test_a_record_keeps_its_settings_and_show_lists_them() -> None:
+    from labctl.run.records.record import Record
+    from labctl.run.records.store import describe
+
+    found = effective_settings(load_profile(LAB, "atlas", "qwen3.6-35b-a3b-fp8"))
+    record = Record(
+        run_id="20261206-120000-aaaaaa", status="running", engine="atlas", profile="p", served_model_name="m"
+    )
+    with_settings = record.changed(settings=found)
+    assert Record.from_json(with_settings.to_json()).settings == found
+    assert "settings" not in record.to_json()  # unknown: an older record's shape, unchanged
+    rows = dict(describe(with_settings))
+    assert rows["setting prefix_caching"].startswith("off (False) [default: serve_args.rs")
+    bad = {**with_settings.to_json(), "settings": {"prefix_caching": {"value": 1, "source": "engine"}}}
+    with pytest.raises(ValueError):
+        Record.from_json(bad)
