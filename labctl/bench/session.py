@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
@@ -133,6 +133,8 @@ def _run_held(
             "models": server["models"],
             "thinking": target.thinking,
             "memory": memory_of(record),
+            # what the engine computed with, as its run's record says (the engine's report, else command + defaults)
+            "settings": None if record.settings is None else {k: asdict(v) for k, v in record.settings.items()},
         },
         "workload": workload_facts(workload) | workload.counter.facts() | dataset_facts(workload, held),
         "client": client_environment(),

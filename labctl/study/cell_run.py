@@ -340,7 +340,10 @@ class CellRun:
             result, path = find_result(ctx.runs, found[-1].bench_id)
             result = result.changed(failure=result.failure or str(exc).splitlines()[0])
         if path.is_file():
-            save_result(path, {**result.to_json(), "study": {**self.tag, "canary": canary}})
+            document = mark_kv_bound(
+                result.to_json(), self.cell.kv_bound.get(workload.name), self.cell.kv_streams.get(workload.name)
+            )
+            save_result(path, {**document, "study": {**self.tag, "canary": canary}})
         self.data["benches"].append(
             {
                 "workload": workload.name,
@@ -390,6 +393,17 @@ class CellRun:
             f"more than {self.ctx.plan.study.spec['max_error_rate']:.0%} of requests failed at c={at} on {name}",
         )
         return False
+
+
+def mark_kv_bound(document: dict[str, Any], bound: list[int] | None, streams: int | None) -> dict[str, Any]:
+    """The result with its KV-bound levels marked (how many streams the plan found the KV cache holds)."""
+    if not bound or streams is None:
+        return document
+    levels = [
+        {**level, "kv_bound": {"streams": streams}} if level.get("concurrency") in bound else level
+        for level in document.get("levels") or []
+    ]
+    return {**document, "levels": levels}
 
 
 def run_cell(ctx: CellContext, cell: CellPlan, repeat: int, port: int | None = None) -> dict[str, Any] | None:

@@ -76,7 +76,7 @@ def test_a_level_above_the_cap_says_how_many_requests_queue() -> None:
     )
     assert cap.queued(8) is None and cap.above([1, 8, 9, 64]) == [9, 64]
     rule = CapRule("e", (CapSetting("--a", 16, "here"), CapSetting("--b", None, "derived")))
-    assert rule.read([], "x") == BatchCap(16, "--a 16", "its default: here")  # the known one caps
+    assert rule.read([], "x") == BatchCap(16, "--a 16", "its default: here", "--a")  # the known one caps
 
 
 @pytest.mark.parametrize(

@@ -247,7 +247,8 @@ def test_a_gpu_study_on_simulated_hosts_is_a_finding_of_plan_and_a_refusal_of_ru
     planned = run_labctl("--host", "sim-h100", "study", "plan", str(study), lab=sim, env={"LABCTL_HOME": str(home)})
     assert planned.code == 0, planned.stderr
     assert "finding (run refuses): environment: the study expects gpu" in planned.stderr
-    assert "long-context skips c=32,60,120 (KV cache does not fit)" in planned.stderr
+    assert "long-context c=60,120,180,240,300,360,420,480,540,600 KV-bound (its KV cache holds about" in planned.stderr
+    assert "long-context 60*,120*,180*,240*,300*,360*,420*,480*,540*,600*" in planned.stdout  # kept, marked
     assert "sharegpt 60,120,180,240,300,360,420,480,540,600,1200" in planned.stdout
     for flag in ("--max-num-seqs", "--max-running-requests", "--max_batch_size"):  # every cap raised to the top
         assert f": 1200 ({flag} 1200, set on the cell's command line)" in planned.stdout, flag
