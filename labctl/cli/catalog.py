@@ -59,6 +59,7 @@ def profiles(
                 continue
             model = profile.model
             support = "supported" if profile.support_problem is None else "UNSUPPORTED"
+            support += ", LEGACY" if profile.legacy else ""
             pin = "pinned" if profile.pinned else "UNPINNED"
             rows.append([engine_name, name, f"{model.id}@{model.revision}", pin, support])
     listing(rows, ["ENGINE", "PROFILE", "MODEL@REVISION", "IMAGE", "SUPPORT"], as_json)

@@ -273,6 +273,8 @@ def plan_cell(
     )
     if estimate is not None and not estimate.fits:
         plan.findings.append(f"{cell.key}: does not fit {target.name}: up would refuse it")
+    if profile.legacy:
+        plan.findings.append(f"{cell.key}: profile {profile.engine.name}/{profile.name} is legacy: {profile.legacy}")
     for name, over in bound.items():
         if not over:
             continue

@@ -64,7 +64,7 @@ def test_the_plan_names_the_settings_that_differ_between_cells() -> None:
     cells = expand_cells(LAB, study, ["local"], None)
     found = settings_findings({cell.key: effective_settings(cell.profile) for cell in cells})
     chunked = next(line for line in found if line.startswith("setting chunked prefill differs"))
-    assert "trtllm.qwen3-32b-engine+max_batch_size=1200+max_num_seqs=1200@local off (default)" in chunked
+    assert "trtllm.qwen3-32b+max_num_seqs=1200@local off (default)" in chunked
     assert not any(line.startswith(("setting prefix caching", "setting KV-cache dtype")) for line in found)
 
 

@@ -120,6 +120,8 @@ class Starter:
         self.http_contract, self.proxied = checked.http_contract, checked.proxied
         for warning in self.contract.warnings:
             self.say(f"warning: {warning}")
+        if profile.legacy:
+            self.say(f"warning: profile {profile.engine.name}/{profile.name} is legacy: {profile.legacy}")
         # The checks are independent Docker CLI calls: asking them at once saves their start-up costs.
         with ThreadPoolExecutor(max_workers=4) as pool:
             docker_ok = pool.submit(dk.check_docker)
