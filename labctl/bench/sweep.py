@@ -150,8 +150,12 @@ class Sweep:
         windows: list[Window] = []
         for repeat in range(request.repeat):
             partial = LevelProgress()
+            if self.sampler is not None:
+                self.sampler.mark()
             try:
                 outcome = self.run_once(workload, concurrency, index, repeat, tick, partial)
+                if self.sampler is not None:
+                    self.sampler.mark()
             except (TimeoutError, KeyboardInterrupt) as exc:
                 outcome = outcome_of(concurrency, partial, planned.rate, interrupted=True)
                 runs.append(self.finish_run(outcome, workload, index, repeat, windows))
