@@ -55,6 +55,9 @@ class BenchRequest:
     max_error_rate: float = MAX_ERROR_RATE  # above this share of failed requests, a level is partial
     engines: Telemetry = field(default_factory=Telemetry)  # the lab's engines' metric names and routes
     batch_caps: Mapping[str, CapRule] = field(default_factory=dict)  # how each engine's batch cap is read
+    # the first of the workload's prompts this bench sends: a study's later benches start past the earlier
+    # ones' (labctl.bench.prompt_slots), so that no prompt reaches one engine twice
+    prompt_start: int = 0
 
 
 # (phase, done, total, whole-sweep ETA in seconds or None)

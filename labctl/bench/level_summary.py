@@ -7,7 +7,8 @@ from pathlib import Path
 from typing import Any
 
 from labctl.bench.intervals import request_intervals
-from labctl.bench.metric_table import View, shown_in
+from labctl.bench.metric_table import BY_KEY, View, shown_in, value_in
+from labctl.bench.prompt_slots import SHARED_ON_PURPOSE
 from labctl.bench.request_file import append_requests
 from labctl.bench.result_store import guarded
 from labctl.bench.runner import (
@@ -26,6 +27,11 @@ SHARED_WARNING = "ENGINE SHARED"
 BUSIER_WARNING = "ENGINE BUSIER THAN THIS CLIENT"
 
 PARTIAL_WARNING = "PARTIAL"
+
+UNEXPECTED_HITS_WARNING = "PREFIX CACHE HITS"
+# Hits below this share of prompt tokens are left unsaid: a chat template's shared opening (a few tokens,
+# at most a block or two of a long prompt) is served from the cache whatever labctl sends.
+EXPECTED_HITS_NOISE_PCT = 1.0
 
 
 def summarise_run(
@@ -59,7 +65,25 @@ def summarise_run(
                 f"{BUSIER_WARNING}: the engine had up to {peak:g} requests in flight while this client sent at "
                 f"most {outcome.concurrency}: another client shared it, and these figures are not this load's"
             )
+        unexpected = hits_warning(workload, run["telemetry"])
+        if unexpected:
+            run["warnings"].append(unexpected)
     return run
+
+
+def hits_warning(workload: Workload, telemetry: dict[str, Any]) -> str | None:
+    """The caveat of a level whose engine served prompt tokens from its prefix cache that the workload does
+    not mean to share (its kind shares none, and it repeats no prompt on purpose)."""
+    if workload.dataset_kind in SHARED_ON_PURPOSE or workload.repeats_prompts:
+        return None
+    hits = value_in(BY_KEY["prefix_cache_hit_rate"], {}, telemetry)
+    if hits is None or hits <= EXPECTED_HITS_NOISE_PCT:
+        return None
+    return (
+        f"{UNEXPECTED_HITS_WARNING}: the engine's prefix cache served {hits:.1f} % of prompt tokens although this "
+        "workload sends no prompt twice: prompts sent before this bench (another client, an earlier bench on "
+        "this engine) were cached, and its first-token times are too low"
+    )
 
 
 def telemetry_of(sampler: Sampler, windows: list[Window]) -> dict[str, Any]:

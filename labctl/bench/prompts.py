@@ -8,10 +8,11 @@ import json
 import math
 import random
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from labctl.bench.sharegpt import RULE, sample_pool
 from labctl.bench.tokens import Counter
 from labctl.catalog.sourcefile import read_bounded
 from labctl.errors import BadInput
@@ -137,9 +138,18 @@ def _text(rng: random.Random, counter: Counter, length: int, first: str = "") ->
 
 
 def build_prompts(
-    spec: dict[str, Any], name: str, folder: Path, counter: Counter, count: int, salt: int
+    spec: dict[str, Any],
+    name: str,
+    folder: Path,
+    counter: Counter,
+    count: int,
+    salt: int | str,
+    start: int = 0,
+    path: Path | None = None,
 ) -> list[Prompt]:
-    """Deterministic from the workload's seed; `salt` keeps warm-up and each level's prompts distinct."""
+    """Deterministic from the workload's seed. Synthetic kinds: `salt` keeps warm-up, each level's and each
+    repeat's prompts distinct. Dataset kinds: prompts `start` to `start + count` of the dataset's pool, taken
+    without replacement (`path`: the dataset file when it is not in the workloads folder, e.g. the Hub cache)."""
     dataset = spec["dataset"]
     rng = random.Random(f"{spec['seed']}:{salt}")
     kind = dataset["kind"]
@@ -156,21 +166,57 @@ def build_prompts(
         return list(_shared_prefix(spec, counter, count, salt, rng))
     if kind == "multi-turn":
         return list(_multi_turn(spec, counter, count, salt, rng))[:count]
-    pairs = read_dataset(dataset, name, folder)
-    chosen = [pairs[rng.randrange(len(pairs))] for _ in range(count)]
-    recorded = kind == "sharegpt" and dataset["recorded_output"] is not False
-    return [
-        Prompt(
-            text,
-            counter.count(text),
-            max(1, min(counter.count(reply), spec["max_tokens"])) if recorded and reply else spec["max_tokens"],
+    pool = dataset_pool(spec, name, folder, counter, path)
+    if start + count > len(pool) and not spec.get("repeat_prompts"):
+        raise BadInput(
+            f"workload {name}: prompts {start + 1} to {start + count} asked of a dataset with {len(pool)} distinct "
+            "usable prompts; labctl sends none twice unless the workload says repeat_prompts: true."
         )
-        for text, reply in chosen
-    ]
+    taken = [pool[(start + i) % len(pool)] for i in range(count)]
+    return [p if p.input_len >= 0 else replace(p, input_len=counter.count(p.text)) for p in taken]
+
+
+# (file, size, mtime, seed, kind, length unit, tokenizer, recorded, max_tokens) -> the pool: a dataset is read,
+# shuffled and filtered once per process, not once per level.
+_POOLS: dict[tuple[Any, ...], list[Prompt]] = {}
+
+
+def dataset_pool(spec: dict[str, Any], name: str, folder: Path, counter: Counter, path: Path | None) -> list[Prompt]:
+    """Every distinct prompt of a jsonl or ShareGPT dataset, in the order they are sent: ShareGPT as vLLM's
+    sampler takes them (labctl.bench.sharegpt), jsonl shuffled with the seed."""
+    dataset = spec["dataset"]
+    path = path or dataset_file(dataset, name, folder)
+    recorded = dataset["kind"] == "sharegpt" and dataset["recorded_output"] is not False
+    stat = path.stat()
+    key: tuple[Any, ...] = (str(path), stat.st_size, stat.st_mtime_ns, spec["seed"], dataset["kind"])
+    key += (counter.unit, counter.source, recorded, spec["max_tokens"])
+    if key in _POOLS:
+        return _POOLS[key]
+    content = _read_text(path)
+    if dataset["kind"] == "jsonl":
+        texts = [text for text in _jsonl(path, content) if text.strip()]  # an empty prompt measures nothing
+        random.Random(spec["seed"]).shuffle(texts)
+        pool = [Prompt(text, -1, spec["max_tokens"]) for text in texts]  # lengths counted when taken
+    else:
+        try:
+            items = json.loads(content)
+        except (ValueError, RecursionError) as exc:
+            raise BadInput(f"{path}: not JSON ({exc}): a ShareGPT file is a JSON list of conversations.") from None
+        fixed = None if recorded else int(spec["max_tokens"])
+        pool = [
+            Prompt(text, prompt_len, min(out, spec["max_tokens"]) if recorded else spec["max_tokens"])
+            for text, prompt_len, out in sample_pool(items, int(spec["seed"]), counter, fixed)
+        ]
+    if not pool:
+        rule = "" if dataset["kind"] == "jsonl" else f" ({RULE}, lengths in {counter.unit})"
+        raise BadInput(f"{path}: no usable prompt in the dataset{rule}; nothing was sent.")
+    _POOLS.clear()  # one dataset at a time: ShareGPT's pool alone holds hundreds of MB of text
+    _POOLS[key] = pool
+    return pool
 
 
 def _shared_prefix(
-    spec: dict[str, Any], counter: Counter, count: int, salt: int, rng: random.Random
+    spec: dict[str, Any], counter: Counter, count: int, salt: int | str, rng: random.Random
 ) -> Iterator[Prompt]:
     """prefix_count prefixes of prefix_len, the same at every level (built from the seed alone), each
     request one of them then a distinct suffix of input_len: what a prefix cache can reuse."""
@@ -185,7 +231,9 @@ def _shared_prefix(
         yield Prompt(prefix + "\n" + suffix, prefix_used + used, spec["max_tokens"])
 
 
-def _multi_turn(spec: dict[str, Any], counter: Counter, count: int, salt: int, rng: random.Random) -> Iterator[Prompt]:
+def _multi_turn(
+    spec: dict[str, Any], counter: Counter, count: int, salt: int | str, rng: random.Random
+) -> Iterator[Prompt]:
     """Sessions of `turns` user turns, each sent with the whole conversation so far (the context grows),
     after `think_time_s`. The assistant turns in the history are synthetic text of output_len: a fixed
     stand-in for the answers, so every engine is sent the same conversation."""
@@ -210,10 +258,10 @@ def _multi_turn(spec: dict[str, Any], counter: Counter, count: int, salt: int, r
             context += answered
 
 
-def read_dataset(dataset: dict[str, Any], name: str, folder: Path) -> list[tuple[str, str | None]]:
-    """(prompt, recorded reply or None) pairs from a jsonl or ShareGPT file inside the workloads folder."""
+def dataset_file(dataset: dict[str, Any], name: str, folder: Path) -> Path:
+    """A jsonl or ShareGPT file named by `path`, inside the workloads folder."""
     inside = folder.resolve()
-    path = (folder / dataset["path"]).resolve()
+    path: Path = (folder / str(dataset["path"])).resolve()
     if inside not in path.parents:
         raise BadInput(
             f"workload {name}: dataset {dataset['path']} leads outside {inside} (to {path}): labctl "
@@ -221,19 +269,18 @@ def read_dataset(dataset: dict[str, Any], name: str, folder: Path) -> list[tuple
         )
     if not path.is_file():
         raise BadInput(f"workload {name}: dataset file {path} not found.")
+    return path
+
+
+def _read_text(path: Path) -> str:
     try:
-        content = read_bounded(path, str(path), MAX_DATASET_BYTES).decode("utf-8")
+        return read_bounded(path, str(path), MAX_DATASET_BYTES).decode("utf-8")
     except UnicodeDecodeError:
         raise BadInput(f"{path}: not UTF-8 text.") from None
-    pairs = _jsonl(path, content) if dataset["kind"] == "jsonl" else _sharegpt(path, content)
-    pairs = [(text, reply) for text, reply in pairs if text.strip()]  # an empty prompt measures nothing
-    if not pairs:
-        raise BadInput(f"{path}: no usable prompt in the dataset (none, or only empty ones); nothing was sent.")
-    return pairs
 
 
-def _jsonl(path: Path, content: str) -> list[tuple[str, str | None]]:
-    pairs: list[tuple[str, str | None]] = []
+def _jsonl(path: Path, content: str) -> list[str]:
+    texts: list[str] = []
     for number, line in enumerate(content.splitlines(), 1):
         if not line.strip():
             continue
@@ -246,22 +293,5 @@ def _jsonl(path: Path, content: str) -> list[tuple[str, str | None]]:
         text = item.get("prompt") if isinstance(item, dict) else None
         if not isinstance(text, str):
             raise BadInput(f'{path}:{number}: expected an object with a "prompt" string.')
-        pairs.append((text, None))
-    return pairs
-
-
-def _sharegpt(path: Path, content: str) -> list[tuple[str, str | None]]:
-    """The first human turn of each conversation, and the gpt turn answering it (its recorded length)."""
-    try:
-        items = json.loads(content)
-    except (ValueError, RecursionError) as exc:
-        raise BadInput(f"{path}: not JSON ({exc}): a ShareGPT file is a JSON list of conversations.") from None
-    pairs: list[tuple[str, str | None]] = []
-    for item in items if isinstance(items, list) else []:
-        turns = item.get("conversations") if isinstance(item, dict) else None
-        if not (isinstance(turns, list) and turns and isinstance(turns[0], dict) and turns[0].get("from") == "human"):
-            continue
-        answer = turns[1] if len(turns) > 1 and isinstance(turns[1], dict) and turns[1].get("from") == "gpt" else None
-        reply = answer.get("value") if answer else None
-        pairs.append((str(turns[0].get("value", "")), reply if isinstance(reply, str) and reply.strip() else None))
-    return pairs
+        texts.append(text)
+    return texts

@@ -17,6 +17,7 @@ from typing import Any
 from labctl.bench.intervals import REQUEST_METHOD, repeat_intervals, repeat_method
 from labctl.bench.metric_table import METRICS, Metric, value_in
 from labctl.catalog.batch_cap import BatchCap
+from labctl.catalog.engine_settings import Effective
 from labctl.errors import BadInput
 from labctl.host.identity import writer_gone
 from labctl.run.records.store import MAX_RESULT_BYTES, Runs, is_result_id, read_json_file, shape_refusal
@@ -46,12 +47,38 @@ class Target:
     memory: Memory | None = None
     max_batch_size: int | None = None
     batch_cap: BatchCap | None = None  # the engine's cap on sequences at once, and where it was read
+    settings: dict[str, Effective] | None = None  # what the engine computed with (engine_settings.py)
 
 
 @dataclass(frozen=True)
 class Override:
     flag: str
     value: Any
+
+
+@dataclass(frozen=True)
+class PromptFacts:
+    """How a bench chose its prompts (labctl.bench.prompt_slots): none sent twice unless repeat_prompts."""
+
+    seed: int = 0
+    sent: int = 0
+    distinct: int = 0
+    first: int = 0  # the workload's first prompt this bench sent (a study's later benches start further on)
+    available: int | None = None  # distinct prompts the dataset holds; None: synthetic, without end
+    repeat_prompts: bool = False  # the workload sends prompts more than once on purpose
+    shared_on_purpose: bool = False  # shared-prefix or multi-turn: requests share prefixes by design
+    rule: str | None = None  # the sampler's rule (ShareGPT: vLLM's)
+
+
+@dataclass(frozen=True)
+class DatasetFacts:
+    """A Hub dataset a bench read, offline, from the Hub cache."""
+
+    repo: str
+    revision: str
+    commit: str | None
+    file: str
+    bytes: int | None = None
 
 
 @dataclass(frozen=True)
@@ -64,6 +91,16 @@ class WorkloadFacts:
     spec: dict[str, Any] | None = None
     length_unit: str | None = None
     tokenizer: str | None = None
+    prompts: PromptFacts | None = None
+    dataset: DatasetFacts | None = None
+
+
+@dataclass(frozen=True)
+class KvBound:
+    """A level with more streams than the engine's KV cache holds at once (a study's plan estimated it): the
+    engine queues and preempts there, and that is what the level measures."""
+
+    streams: int  # how many of the workload's sequences the KV cache holds, by the plan's memory fit
 
 
 @dataclass(frozen=True)
@@ -85,6 +122,7 @@ class Level:
     chunks_unlike_usage: int = 0
     meets_slo: bool | None = None  # a capacity search's level: whether it met the SLO
     over_max_batch_size: bool = False
+    kv_bound: KvBound | None = None
     warnings: tuple[str, ...] = ()
     telemetry: dict[str, Any] | None = None
     figures: dict[str, float | None] = field(default_factory=dict)  # per metric of the table: its value
@@ -105,6 +143,22 @@ class Level:
     @property
     def engine_shared(self) -> bool:
         return self.shared_engine or bool(self.engine_busier)
+
+    def engine_counter(self, common: str, part: str) -> float | None:
+        """One of the engine's own telemetry figures in this level (e.g. preemptions/increase, waiting/max)."""
+        found = ((self.telemetry or {}).get("engine") or {}).get(common)
+        value = found.get(part) if isinstance(found, dict) else None
+        return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+
+    def kv_bound_text(self) -> str | None:
+        """`KV-bound (cache holds ~19 streams): preemptions +12, waiting max 41`, with the engine's own counters."""
+        if self.kv_bound is None:
+            return None
+        said = []
+        for common, part, word in (("preemptions", "increase", "preemptions +"), ("waiting", "max", "waiting max ")):
+            value = self.engine_counter(common, part)
+            said.append(f"{word}{value:g}" if value is not None else f"{common} not exported")
+        return f"KV-bound (cache holds ~{self.kv_bound.streams} streams): " + ", ".join(said)
 
 
 @dataclass(frozen=True)

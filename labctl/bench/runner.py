@@ -16,7 +16,7 @@ from typing import Any
 from labctl.bench.client import Connection, RequestResult, Target
 from labctl.bench.metrics import level_metrics
 from labctl.bench.prompts import Prompt, sessions
-from labctl.bench.workloads import Workload, make_prompts
+from labctl.bench.workloads import Workload
 from labctl.errors import BadInput
 
 Progress = Callable[[str, int, int], None]  # (phase, done, total)
@@ -229,14 +229,6 @@ class LevelPrompts:
     measured: list[Prompt]
 
 
-def level_prompts(workload: Workload, concurrency: int, level_index: int) -> LevelPrompts:
-    """A level's prompts, made where the workload and its tokenizer are (a remote host's client gets them)."""
-    return LevelPrompts(
-        warm=make_prompts(workload, workload.warmup_for(concurrency), salt=10_000 + level_index),
-        measured=make_prompts(workload, workload.requests_for(concurrency), salt=level_index),
-    )
-
-
 async def run_level(
     target: Target,
     workload: Workload,
@@ -245,12 +237,12 @@ async def run_level(
     timeout: float | None,
     progress: Progress,
     partial: LevelProgress,
-    prompts: LevelPrompts | None = None,
+    prompts: LevelPrompts,
 ) -> LevelOutcome:
     spec = workload.spec
     raise_open_file_limit(concurrency)
     connections = [Connection(target) for _ in range(concurrency)]
-    made = prompts or level_prompts(workload, concurrency, level_index)
+    made = prompts
     warm, measured = made.warm, made.measured
     counter = {"n": 0}
 

@@ -5,9 +5,11 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from labctl.bench import capacity
 from labctl.bench.bench_request import (
     BenchRequest,
     SweepProgress,
@@ -17,7 +19,9 @@ from labctl.bench.bench_request import (
 )
 from labctl.bench.client import Target
 from labctl.bench.environment import client_environment
+from labctl.bench.hub_dataset import hub_dataset_of
 from labctl.bench.intervals import REQUEST_METHOD, repeat_method
+from labctl.bench.prompt_slots import PromptSlots, check_enough, prompt_facts, slots_for
 from labctl.bench.remote_client import OnHost, engine_address
 from labctl.bench.result_store import RESULT_SCHEMA, WriteFailed, guarded, made, mark_lost, save_result
 from labctl.bench.results import BenchResult
@@ -27,7 +31,7 @@ from labctl.bench.runner import (
 from labctl.bench.sweep import Sweep
 from labctl.bench.target import engine_key, engine_root, memory_of, preflight, resolve_target
 from labctl.bench.tokens import counter_for, tokenizer_counter
-from labctl.bench.workloads import Workload, make_prompts
+from labctl.bench.workloads import Workload
 from labctl.errors import LabctlError
 from labctl.host.engine.info import probe_engine_version
 from labctl.host.engine.sampler import Sampler, plan_for
@@ -58,7 +62,10 @@ def run_bench(
     model_id = ((record.resolved_profile or {}).get("model") or {}).get("id") or target.model
     counter = tokenizer_counter(request.tokenizer) if request.tokenizer else counter_for(str(model_id))
     workload = workload.with_counter(counter)
-    make_prompts(workload, 1, salt=0)  # a dataset without one usable prompt is refused before anything is written
+    # a dataset without enough distinct prompts (or none usable) is refused before anything is sent or written
+    search_steps = capacity.MAX_STEPS if request.find_max_rate else 0
+    slots = slots_for(workload, request.repeat, request.prompt_start, search_steps)
+    available = check_enough(workload, slots)
     if not remote:  # the client's own sockets: enough open files for the top level, or refused now
         check_open_files(max(workload.concurrency))
     server = preflight(target)
@@ -72,9 +79,24 @@ def run_bench(
         if record.status == "external":
             record = record.changed(engine_version=probe_engine_version(engine_root(target), target.api_key))
             runs.save(record)
-        return _run_held(
-            runs, request, progress, say, workload, target, record, limit, remote, server, bench_id, end, hold
-        )
+        held = Held(target, record, limit, remote, server, bench_id, end, hold, slots, available)
+        return _run_held(runs, request, progress, say, workload, held)
+
+
+@dataclass(frozen=True)
+class Held:
+    """What run_bench settled before it held the engine."""
+
+    target: Target
+    record: Record
+    limit: int | None
+    remote: bool
+    server: dict[str, Any]
+    bench_id: str
+    end: float
+    hold: EngineHold
+    slots: PromptSlots
+    available: int | None  # distinct prompts a dataset workload holds; None: synthetic, no end
 
 
 def _run_held(
@@ -83,15 +105,10 @@ def _run_held(
     progress: SweepProgress,
     say: Callable[[str], None],
     workload: Workload,
-    target: Target,
-    record: Record,
-    limit: int | None,
-    remote: bool,
-    server: dict[str, Any],
-    bench_id: str,
-    end: float,
-    hold: EngineHold,
+    held: Held,
 ) -> tuple[BenchResult, Path]:
+    target, record, limit, remote, server = held.target, held.record, held.limit, held.remote, held.server
+    bench_id, end, hold = held.bench_id, held.end, held.hold
     path = runs.dir(record.run_id) / "bench" / f"{bench_id}.json"
     result: dict[str, Any] = {
         "schema_version": RESULT_SCHEMA,
@@ -116,8 +133,10 @@ def _run_held(
             "models": server["models"],
             "thinking": target.thinking,
             "memory": memory_of(record),
+            # what the engine computed with, as its run's record says (the engine's report, else command + defaults)
+            "settings": None if record.settings is None else {k: asdict(v) for k, v in record.settings.items()},
         },
-        "workload": workload_facts(workload) | workload.counter.facts(),
+        "workload": workload_facts(workload) | workload.counter.facts() | dataset_facts(workload, held),
         "client": client_environment(),
         "levels": [],
         "warnings": [],
@@ -164,7 +183,14 @@ def _run_held(
     over = cap.above(workload.concurrency)
     if over:
         say(f"warning: c={','.join(map(str, over))} above the engine's batch cap of {cap.text}: those levels queue")
-    sweep = Sweep(request, workload, target, limit, result, path, progress, say, end)
+    prompts = result["workload"]["prompts"]
+    say(
+        f"prompts: {prompts['sent']} to send, {prompts['distinct']} distinct"
+        + (f" of the {prompts['available']} the dataset holds" if prompts["available"] is not None else "")
+        + (" (repeat_prompts: true)" if prompts["repeat_prompts"] else "")
+        + f"; seed {prompts['seed']}"
+    )
+    sweep = Sweep(request, workload, target, limit, result, path, progress, say, end, held.slots)
     sweep.cap = cap
     sweep.requests_path, sweep.sampler, sweep.on_host, sweep.shared = requests_path, sampler, on_host, hold.holder
     lost = False
@@ -204,6 +230,17 @@ def _run_held(
             say(f"telemetry: no {name} samples: {result['telemetry']['missing'][name]}")
     save_result(path, result)
     return made(result), path
+
+
+def dataset_facts(workload: Workload, held: Held) -> dict[str, Any]:
+    """The prompts' facts (seed, how many, how many distinct) and, for a Hub dataset, which commit was read."""
+    facts: dict[str, Any] = {"prompts": prompt_facts(workload, held.slots, held.available)}
+    hub = hub_dataset_of(workload.name, workload.hub_dataset)
+    if hub is not None:
+        path = hub.locate()
+        facts["dataset"] = {"repo": hub.repo, "revision": hub.revision, "commit": hub.commit(), "file": hub.file}
+        facts["dataset"]["bytes"] = path.stat().st_size
+    return facts
 
 
 def workload_facts(workload: Workload) -> dict[str, Any]:

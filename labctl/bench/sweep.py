@@ -21,6 +21,7 @@ from labctl.bench.level_summary import (
     summarise_run,
     telemetry_of,
 )
+from labctl.bench.prompt_slots import PromptSlots, level_prompts, slots_for
 from labctl.bench.remote_client import LevelJob, OnHost
 from labctl.bench.result_store import save_result
 from labctl.bench.runner import (
@@ -28,7 +29,6 @@ from labctl.bench.runner import (
     LevelProgress,
     Progress,
     client_failures,
-    level_prompts,
     outcome_of,
     run_level,
 )
@@ -55,6 +55,7 @@ class Sweep:
         progress: SweepProgress,
         say: Callable[[str], None],
         end: float,
+        slots: PromptSlots | None = None,
     ) -> None:
         self.request, self.workload, self.target, self.limit = request, workload, target, limit
         self.result, self.path, self.progress, self.say, self.end = result, path, progress, say, end
@@ -64,6 +65,9 @@ class Sweep:
         self.shared: str | None = None  # who else held the engine (--allow-shared-engine)
         self.current: str | None = None  # the level being measured, for what a failed write lost
         self.cap = BatchCap(None)  # the engine's batch cap: a level above it is marked
+        self.slots = slots or slots_for(
+            workload, request.repeat, request.prompt_start, capacity.MAX_STEPS if request.find_max_rate else 0
+        )
 
     def run_once(
         self, workload: Workload, concurrency: int, index: int, repeat: int, tick: Progress, partial: LevelProgress
@@ -71,13 +75,13 @@ class Sweep:
         """One run of a level, here or on the run's host; TimeoutError past the deadline."""
         left = max(0.0, self.end - time.monotonic())
         timeout = self.request.request_timeout
+        prompts = level_prompts(workload, index, self.slots, repeat)
         if self.on_host is None:
-            level_run = run_level(self.target, workload, concurrency, index, timeout, tick, partial)
+            level_run = run_level(self.target, workload, concurrency, index, timeout, tick, partial, prompts)
             return asyncio.run(asyncio.wait_for(level_run, left))
         on_host_target = Target(
             str(self.result["target"]["base_url"]), self.target.model, self.target.api_key, self.target.thinking
         )
-        prompts = level_prompts(workload, concurrency, index)
         job = LevelJob(on_host_target, workload, concurrency, index, repeat, prompts, timeout, left)
         return self.on_host.run_level(job, tick, partial)
 
@@ -146,8 +150,12 @@ class Sweep:
         windows: list[Window] = []
         for repeat in range(request.repeat):
             partial = LevelProgress()
+            if self.sampler is not None:
+                self.sampler.mark()
             try:
                 outcome = self.run_once(workload, concurrency, index, repeat, tick, partial)
+                if self.sampler is not None:
+                    self.sampler.mark()
             except (TimeoutError, KeyboardInterrupt) as exc:
                 outcome = outcome_of(concurrency, partial, planned.rate, interrupted=True)
                 runs.append(self.finish_run(outcome, workload, index, repeat, windows))

@@ -30,11 +30,22 @@ def _within(t: float, windows: list[Window]) -> bool:
     return any(start <= t <= end for start, end in windows)
 
 
+def _bracket(samples: list[dict[str, Any]], start: float, end: float) -> list[dict[str, Any]]:
+    """The last sample at or before the window's start and the first at or after its end (the bench takes one
+    just before each level and just after it, labctl.host.engine.sampler.Sampler.mark): a counter's rise
+    between them is the window's, plus the level's warm-up."""
+    ordered = sorted(samples, key=lambda s: float(s["t"]))  # the loop's and the bench's samples interleave
+    before = [s for s in ordered if s["t"] <= start]
+    after = [s for s in ordered if s["t"] >= end]
+    return [before[-1], after[0]] if before and after else []
+
+
 def summarise_engine(samples: list[dict[str, Any]], kinds: dict[str, str], windows: list[Window]) -> dict[str, Any]:
     """Engine samples ({"t": monotonic s, "values": {common: v}}) within the level's measured windows
     (one per repeat): gauges -> mean/max; fractions -> mean/max of the rank average, with the busiest
     rank's most (`rank_max`) and the ranks seen; counters -> increase (summed over windows) and per-second
-    rate; ratios -> increase of num / increase of den."""
+    rate; ratios -> increase of num / increase of den (a window with fewer than two samples inside reads the two
+    that bracket it)."""
     out: dict[str, Any] = {"samples": sum(1 for s in samples if _within(s["t"], windows))}
     for common, kind in kinds.items():
         if kind in ("gauge", "fraction"):
@@ -47,6 +58,8 @@ def summarise_engine(samples: list[dict[str, Any]], kinds: dict[str, str], windo
         rise, span, den = 0.0, 0.0, 0.0
         for start, end in windows:
             points = [s for s in samples if start <= s["t"] <= end and keys[0] in s["values"]]
+            if len(points) < 2:  # a level shorter than the scrape interval: the samples that bracket it
+                points = _bracket([s for s in samples if keys[0] in s["values"]], start, end)
             if len(points) < 2:
                 continue
             rise += max(0.0, points[-1]["values"][keys[0]] - points[0]["values"][keys[0]])

@@ -43,6 +43,13 @@ class Counter:
             return len(text.split())
         return len(self.tokenizer.encode(text, add_special_tokens=False).ids)
 
+    def count_as_sent(self, texts: list[str]) -> list[int]:
+        """Each text's length as vLLM's benchmark counts it (`tokenizer(text).input_ids`: special tokens
+        included); words without a tokenizer."""
+        if self.tokenizer is None:
+            return [len(text.split()) for text in texts]
+        return [len(e.ids) for e in self.tokenizer.encode_batch(texts, add_special_tokens=True)]
+
     def word_cost(self, word: str) -> int:
         """Tokens one space-led word adds to a prompt (cached: prompts are built from a small vocabulary)."""
         if self.tokenizer is None:

@@ -13,6 +13,7 @@ from typing import Any
 from labctl.bench.prompts import Prompt, build_prompts
 from labctl.bench.tokens import WORDS, Counter
 from labctl.catalog.fields import Field, check_mapping, check_value
+from labctl.catalog.hub_names import REPO_ID_RULE, REVISION_RULE, is_repo_id, is_revision
 from labctl.catalog.lab import Lab, check_name
 from labctl.catalog.limits import (
     MAX_CONCURRENCY,
@@ -104,7 +105,24 @@ WORKLOAD_FIELDS: dict[str, Field] = {
                 "(letters, digits, '.', '_', '-' and '/'; no '..', no absolute path)",
                 check=lambda v: len(v) <= 255 and _DATASET_PATH.fullmatch(v) is not None,
             ),
+            "repo": Field("str", "instead of path: " + REPO_ID_RULE + ", a Hub dataset repository", check=is_repo_id),
+            "revision": Field(
+                "str",
+                "with repo: " + REVISION_RULE + "; `labctl pin --workload NAME` makes it a commit",
+                check=is_revision,
+            ),
+            "file": Field(
+                "str",
+                "with repo: the file inside the dataset repository, e.g. ShareGPT_V3_unfiltered_cleaned_split.json "
+                "(letters, digits, '.', '_', '-' and '/'; no '..', no absolute path)",
+                check=lambda v: len(v) <= 255 and _DATASET_PATH.fullmatch(v) is not None,
+            ),
         },
+    ),
+    "repeat_prompts": Field(
+        "bool",
+        "send a prompt more than once on purpose when the dataset holds fewer distinct prompts than the bench "
+        "sends (recorded in the result; an engine's prefix cache then serves the repeats)",
     ),
     "requests_per_concurrency": Field(
         "int",
@@ -229,6 +247,19 @@ class Workload:
         return str(self.spec["dataset"]["kind"])
 
     @property
+    def hub_dataset(self) -> tuple[str, str, str] | None:
+        """(repository, revision, file) when the dataset comes from the Hub."""
+        dataset = self.spec["dataset"]
+        if dataset.get("repo") is None:
+            return None
+        return str(dataset["repo"]), str(dataset["revision"]), str(dataset["file"])
+
+    @property
+    def repeats_prompts(self) -> bool:
+        """The workload sends a prompt more than once on purpose (said in its file)."""
+        return bool(self.spec.get("repeat_prompts"))
+
+    @property
     def slo(self) -> dict[str, float] | None:
         """Goodput's service-level objective (metric -> bound), when the workload states one."""
         slo = self.spec["slo"]
@@ -282,8 +313,17 @@ def _flag_value(value: Any) -> str:
 
 # Fields added after workloads were first hashed: left out of the hash while unset, so a workload that
 # does not use them keeps the hash its earlier results were stored under.
-LATER_FIELDS = {"tools", "tool_choice"}
-LATER_DATASET_FIELDS = {"prefix_len", "prefix_count", "turns", "think_time_s", "recorded_output"}
+LATER_FIELDS = {"tools", "tool_choice", "repeat_prompts"}
+LATER_DATASET_FIELDS = {
+    "prefix_len",
+    "prefix_count",
+    "turns",
+    "think_time_s",
+    "recorded_output",
+    "repo",
+    "revision",
+    "file",
+}
 
 
 def spec_sha256(spec: dict[str, Any]) -> str:
@@ -323,15 +363,19 @@ NEEDS = {
     "random": ("input_len", "output_len"),
     "shared-prefix": ("input_len", "output_len", "prefix_len", "prefix_count"),
     "multi-turn": ("input_len", "output_len", "turns"),
-    "jsonl": ("path",),
-    "sharegpt": ("path",),
+    "jsonl": (),
+    "sharegpt": (),
 }
 ONLY = {
     "prefix_len": "shared-prefix",
     "prefix_count": "shared-prefix",
     "turns": "multi-turn",
     "path": "jsonl or sharegpt",
+    "repo": "jsonl or sharegpt",
+    "revision": "jsonl or sharegpt",
+    "file": "jsonl or sharegpt",
 }
+HUB_KEYS = ("repo", "revision", "file")
 
 
 def _check_dataset(src: SourceFile, spec: dict[str, Any]) -> None:
@@ -343,6 +387,18 @@ def _check_dataset(src: SourceFile, spec: dict[str, Any]) -> None:
     for key, kinds in ONLY.items():
         if dataset[key] is not None and kind not in kinds.split(" or "):
             raise src.problem(("dataset", key), f"{key} belongs to {kinds} datasets, not {kind}.")
+    if kind in ("jsonl", "sharegpt"):
+        hub = [k for k in HUB_KEYS if dataset[k] is not None]
+        if dataset["path"] is not None and hub:
+            raise src.problem(
+                ("dataset", hub[0]), "give path (a file in the lab) or repo, revision and file, not both."
+            )
+        if dataset["path"] is None and len(hub) < len(HUB_KEYS):
+            lacking = ", ".join(k for k in HUB_KEYS if dataset[k] is None)
+            raise src.problem(
+                ("dataset",),
+                f"a {kind} dataset needs path (a file in the lab) or repo, revision and file: no {lacking}.",
+            )
     if kind == "multi-turn":
         if spec["request_rate"] is not None:
             raise src.problem(
@@ -518,6 +574,7 @@ def parse_slo(text: str) -> dict[str, float]:
     return slo
 
 
-def make_prompts(workload: Workload, count: int, salt: int) -> list[Prompt]:
-    """Deterministic from the workload's seed; `salt` keeps warm-up and each level's prompts distinct."""
-    return build_prompts(workload.spec, workload.name, workload.folder, workload.counter, count, salt)
+def make_prompts(workload: Workload, count: int, salt: int, start: int = 0, path: Path | None = None) -> list[Prompt]:
+    """Deterministic from the workload's seed; `salt` keeps synthetic stretches distinct, `start` is where a
+    dataset stretch begins (labctl.bench.prompt_slots lays both out, and finds a Hub dataset's `path`)."""
+    return build_prompts(workload.spec, workload.name, workload.folder, workload.counter, count, salt, start, path)

@@ -26,6 +26,7 @@ class BatchCap:
     value: int | None
     setting: str = ""  # the option and its value, e.g. "--max-num-seqs 8"
     source: str = ""  # where that value came from
+    flag: str = ""  # the option that sets it
 
     @property
     def text(self) -> str:
@@ -34,7 +35,7 @@ class BatchCap:
         return f"{self.value} ({self.setting}, {self.source})"
 
     def to_json(self) -> dict[str, Any]:
-        return {"value": self.value, "setting": self.setting, "source": self.source}
+        return {"value": self.value, "setting": self.setting, "source": self.source, "flag": self.flag}
 
     def above(self, levels: Sequence[int]) -> list[int]:
         """The levels with more streams than the cap."""
@@ -61,22 +62,24 @@ class CapRule:
         """The cap of a command line (`where` names it, e.g. "the profile's command line")."""
         if not self.settings:
             return BatchCap(None, source=f"engines/{self.engine}/engine.yaml states no batch_cap")
-        known: list[tuple[int, str, str]] = []
+        known: list[tuple[int, str, str, str]] = []
         unknown: list[str] = []
         for setting in self.settings:
             named = f" ({setting.meaning})" if setting.meaning else ""
             given = flag_value(argv, setting.flag)
             if given is not None:
-                known.append((given, f"{setting.flag} {given}{named}", f"set on {where}"))
+                known.append((given, f"{setting.flag} {given}{named}", f"set on {where}", setting.flag))
             elif setting.default is not None:
                 value = setting.default
-                known.append((value, f"{setting.flag} {value}{named}", f"its default: {setting.default_from}"))
+                known.append(
+                    (value, f"{setting.flag} {value}{named}", f"its default: {setting.default_from}", setting.flag)
+                )
             else:
                 unknown.append(f"{setting.flag} not set: {setting.default_from}")
         if not known:
             return BatchCap(None, source="; ".join(unknown))
-        value, setting_text, source = min(known)
-        return BatchCap(value, setting_text, source)
+        value, setting_text, source, flag = min(known)
+        return BatchCap(value, setting_text, source, flag)
 
 
 def flag_value(argv: Sequence[str], flag: str) -> int | None:

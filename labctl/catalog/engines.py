@@ -18,6 +18,7 @@ from labctl.catalog.engine_metrics import (
     Source,
     Telemetry,
 )
+from labctl.catalog.engine_settings import SETTINGS_FIELD, SettingRules, setting_rules, settings_problem
 from labctl.catalog.fields import MISSING, Field, check_mapping
 from labctl.catalog.lab import Lab, check_name
 from labctl.catalog.limits import EXACT, finite
@@ -358,6 +359,7 @@ ENGINE_FIELDS: dict[str, Field] = {
             **{common: METRIC_CANDIDATES for common in COMMON},
         },
     ),
+    "settings": SETTINGS_FIELD,
     "docker": Field(
         "map",
         fields={
@@ -585,6 +587,12 @@ class Engine:
         return float(setting["default"]), str(setting["default_from"])
 
     @property
+    def setting_rules(self) -> SettingRules | None:
+        """How its effective settings are read (engine.yaml `settings`); None: the folder states none."""
+        settings = self.spec["settings"]
+        return None if settings is None else setting_rules(settings)
+
+    @property
     def resident_suited(self) -> bool:
         return bool(self.spec["resident"]["suited"])
 
@@ -690,6 +698,16 @@ def load_engine(lab: Lab, name: str) -> Engine:
         raise src.problem(("telemetry",), "metric names need a route that serves them: set endpoints.metrics.")
     if spec["telemetry"] is not None:
         _check_metric_kinds(src, spec["telemetry"])
+    if spec["settings"] is not None:
+        found = settings_problem(spec["settings"], spec["options_file"] is not None)
+        if found is not None:
+            raise src.problem(("settings", *found[0]), found[1])
+        route = (spec["settings"]["report"] or {}).get("route")
+        if route is not None and route not in (spec["endpoints"]["metrics"], spec["endpoints"]["version"]):
+            raise src.problem(
+                ("settings", "report", "route"),
+                "the report route must be one of endpoints.metrics or endpoints.version.",
+            )
     if spec["build"] is not None:
         for i, group in enumerate(spec["build"]["serve_args"] or []):
             _check_placeholders(src, ("build", "serve_args", i), group)

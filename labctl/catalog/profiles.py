@@ -58,6 +58,11 @@ PROFILE_FIELDS: dict[str, Field] = {
     "description": Field("str", "one line saying what this profile is for", required=True),
     "image": Field("str", "repo:tag@sha256:<64 hex>, or repo:tag with 'unpinned: true'", required=True),
     "unpinned": Field("bool", default=False),
+    "legacy": Field(
+        "str",
+        "why this profile is kept but no longer the one to use (one line, up to 300 characters)",
+        check=lambda v: 0 < len(v) <= 300 and printable(v) and "\n" not in v,
+    ),
     "model": Field(
         "map",
         fields={
@@ -196,6 +201,11 @@ class Profile:
     @property
     def unpinned(self) -> bool:
         return bool(self.spec["unpinned"])
+
+    @property
+    def legacy(self) -> str | None:
+        """Why the profile is kept but no longer the one to use (None: it is current)."""
+        return None if self.spec["legacy"] is None else str(self.spec["legacy"])
 
     @property
     def model(self) -> ModelSpec:

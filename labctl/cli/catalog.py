@@ -59,6 +59,7 @@ def profiles(
                 continue
             model = profile.model
             support = "supported" if profile.support_problem is None else "UNSUPPORTED"
+            support += ", LEGACY" if profile.legacy else ""
             pin = "pinned" if profile.pinned else "UNPINNED"
             rows.append([engine_name, name, f"{model.id}@{model.revision}", pin, support])
     listing(rows, ["ENGINE", "PROFILE", "MODEL@REVISION", "IMAGE", "SUPPORT"], as_json)
@@ -74,7 +75,7 @@ def validate(
         bool, typer.Option(help="Accept an engine version that has no CLI contract file (its argv goes unchecked).")
     ] = False,
 ) -> None:
-    """Check engine definitions and profiles; exit 2 naming the file, field and line of the first problem.
+    """Check engine definitions and profiles (and, with no ENGINE, every workload: its fields, and a dataset's distinct prompts against what its levels send); exit 2 naming the file, field and line of the first problem.
 
     Example: labctl validate sglang --profile qwen3-32b
     """
@@ -83,6 +84,13 @@ def validate(
     lines = validate_lab(state.lab(), engine, profile, allow_unsupported, allow_uncontracted)
     for line in lines:
         out(line)
+    if engine is None and profile is None:
+        from labctl.bench.prompt_slots import check_lab_workloads
+        from labctl.bench.workloads import list_workloads
+
+        for note in check_lab_workloads(state.lab()):
+            warn(note)
+        out(f"ok: {len(list_workloads(state.lab()))} workload(s) valid, none asking for more prompts than it holds")
     out(f"ok: {sum(1 for line in lines if not line.startswith(' '))} profile(s) valid")
 
 

@@ -57,22 +57,30 @@ def fetch(
             help="Instead: an lm-eval task set whose dataset to fetch at its pinned revision (suites/lm-eval/NAME)."
         ),
     ] = None,
+    workload: Annotated[
+        str | None,
+        typer.Option(help="Instead: a workload whose Hub dataset to fetch (workloads/NAME.yaml: dataset.repo)."),
+    ] = None,
     cache_dir: Annotated[
         str | None, typer.Option(help="Host model cache (default: $LABCTL_CACHE_DIR or ~/.cache/huggingface).")
     ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="End with what was fetched as one JSON object.")] = False,
     host: Annotated[str | None, typer.Option("--host", help=HOST_HELP)] = None,
 ) -> None:
-    """Download a profile's model at its pinned revision into the cache its engine mounts (resumable; HF_TOKEN from the environment); or, with --task, a quality task set's dataset, read offline by `labctl eval run --suite lm-eval:NAME`.
+    """Download a profile's model at its pinned revision into the cache its engine mounts (resumable; HF_TOKEN from the environment); or, with --task, a quality task set's dataset, read offline by `labctl eval run --suite lm-eval:NAME`; or, with --workload, a workload's Hub dataset file, read offline by `labctl bench`.
 
     Example: labctl fetch sglang --profile qwen3-32b
     """
     from labctl.errors import BadInput
 
-    if task is not None:
-        if engine is not None or profile is not None or host is not None:
-            raise BadInput("--task fetches a dataset to this machine: give it alone (no ENGINE, --profile or --host).")
-        _fetch_task(task, cache_dir, as_json)
+    if task is not None or workload is not None:
+        flag = "--task" if task is not None else "--workload"
+        if engine is not None or profile is not None or host is not None or (task and workload):
+            raise BadInput(f"{flag} fetches a dataset to this machine: give it alone (no ENGINE, --profile or --host).")
+        if task is not None:
+            _fetch_task(task, cache_dir, as_json)
+        else:
+            _fetch_workload(str(workload), cache_dir, as_json)
         return
     if engine is None or profile is None:
         raise BadInput("give ENGINE and --profile NAME (a model), or --task NAME (a dataset).")
@@ -125,3 +133,32 @@ def _fetch_task(name: str, cache_dir: str | None, as_json: bool) -> None:
         print(json.dumps(dataclasses.asdict(fetched)))
         return
     out(f"dataset {fetched.repo_id}@{fetched.commit} for task set {task.name} in {fetched.cache_dir}")
+
+
+def _fetch_workload(name: str, cache_dir: str | None, as_json: bool) -> None:
+    from labctl.bench.hub_dataset import hub_dataset_of
+    from labctl.bench.workloads import load_workload
+    from labctl.cli.runs import _progress
+    from labctl.errors import BadInput
+    from labctl.run.models.datasets import dataset_acquisition, fetch_dataset
+    from labctl.run.records.acquired import Ledger
+
+    workload = load_workload(state.lab(), name)
+    hub = hub_dataset_of(workload.name, workload.hub_dataset)
+    if hub is None:
+        raise BadInput(
+            f"workload {name}: its dataset is not a Hub dataset (no dataset.repo): there is nothing to fetch."
+        )
+    where = f"dataset.repo, dataset.revision and dataset.file in workloads/{name}.yaml"
+    live = None if as_json else _progress()
+    fetched = fetch_dataset(hub.repo, hub.revision, cache_dir, where, say=warn, live=live, files=(hub.file,))
+    ledger = Ledger(state.runs().home)
+    try:
+        ledger.append(dataset_acquisition(fetched))
+    except OSError as exc:
+        warn(f"warning: could not note the fetch in {ledger.path} (labctl gc will not offer it): {exc}")
+    if as_json:
+        print(json.dumps({**dataclasses.asdict(fetched), "file": hub.file}))
+        return
+    out(f"dataset {fetched.repo_id}@{fetched.revision}: commit {fetched.commit}, {hub.file}, for workload {name}")
+    out(f"  in {fetched.cache_dir}; read offline by `labctl bench --workload {name}`")

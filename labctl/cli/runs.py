@@ -304,21 +304,33 @@ def show(
 
 
 def pin(
-    engine: Annotated[str, typer.Argument(help="The engine.")],
-    profile: Annotated[str, typer.Option("--profile", "-p", help="The profile to pin.")],
+    engine: Annotated[str | None, typer.Argument(help="The engine.")] = None,
+    profile: Annotated[str | None, typer.Option("--profile", "-p", help="The profile to pin.")] = None,
+    workload: Annotated[
+        str | None,
+        typer.Option(
+            help="Instead: a workload whose Hub dataset revision to resolve to a commit and write into its file."
+        ),
+    ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print what was pinned as one JSON object.")] = False,
     host: Annotated[
         str | None, typer.Option("--host", help="The host whose platform (os/architecture) picks the digest.")
     ] = None,
 ) -> None:
-    """Ask the registry for the digest of the profile's image tag (this host's platform) and write it into the profile; nothing is pulled. It shows the commit the model's revision names now (each run records the commit it fetched).
+    """Ask the registry for the digest of the profile's image tag (this host's platform) and write it into the profile; nothing is pulled. It shows the commit the model's revision names now (each run records the commit it fetched). With --workload, ask the Hub which commit the workload's dataset revision names and write that instead; nothing is downloaded.
 
     Example: labctl pin sglang --profile qwen3-32b
     """
     import dataclasses
 
+    from labctl.errors import BadInput
     from labctl.run.images.pin import pin_lines, plan_pin, write_pin
 
+    if workload is not None:
+        _pin_workload(workload, engine, profile, host, as_json)
+        return
+    if engine is None or profile is None:
+        raise BadInput("give ENGINE and --profile NAME (an image), or --workload NAME (a dataset revision).")
     state.choose_host(host)
     lab = state.writable_lab(f"labctl pin {engine} --profile {profile}")
     plan = plan_pin(lab, engine, profile)
@@ -329,6 +341,19 @@ def pin(
     out(f"pinned {engine}/{profile}:")
     for line in pin_lines(plan):
         out(line)
+
+
+def _pin_workload(name: str, engine: str | None, profile: str | None, host: str | None, as_json: bool) -> None:
+    from labctl.bench.dataset_pin import pin_workload
+    from labctl.errors import BadInput
+
+    if engine is not None or profile is not None or host is not None:
+        raise BadInput("--workload pins a dataset revision: give it alone (no ENGINE, --profile or --host).")
+    pinned = pin_workload(state.writable_lab(f"labctl pin --workload {name}"), name)
+    if as_json:
+        print(json.dumps({"workload": name, "old": pinned.old, "new": pinned.new, "file": str(pinned.path)}))
+        return
+    out(f"pinned workload {name}: dataset revision {pinned.old} -> {pinned.new} ({pinned.path})")
 
 
 def gc(
@@ -356,7 +381,11 @@ def gc(
         _gc_cluster(cluster_name, yes, as_json)
         return
 
-    garbage = find_garbage(state.lab(), state.runs(), state.host(), skip, pinned_datasets(state.lab()))
+    from labctl.bench.dataset_pin import workload_datasets
+
+    tasks, workloads = pinned_datasets(state.lab()), workload_datasets(state.lab())
+    kept = None if tasks is None or workloads is None else tasks | workloads
+    garbage = find_garbage(state.lab(), state.runs(), state.host(), skip, kept)
     items = garbage.items
     refused = yes and bool(garbage.unreadable)
     outcomes = collect(items) if yes and not refused else []

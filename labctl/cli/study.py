@@ -93,7 +93,10 @@ def _print_plan(chosen: StudyPlan) -> None:
             else:
                 resume.append(f"r{repeat} redo: {', '.join(fingerprint.changed(previous.get('fingerprint')))} changed")
         fit = "-" if cp.fit is None else ("fits" if cp.fit.fits else "DOES NOT FIT") + f" {cp.fit_target}"
-        levels = "; ".join(f"{w} {','.join(map(str, ls))}" for w, ls in cp.levels.items())
+        levels = "; ".join(
+            f"{w} {','.join(str(c) + ('*' if c in cp.kv_bound.get(w, []) else '') for c in ls)}"
+            for w, ls in cp.levels.items()
+        )
         cap = "?" if cp.batch_cap.value is None else str(cp.batch_cap.value)
         rows.append(
             [
@@ -116,6 +119,8 @@ def _print_plan(chosen: StudyPlan) -> None:
             rows, ["CELL", "PLACEMENT", "PORT", "ACCEL", "FIT", "LEVELS", "CAP", "IMAGE", "MODEL", "ESTIMATE", "RESUME"]
         )
     )
+    if any(ls for cp in chosen.cells for ls in cp.kv_bound.values()):
+        out("levels marked * are KV-bound: the KV cache cannot hold every stream at once (they run; see findings)")
     models: dict[str, tuple[float | None, bool]] = {}
     images: dict[tuple[str, str], bool] = {}
     for cp in chosen.cells:
@@ -139,6 +144,8 @@ def _print_plan(chosen: StudyPlan) -> None:
         out(f"batch cap {cp.cell.key}: {cp.batch_cap.text}")
     if study.batch_caps_note:
         out(f"batch caps kept: {study.batch_caps_note}")
+    for budget in chosen.prompts:
+        out(budget.line())
     for finding in chosen.findings:
         warn(f"finding{' (run refuses)' if finding in chosen.refusals else ''}: {finding}")
 

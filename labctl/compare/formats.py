@@ -9,6 +9,7 @@ import html
 import io
 import json
 import re
+import textwrap
 from typing import Any
 
 from labctl.bench.metric_table import View, shown_in
@@ -44,6 +45,9 @@ SETUP_COLUMNS = [
     ("model", "model@rev"),
     ("thinking", "thinking"),
     ("memory", "memory option"),
+    ("kv_cache_dtype", "KV cache"),
+    ("prefix_caching", "prefix caching"),
+    ("settings", "settings"),
     ("workload", "workload"),
     ("environment_label", "env"),
     ("accelerator", "accelerator"),
@@ -250,7 +254,12 @@ def _chunks(count: int, table: list[list[str]]) -> list[list[int]]:
 
 def terminal(checks: list[Check], rows: list[dict[str, Any]], entries: list[Entry]) -> str:
     """Fits TERMINAL_WIDTH: facts of each setup on a few wrapped lines, numbers in a narrow pivot."""
-    lines = [_one_line(line) for line in checklist_lines(checks)]
+    # a long rule line (effective settings with their sources) wraps, indented, never cut: it says why
+    lines = [
+        part
+        for line in checklist_lines(checks)
+        for part in textwrap.wrap(_one_line(line), TERMINAL_WIDTH, subsequent_indent="    ", break_on_hyphens=False)
+    ]
     lines.append("")
     for s, entry in zip(setup_rows(rows, entries, checks), entries, strict=True):
         facts = [f"{title} {cell(s, key)}" for key, title in [*SETUP_COLUMNS[2:], ("command", "command")]]

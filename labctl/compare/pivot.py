@@ -54,6 +54,8 @@ def level_caveats(entry: Entry, level: Level, failed_rules: set[str]) -> list[st
     cap = entry.result.target.batch_cap
     if cap is not None and cap.value is not None and level.concurrency > cap.value and not level.over_max_batch_size:
         caveats.append(f"ran against a cap of {cap.value}: {level.concurrency - cap.value} requests queue")
+    if level.kv_bound is not None:  # the engine queued and preempted: what the level measures, said beside it
+        caveats.append(str(level.kv_bound_text()))
     caveats += [f"mismatch: {rule}" for rule in sorted(failed_rules) if rule != BATCH_RULE]
     if level.failed:
         caveats.append(f"{level.failed} failed")

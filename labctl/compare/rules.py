@@ -10,6 +10,7 @@ from typing import Any
 
 from labctl.bench.metric_table import View, shown_in
 from labctl.bench.results import BenchResult, Memory, find_result, list_results
+from labctl.catalog.engine_settings import SAME_RULES, SHOWN, TITLES, UNKNOWN, Effective
 from labctl.errors import BadInput
 from labctl.quality.evaluate import list_evals
 from labctl.run.records.prep_view import cache_state, seconds
@@ -25,7 +26,12 @@ RULES = (
     "GPU model",
     "quality suite version",
     "concurrency within built max batch size",
+    *(TITLES[name] for name in SAME_RULES),
 )
+# Said, not enforced: the other effective settings (chunked prefill, speculative decoding, the batch cap, sampling
+# defaults) differ between engines by design; the checklist shows which, and how each was known.
+SETTINGS_RULE = "other effective settings (shown, not enforced)"
+OTHER_SETTINGS = tuple(name for name in SHOWN if name not in SAME_RULES)
 # Said, not enforced: a cold and a warm start serve the same tokens at the same speed once ready, but their
 # prep times (fetch, pull, build) do not compare; the checklist says so instead of comparing them silently.
 CACHE_RULE = "what a cache served (prep times compare only when equal)"
@@ -66,6 +72,16 @@ class Entry:
         value = memory.value
         return f"{memory.setting} {value if value is not None else 'default'} ({memory.meaning})"
 
+    @property
+    def settings(self) -> dict[str, Effective]:
+        """What the engine computed with: the result's copy, else its run's record (older results have none)."""
+        return dict(self.result.target.settings or self.record.settings or {})
+
+    def setting(self, name: str) -> Effective:
+        return self.settings.get(name) or Effective(
+            UNKNOWN, "unknown", "not recorded (an older labctl, or an endpoint labctl did not start)"
+        )
+
     def _gpu_free_simulation(self) -> bool:
         """An engine that needs no GPU and is no real engine on CPU: labctl's harness, or a folder like it."""
         return self.record.gpus.note == "no GPU" and self.record.accelerator_kind != "cpu"
@@ -90,6 +106,7 @@ class Entry:
             "accelerator": str(target.accelerator or self.record.accelerator_kind),
             "GPU model": gpu,
             "concurrency within built max batch size": "over at " + ",".join(over) if over else "ok",
+            **{TITLES[name]: self.setting(name).value for name in SAME_RULES},
         }
 
 
@@ -171,13 +188,39 @@ def checklist(entries: list[Entry]) -> list[Check]:
             checks.append(_suite_check(entries))
             continue
         values = {e.given: e.facts()[rule] for e in entries}
+        if rule in SETTING_OF:  # equal values (unknown beside a known one is not), shown with how each was known
+            shown = {e.given: e.setting(SETTING_OF[rule]).describe() for e in entries}
+            checks.append(Check(rule, len(set(values.values())) == 1, shown))
+            continue
         if rule == "concurrency within built max batch size":
             checks.append(Check(rule, all(v == "ok" for v in values.values()), values))
         else:
             checks.append(Check(rule, len(set(values.values())) == 1, values))
     cached = {e.given: cache_state(e.record.prep) for e in entries}
     checks.append(Check(CACHE_RULE, len(set(cached.values())) == 1, cached, blocking=False))
+    checks.append(_settings_check(entries))
     return checks
+
+
+SETTING_OF = {TITLES[name]: name for name in SAME_RULES}
+
+
+def _settings_check(entries: list[Entry]) -> Check:
+    """The other settings: all of them when they agree, else only those that differ, per result."""
+    differ = [n for n in OTHER_SETTINGS if len({e.setting(n).value for e in entries}) > 1]
+    shown = differ or list(OTHER_SETTINGS)
+    values = {
+        e.given: ", ".join(
+            f"{TITLES[n]} {e.setting(n).value}" + (f" [{e.setting(n).source}]" if differ else "") for n in shown
+        )
+        for e in entries
+    }
+    return Check(SETTINGS_RULE, not differ, values, blocking=False)
+
+
+def settings_text(entry: Entry) -> str:
+    """Every effective setting of one result, on one line."""
+    return ", ".join(f"{TITLES[n]} {entry.setting(n).value}" for n in SHOWN)
 
 
 def _suite_check(entries: list[Entry]) -> Check:
@@ -264,6 +307,8 @@ def rows(entries: list[Entry], checks: list[Check]) -> list[dict[str, Any]]:
                     "model": facts["model family and revision"],
                     "thinking": facts["thinking mode"],
                     "memory": e.memory,
+                    **{name: facts[TITLES[name]] for name in SAME_RULES},
+                    "settings": settings_text(e),
                     "workload": facts["workload"],
                     "environment_label": facts["environment label"],
                     "accelerator": facts["accelerator"],
@@ -361,4 +406,6 @@ RULE_COLUMNS = {
     "quality suite version": "suite_version",
     "concurrency within built max batch size": "concurrency",
     CACHE_RULE: "cache",
+    **{TITLES[name]: name for name in SAME_RULES},
+    SETTINGS_RULE: "settings",
 }

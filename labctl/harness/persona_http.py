@@ -107,7 +107,7 @@ def metrics_text(
             "num_requests_waiting": waiting,
             "kv_cache_usage_perc": usage,
         }
-        return vllm_surface.metrics_text(model, values, created)
+        return vllm_surface.metrics_text(model, values, created, persona.server_args.get("cache_config"))
     if engine == "vllm":
         labels = f'model_name="{model}",engine="0"'
         kv = "vllm:kv_cache_usage_perc" if persona.version_tuple() >= (0, 11) else "vllm:gpu_cache_usage_perc"
@@ -149,6 +149,10 @@ def metrics_text(
         lines += _line("trtllm_num_requests_waiting", "gauge", waiting, labels)
         lines += _line("trtllm_kv_cache_utilization", "gauge", usage, labels)
         lines += _line("trtllm_kv_cache_hit_rate", "gauge", 0.0, labels)
+        cache = persona.server_args.get("kv_cache_config") or {}
+        lines += _line(
+            "trtllm_kv_cache_config_info", "gauge", 1, labels + "".join(f',{k}="{v}"' for k, v in cache.items())
+        )
     else:  # Atlas: unlabelled process totals, active requests only (no queue, no KV-cache gauge)
         lines += ["# TYPE atlas_requests_total counter", f"atlas_requests_total {counters['requests_success_total']}"]
         lines += ["# TYPE atlas_requests_active gauge", f"atlas_requests_active {running + waiting}"]

@@ -41,6 +41,13 @@ DEFAULT_BIND["atlas"] = ("127.0.0.1", 8888)
 ROUTE = re.compile(r"/[A-Za-z0-9/_.-]{0,127}")  # fullmatch
 VLLM_GUARDED_PREFIX = ("/v1", "/v2", "/inference", "/cohere")  # vLLM's GUARDED_PREFIX: plain prefixes, no slash
 TRTLLM_DEFAULTS = {"max_batch_size": 2048, "max_num_tokens": 8192}  # trtllm-serve's own option defaults
+SGLANG_RESOLVED = {
+    "kv_cache_dtype": "auto",
+    "disable_radix_cache": False,
+    "chunked_prefill_size": 8192,
+    "speculative_algorithm": None,
+    "sampling_defaults": "model",
+}
 
 
 @dataclass
@@ -237,6 +244,10 @@ def _vllm(p: ParsedArgv, env: Mapping[str, str]) -> Persona:
     if model is None:
         model = "Qwen/Qwen3-0.6B"  # vLLM's own default model when none is given
     keys = p.all("--api-key") or ([env["VLLM_API_KEY"]] if env.get("VLLM_API_KEY") else [])
+    # Its CacheConfig as vllm:cache_config_info states it: the dtype as given (auto kept), prefix caching on unless
+    # turned off (the negatives of 0.32.0 and 0.34.0).
+    off = p.has("--no-enable-prefix-caching") or p.has("--disable-prefix-caching")
+    cache = {"cache_dtype": p.get("--kv-cache-dtype") or "auto", "enable_prefix_caching": str(not off)}
     return Persona(
         "vllm",
         "",
@@ -245,6 +256,7 @@ def _vllm(p: ParsedArgv, env: Mapping[str, str]) -> Persona:
         api_keys=keys,
         reasoning=p.has("--reasoning-parser"),
         thinking_default=not _thinking_off(p.get("--default-chat-template-kwargs")),
+        server_args={"cache_config": cache},
     )
 
 
@@ -285,7 +297,16 @@ def _trtllm(p: ParsedArgv, env: Mapping[str, str]) -> Persona:
         model,
         [served],
         reasoning=p.has("--reasoning_parser"),
-        server_args={"return_perf_metrics": _pydantic_bool(options.get("return_perf_metrics", False))},
+        server_args={
+            "return_perf_metrics": _pydantic_bool(options.get("return_perf_metrics", False)),
+            # what trtllm_kv_cache_config_info states: KvCacheConfig's dtype and block reuse, defaults auto and on
+            "kv_cache_config": {"cache_dtype": "auto", "enable_block_reuse": "True"}
+            | {
+                label: str(cache[key])
+                for key, label in (("dtype", "cache_dtype"), ("enable_block_reuse", "enable_block_reuse"))
+                if isinstance(cache := options.get("kv_cache_config"), dict) and key in cache
+            },
+        },
     )
 
 
@@ -416,6 +437,11 @@ def _settings(engine: str, persona: Persona, p: ParsedArgv, env: Mapping[str, st
     if refused is not None:
         raise refused
     if engine == "sglang":
+        # ServerArgs after resolution, as /server_info states them: the defaults of the settings labctl reads
+        # (chunked_prefill_size as SGLang picks it for an 80 GB GPU), the given options over them
+        for key, value in SGLANG_RESOLVED.items():
+            persona.server_args.setdefault(key, value)
+        persona.server_args.setdefault("max_running_requests", seqs)
         persona.server_args["host"], persona.server_args["port"] = host, port
         persona.server_args.setdefault("model_path", persona.model_arg)
         persona.server_args["served_model_name"] = persona.served_names[0]

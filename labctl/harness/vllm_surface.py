@@ -103,8 +103,9 @@ EXTRA_LABELS = {
 }
 
 
-def metrics_text(model: str, values: dict[str, float], created: float) -> str:
-    """Every default `vllm:` series; `values` holds the ones the harness counts (by family name)."""
+def metrics_text(model: str, values: dict[str, float], created: float, cache: dict[str, str] | None = None) -> str:
+    """Every default `vllm:` series; `values` holds the ones the harness counts (by family name), `cache` the
+    labels of vllm:cache_config_info (its CacheConfig fields, as strings)."""
     labels = f'engine="0",model_name="{model}"'
     lines: list[str] = []
     for name in COUNTERS:
@@ -126,7 +127,9 @@ def metrics_text(model: str, values: dict[str, float], created: float) -> str:
     ]
     lines += [
         "# TYPE vllm:cache_config_info gauge",
-        f'vllm:cache_config_info{{{labels},enable_prefix_caching="True"}} 1',
+        "vllm:cache_config_info{"
+        + ",".join([labels, *(f'{k}="{v}"' for k, v in (cache or {"enable_prefix_caching": "True"}).items())])
+        + "} 1",
     ]
     return "\n".join(lines) + "\n"
 

@@ -31,6 +31,7 @@ from labctl.study.failures import classify_start, engine_state, meets_slo
 from labctl.study.fingerprint import Fingerprint
 from labctl.study.plan import CellPlan, StudyPlan, TaskSuite
 from labctl.study.prefetch import Prefetcher
+from labctl.study.prompt_budget import bench_starts
 from labctl.study.state import FINISHED, StudyState
 
 Say = Callable[[str], None]
@@ -265,11 +266,14 @@ class CellRun:
                 levels = self.cell.levels.get(name) or []
                 if not levels:
                     continue
-                canary = self.bench(with_overrides(workload, [levels[0]]), f"{name} canary c={levels[0]}", canary=True)
+                # each bench of each repeat takes prompts no earlier one sent (labctl.study.prompt_budget)
+                canary_start, ladder_start = bench_starts(workload, levels, self.repeat)
+                canary_workload = with_overrides(workload, [levels[0]])
+                canary = self.bench(canary_workload, f"{name} canary c={levels[0]}", True, canary_start)
                 if not self.bench_ok(canary, name, [levels[0]]):
                     return False
                 self.between_levels(f"{name} canary")
-                ladder = self.bench(with_overrides(workload, levels), name, canary=False)
+                ladder = self.bench(with_overrides(workload, levels), name, False, ladder_start)
                 if not self.bench_ok(ladder, name, levels):
                     return False
                 if study.slo and ladder and not any(meets_slo(lv) for lv in ladder.levels):
@@ -303,7 +307,7 @@ class CellRun:
             self.gap_s += spent
             self.save()
 
-    def bench(self, workload: Any, label: str, canary: bool) -> BenchResult | None:
+    def bench(self, workload: Any, label: str, canary: bool, prompt_start: int = 0) -> BenchResult | None:
         ctx = self.ctx
         assert self.run_id is not None
         study = ctx.plan.study
@@ -322,6 +326,7 @@ class CellRun:
             telemetry=not canary,
             engines=lab_telemetry(ctx.lab),
             batch_caps=lab_batch_caps(ctx.lab),
+            prompt_start=prompt_start,
         )
         started = now()
         try:
@@ -335,7 +340,10 @@ class CellRun:
             result, path = find_result(ctx.runs, found[-1].bench_id)
             result = result.changed(failure=result.failure or str(exc).splitlines()[0])
         if path.is_file():
-            save_result(path, {**result.to_json(), "study": {**self.tag, "canary": canary}})
+            document = mark_kv_bound(
+                result.to_json(), self.cell.kv_bound.get(workload.name), self.cell.kv_streams.get(workload.name)
+            )
+            save_result(path, {**document, "study": {**self.tag, "canary": canary}})
         self.data["benches"].append(
             {
                 "workload": workload.name,
@@ -385,6 +393,17 @@ class CellRun:
             f"more than {self.ctx.plan.study.spec['max_error_rate']:.0%} of requests failed at c={at} on {name}",
         )
         return False
+
+
+def mark_kv_bound(document: dict[str, Any], bound: list[int] | None, streams: int | None) -> dict[str, Any]:
+    """The result with its KV-bound levels marked (how many streams the plan found the KV cache holds)."""
+    if not bound or streams is None:
+        return document
+    levels = [
+        {**level, "kv_bound": {"streams": streams}} if level.get("concurrency") in bound else level
+        for level in document.get("levels") or []
+    ]
+    return {**document, "levels": levels}
 
 
 def run_cell(ctx: CellContext, cell: CellPlan, repeat: int, port: int | None = None) -> dict[str, Any] | None:

@@ -1,25 +1,28 @@
 """`labctl study plan`: the study file expanded into cells and checked before any GPU time — the same-rules
-gate, each cell's memory fit on its target GPU, the levels whose KV cache fits, the levels above each
-engine's batch cap, the disk the models and
-images need (and what is cached), what the hosts can give, and a duration estimated from past records."""
+gate, each cell's memory fit on its target GPU, the levels whose KV cache cannot hold every stream (KV-bound:
+run and marked, or left out when the study says drop_kv_bound), the levels above each engine's batch cap, the
+effective settings that differ between cells, the disk the models and images need (and what is cached), what
+the hosts can give, and a duration estimated from past records."""
 
 from __future__ import annotations
 
 import hashlib
 import statistics
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from labctl.bench.client import CLIENT_VERSION
 from labctl.bench.workloads import Workload, load_workload, with_overrides
 from labctl.catalog.batch_cap import BatchCap
 from labctl.catalog.clusters_file import get_cluster
+from labctl.catalog.engine_settings import SAME_RULES, TITLES, Effective, differing
 from labctl.catalog.fit import Target, architecture_for, default_target, fit
 from labctl.catalog.hosts_file import load_hosts
 from labctl.catalog.lab import Lab
 from labctl.catalog.limits import MAX_CONCURRENCY
 from labctl.catalog.memory import Estimate
 from labctl.catalog.profiles import with_overrides as with_port
+from labctl.compose.declared_settings import effective_settings
 from labctl.compose.render import serve_command
 from labctl.errors import BadInput
 from labctl.quality.suites import Suite, load_suite
@@ -29,6 +32,7 @@ from labctl.study.cells import Cell, expand_cells
 from labctl.study.facts import HostFacts, cluster_facts, host_facts, image_identity, model_cached, revision_commit
 from labctl.study.fingerprint import Fingerprint, argv_hash, make_fingerprint
 from labctl.study.gate import check_same_rules
+from labctl.study.prompt_budget import PromptBudget, plan_prompts
 from labctl.study.spec import LM_EVAL, TARGET_GPUS, Study
 
 
@@ -38,7 +42,9 @@ class CellPlan:
     accelerator: str
     fingerprints: list[Fingerprint]  # one per repeat
     levels: dict[str, list[int]]  # per workload: the levels this cell runs
-    kv_skipped: dict[str, list[int]]  # per workload: levels whose KV cache does not fit
+    kv_bound: dict[str, list[int]]  # per workload: levels whose KV cache cannot hold every stream at once
+    kv_streams: dict[str, int]  # per workload with KV-bound levels: how many of its streams the KV cache holds
+    kv_dropped: dict[str, list[int]]  # per workload: KV-bound levels left out (the study's drop_kv_bound)
     fit: Estimate | None
     fit_target: str
     image: str
@@ -47,6 +53,7 @@ class CellPlan:
     model_cached: bool
     estimate_s: float | None
     batch_cap: BatchCap = BatchCap(None)
+    settings: dict[str, Effective] | None = None  # as the command and the engine's folder say (nothing runs)
     findings: list[str] = field(default_factory=list)
 
     @property
@@ -68,6 +75,7 @@ class StudyPlan:
     cells: list[CellPlan]
     findings: list[str]  # said by plan; those in `refusals` also stop run
     refusals: list[str]
+    prompts: list[PromptBudget] = field(default_factory=list)  # per workload: distinct prompts needed and held
 
     def order(self) -> list[tuple[CellPlan, int]]:
         """Repeats interleaved across cells (A1 B1 C1 A2 …), so that a host's drift touches every engine alike."""
@@ -140,14 +148,44 @@ def fit_target(cell: Cell, facts: HostFacts) -> Target:
     return default_target(cell.profile)
 
 
-def kv_levels(workload: Workload, estimate: Estimate | None, levels: list[int]) -> tuple[list[int], list[int]]:
-    """The levels whose sequences all fit the KV cache at once (prompt plus output tokens each)."""
+def kv_streams(workload: Workload, estimate: Estimate | None) -> int | None:
+    """How many of the workload's sequences (prompt plus output tokens each) the KV cache holds at once; None
+    when unknown (no fit estimate, or lengths the workload does not fix)."""
     dataset = workload.spec["dataset"]
     per_request = int(dataset.get("input_len") or 0) + int(dataset.get("output_len") or 0)
     if estimate is None or per_request <= 0 or estimate.max_tokens_fit <= 0:
-        return levels, []
-    most = max(1, estimate.max_tokens_fit // per_request)
-    return [c for c in levels if c <= most], [c for c in levels if c > most]
+        return None
+    return max(1, estimate.max_tokens_fit // per_request)
+
+
+def kv_bound_levels(levels: list[int], streams: int | None) -> list[int]:
+    """The levels with more streams than the KV cache holds: the engine queues and preempts there."""
+    return [] if streams is None else [c for c in levels if c > streams]
+
+
+@dataclass(frozen=True)
+class Ladders:
+    """Per workload: the levels a cell runs, those KV-bound among them, how many streams its KV cache holds, and
+    the KV-bound levels left out (drop_kv_bound)."""
+
+    levels: dict[str, list[int]]
+    bound: dict[str, list[int]]
+    streams: dict[str, int]
+    dropped: dict[str, list[int]]
+
+
+def plan_ladders(workloads: dict[str, Workload], estimate: Estimate | None, drop_kv_bound: bool) -> Ladders:
+    """Every level the study asks for, the KV-bound ones marked (and left out only when the study says so)."""
+    ladders = Ladders({}, {}, {}, {})
+    for name, workload in workloads.items():
+        held = kv_streams(workload, estimate)
+        asked = list(workload.concurrency)
+        ladders.bound[name] = kv_bound_levels(asked, held)
+        if ladders.bound[name] and held is not None:
+            ladders.streams[name] = held
+        ladders.dropped[name] = ladders.bound[name] if drop_kv_bound else []
+        ladders.levels[name] = [c for c in asked if c not in ladders.dropped[name]]
+    return ladders
 
 
 def estimate_seconds(
@@ -198,10 +236,8 @@ def plan_cell(
     command = serve_command(with_port(profile, port=1), None)  # where it listens is placement, not setup
     target = fit_target(cell, facts)
     estimate = fit(profile, target)
-    levels: dict[str, list[int]] = {}
-    skipped: dict[str, list[int]] = {}
-    for name, workload in workloads.items():
-        levels[name], skipped[name] = kv_levels(workload, estimate, list(workload.concurrency))
+    ladders = plan_ladders(workloads, estimate, study.drop_kv_bound)
+    levels, bound, streams, dropped = ladders.levels, ladders.bound, ladders.streams, ladders.dropped
     arch = architecture_for(profile, None)
     fingerprints = [
         make_fingerprint(
@@ -222,7 +258,9 @@ def plan_cell(
         accelerator=cell_accelerator(cell, facts),
         fingerprints=fingerprints,
         levels=levels,
-        kv_skipped=skipped,
+        kv_bound=bound,
+        kv_streams=streams,
+        kv_dropped=dropped,
         fit=estimate,
         fit_target=target.name,
         image=image,
@@ -231,12 +269,24 @@ def plan_cell(
         model_cached=model_cached(profile),
         estimate_s=estimate_seconds(runs, cell, workloads, levels),
         batch_cap=cell_batch_cap(command.words, cell),
+        settings=effective_settings(profile),
     )
     if estimate is not None and not estimate.fits:
         plan.findings.append(f"{cell.key}: does not fit {target.name}: up would refuse it")
-    for name, over in skipped.items():
-        if over:
-            plan.findings.append(f"{cell.key}: {name} skips c={','.join(map(str, over))} (KV cache does not fit)")
+    if profile.legacy:
+        plan.findings.append(f"{cell.key}: profile {profile.engine.name}/{profile.name} is legacy: {profile.legacy}")
+    for name, over in bound.items():
+        if not over:
+            continue
+        holds = f"its KV cache holds about {streams[name]} streams"
+        shown = ",".join(map(str, over))
+        if dropped[name]:
+            plan.findings.append(f"{cell.key}: {name} drops c={shown}: KV-bound, {holds} (drop_kv_bound)")
+        else:
+            plan.findings.append(
+                f"{cell.key}: {name} c={shown} KV-bound ({holds}): they run, with the engine's preemption and "
+                "queue counters beside them"
+            )
     plan.findings += cap_findings(plan)
     return plan
 
@@ -253,6 +303,19 @@ def cap_findings(plan: CellPlan) -> list[str]:
         f"{plan.cell.key}: {name} c={','.join(map(str, over))} above the batch cap of {cap.value} "
         f"({cap.setting}, {cap.source}): up to {max(over) - (cap.value or 0)} requests queue"
         for name, over in plan.over_cap.items()
+    ]
+
+
+def settings_findings(cells: dict[str, dict[str, Effective] | None]) -> list[str]:
+    """The effective settings that differ between cells, each value with how it is known (no engine runs yet)."""
+    found = differing({key: settings for key, settings in cells.items() if settings is not None})
+    return [
+        f"setting {TITLES[name]} differs: "
+        + "; ".join(
+            f"{key} {e.value if e else 'unknown'} ({e.source if e else 'not stated'})" for key, e in cells.items()
+        )
+        + (" — a same-rules field: compare refuses these cells unless --allow-mismatch" if name in SAME_RULES else "")
+        for name, cells in found.items()
     ]
 
 
@@ -283,12 +346,29 @@ def plan_study(
                 f"{plan.accelerator} (host {plan.cell.host}{', simulated' if facts[plan.cell.host].entry.simulated else ''})"
             )
         findings.extend(plan.findings)
+    budgets = [
+        plan_prompts(
+            name,
+            workload,
+            [p.levels.get(name) or [] for p in plans],
+            study.repeats,
+            str(study.model["id"]),
+            bool(study.spec["allow_unpinned"]),
+        )
+        for name, workload in workloads.items()
+    ]
+    for budget in budgets:
+        if budget.too_few:
+            raise BadInput(f"{study.path}: {budget.too_few}")
+        findings.extend(budget.findings)
+        refusals.extend(budget.refusals)
+    findings.extend(settings_findings({p.cell.key: p.settings for p in plans}))
     gpu_models = {facts[p.cell.host].gpu_model for p in plans if p.cell.profile.engine.needs_gpu}
     if len(gpu_models) > 1:
         findings.append(
             f"GPU model differs across cells ({'; '.join(sorted(gpu_models))}): the report compares them only marked"
         )
-    return StudyPlan(study, facts, workloads, suites, plans, findings + refusals, refusals)
+    return StudyPlan(study, facts, workloads, suites, plans, findings + refusals, refusals, budgets)
 
 
 def describe(plan: StudyPlan) -> dict[str, Any]:
@@ -304,7 +384,10 @@ def describe(plan: StudyPlan) -> dict[str, Any]:
                 "port": p.cell.profile.port,
                 "accelerator": p.accelerator,
                 "levels": p.levels,
-                "kv_skipped": p.kv_skipped,
+                "kv_bound": p.kv_bound,
+                "kv_streams": p.kv_streams,
+                "kv_dropped": p.kv_dropped,
+                "settings": None if p.settings is None else {k: asdict(v) for k, v in p.settings.items()},
                 "fit": None if p.fit is None else {"target": p.fit_target, "fits": p.fit.fits},
                 "image": p.image,
                 "image_cached": p.image_cached,
@@ -317,6 +400,7 @@ def describe(plan: StudyPlan) -> dict[str, Any]:
             for p in plan.cells
         ],
         "batch_caps_note": plan.study.batch_caps_note,
+        "prompts": [b.to_json() for b in plan.prompts],
         "findings": plan.findings,
         "refusals": plan.refusals,
     }

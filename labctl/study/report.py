@@ -249,6 +249,18 @@ def slo_lines(per_cell: PerCell) -> list[str]:
     return lines
 
 
+def kv_bound_lines(per_cell: PerCell) -> list[str]:
+    """Per workload, cell and level run KV-bound: each repeat's engine preemptions and queue beside the mark."""
+    lines = []
+    for workload, by_cell in per_cell.items():
+        for cell, levels in sorted(by_cell.items()):
+            for c, found in sorted(levels.items()):
+                said = [f"r{i} {text}" for i, lv in enumerate(found, start=1) if (text := lv.kv_bound_text())]
+                if said:
+                    lines.append(f"{workload} {cell} c={c}: " + "; ".join(said))
+    return lines
+
+
 def _markdown(
     name: str, table: list[dict[str, str]], caveats: list[str], found: list[str], slo: list[str], sections: list[str]
 ) -> str:
@@ -294,6 +306,7 @@ def write_study_report(runs: Runs, state: StudyState, target: Path | None = None
     caveats += gpu_hours(cells)
     per_cell = _per_cell(runs, cells)
     found, slo = verdicts(per_cell), slo_lines(per_cell)
+    caveats = [*kv_bound_lines(per_cell), *caveats]  # the engine queued and preempted there: said first
 
     def build(work: Path) -> None:
         for workload, chosen in entries.items():

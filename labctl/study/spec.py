@@ -127,6 +127,11 @@ FIELDS: dict[str, Field] = {
     "fetch": Field("bool", "download models before up (false: start from the cache as it is)", default=True),
     "allow_unpinned": Field("bool", "run profiles whose image is not pinned by digest", default=False),
     "timeout_s": Field("float", "seconds an up may wait for readiness", default=900.0, check=lambda v: 0 < v <= 86400),
+    "drop_kv_bound": Field(
+        "bool",
+        "leave out the levels whose KV cache cannot hold every stream at once (default: run them, marked KV-bound)",
+        default=False,
+    ),
     "profiles": Field(
         "list",
         f"a list of 1-{MAX_PROFILES} entries: {{engine: vllm, profile: qwen3-32b, overrides: {{...}}}}",
@@ -238,6 +243,10 @@ class Study:
     @property
     def hosts(self) -> list[str]:
         return list(self.spec["hosts"])
+
+    @property
+    def drop_kv_bound(self) -> bool:
+        return bool(self.spec["drop_kv_bound"])
 
 
 def _check_overrides(src: SourceFile, spec: dict[str, Any]) -> None:

@@ -176,6 +176,21 @@ def test_vllm_prefix_hit_rate_is_the_ratio_of_its_counters_over_a_level() -> Non
     assert summary["samples"] == 2
 
 
+def test_a_level_shorter_than_the_scrape_interval_reads_the_samples_that_bracket_it() -> None:
+    samples = [  # the bench's marks before and after the level, and the loop's one sample inside it
+        {"t": 5.0, "values": {"prefix_cache_hit_rate.num": 0.0, "prefix_cache_hit_rate.den": 100.0}},
+        {"t": 5.2, "values": {"prefix_cache_hit_rate.num": 50.0, "prefix_cache_hit_rate.den": 200.0}},
+        {"t": 6.1, "values": {"prefix_cache_hit_rate.num": 100.0, "prefix_cache_hit_rate.den": 400.0}},
+        {"t": 0.0, "values": {"prefix_cache_hit_rate.num": 0.0, "prefix_cache_hit_rate.den": 0.0}},  # out of order
+    ]
+    summary = summarise_engine(samples, {"prefix_cache_hit_rate": "ratio"}, [(5.1, 6.0)])
+    assert summary["prefix_cache_hit_rate"]["mean"] == pytest.approx(100.0 / 300.0)
+    assert summary["samples"] == 1
+    assert (
+        summarise_engine(samples[:2], {"prefix_cache_hit_rate": "ratio"}, [(5.1, 6.0)])["prefix_cache_hit_rate"] is None
+    )
+
+
 def test_gauges_give_mean_and_max_and_counters_their_increase_per_window() -> None:
     samples = [{"t": float(t), "values": {"running": float(t), "generation_tokens": 10.0 * t}} for t in range(10)]
     kinds = {"running": "gauge", "generation_tokens": "counter"}

@@ -95,7 +95,7 @@ def test_unknown_key_suggests(lab: Path) -> None:
         lab,
         "engines/vllm/profiles/qwen3-32b.yaml:12: max_num_seq: unknown field. Did you mean "
         "'max_num_seqs'? Allowed here: build, cpu, cuda, description, engine_version, env, extra_args, gpu_memory_utilization, gpus, "
-        "host, image, max_model_len, max_num_seqs, model, network, port, resources, served_model_name, unpinned.",
+        "host, image, legacy, max_model_len, max_num_seqs, model, network, port, resources, served_model_name, unpinned.",
     )
 
 

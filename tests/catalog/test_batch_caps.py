@@ -76,7 +76,7 @@ def test_a_level_above_the_cap_says_how_many_requests_queue() -> None:
     )
     assert cap.queued(8) is None and cap.above([1, 8, 9, 64]) == [9, 64]
     rule = CapRule("e", (CapSetting("--a", 16, "here"), CapSetting("--b", None, "derived")))
-    assert rule.read([], "x") == BatchCap(16, "--a 16", "its default: here")  # the known one caps
+    assert rule.read([], "x") == BatchCap(16, "--a 16", "its default: here", "--a")  # the known one caps
 
 
 @pytest.mark.parametrize(
@@ -114,7 +114,7 @@ def test_the_spark_study_raises_vllm_and_sglang_and_says_why_atlas_keeps_its_cap
         c.entry.engine: cell_batch_cap(serve_command(with_overrides(c.profile, port=1), None).words, c) for c in cells
     }
     assert {engine: cap.value for engine, cap in caps.items()} == {"atlas": 8, "vllm": 64, "sglang": 64}
-    chat = next(w.concurrency for w in study.workloads if w.name == "chat-sweep")
+    chat = next(w.concurrency for w in study.workloads if w.name == "sharegpt")
     assert chat is not None and caps["vllm"].above(chat) == [] and caps["atlas"].above(chat) == [16, 32, 64]
     assert study.batch_caps_note is not None and "Atlas" in study.batch_caps_note
 

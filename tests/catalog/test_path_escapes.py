@@ -58,7 +58,7 @@ def test_dataset_inside_workloads_is_read(tmp_path: Path) -> None:
     (lab.workloads_dir / "data").mkdir(exist_ok=True)
     (lab.workloads_dir / "data" / "p.jsonl").write_text('{"prompt": "hello there"}\n')
     _dataset_workload(lab, "data/p.jsonl")
-    assert make_prompts(load_workload(lab, "evil"), 2, salt=0)[0].text == "hello there"
+    assert make_prompts(load_workload(lab, "evil"), 1, salt=0)[0].text == "hello there"
 
 
 @pytest.mark.parametrize("kind", ["workload", "suite"])

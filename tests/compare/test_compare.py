@@ -82,6 +82,16 @@ def test_same_rules_table(world: dict) -> None:
     assert "median_tpot_ms" not in slow["not_distinguishable"] + fast["not_distinguishable"]
     assert "✓ quality suite version: short-answer 1.1+" in result.stdout
     assert "✓ what a cache served (prep times compare only when equal): pull cached, fetch -, build -" in result.stdout
+    # the harness's effective settings, recorded by up from its folder's declarations and its rendered command
+    assert "✓ prefix caching: off (False) [default: labctl/harness/model.py: no prefix cache]" in result.stdout
+    assert all(r["prefix_caching"] == "off" and r["kv_cache_dtype"] == "none" for r in as_json["rows"])
+    record = json.loads((world["home"] / "runs" / world["fast_run"] / "record.json").read_text())
+    assert record["settings"]["max_batch"] == {
+        "value": "64",
+        "source": "command",
+        "where": "--max-num-seqs",
+        "raw": "64",
+    }
     assert all(r["load_s"] > 0 and r["warmup_s"] >= 0 and r["fetch_s"] is None for r in as_json["rows"])
 
 

@@ -59,6 +59,11 @@ def test_up_fetches_the_pinned_commit_and_records_a_real_engine_on_cpu(real: Rea
     assert served["accelerator"] == record["accelerator"] == "cpu"
     assert record["environment_label"] == "harness-check" and record["gpus"]["ids"] == []
     assert record["engine_setup"]["model_commit"] == commit
+    # what the engine ran with, read from its own vllm:cache_config_info labels (not from the command)
+    settings = record["settings"]
+    assert settings["prefix_caching"]["source"] == settings["kv_cache_dtype"]["source"] == "engine"
+    assert settings["prefix_caching"]["value"] == "on"  # vLLM's default, as the engine states it
+    assert settings["max_batch"] == {"value": "32", "source": "command", "where": "--max-num-seqs", "raw": "32"}
     assert record["prep"]["model_fetch"]["cached"] is False and record["prep"]["model_fetch"]["bytes"] > 1_000_000
     snapshot = real.cache / "hub" / "models--labctl--tiny-qwen3" / "snapshots" / commit
     assert (snapshot / "model.safetensors").is_file() and (snapshot / "tokenizer.json").is_file()

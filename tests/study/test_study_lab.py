@@ -247,11 +247,15 @@ def test_a_gpu_study_on_simulated_hosts_is_a_finding_of_plan_and_a_refusal_of_ru
     planned = run_labctl("--host", "sim-h100", "study", "plan", str(study), lab=sim, env={"LABCTL_HOME": str(home)})
     assert planned.code == 0, planned.stderr
     assert "finding (run refuses): environment: the study expects gpu" in planned.stderr
-    assert "long-context skips c=32,60,120 (KV cache does not fit)" in planned.stderr
-    assert "sharegpt-sample 60,120,180,240,300,360,420,480,540,600,1200" in planned.stdout
+    assert "long-context c=60,120,180,240,300,360,420,480,540,600 KV-bound (its KV cache holds about" in planned.stderr
+    assert "long-context 60*,120*,180*,240*,300*,360*,420*,480*,540*,600*" in planned.stdout  # kept, marked
+    assert "sharegpt 60,120,180,240,300,360,420,480,540,600,1200" in planned.stdout
     for flag in ("--max-num-seqs", "--max-running-requests", "--max_batch_size"):  # every cap raised to the top
         assert f": 1200 ({flag} 1200, set on the cell's command line)" in planned.stdout, flag
     assert "above the batch cap" not in planned.stderr
+    assert "prompts sharegpt: Hub dataset anon8231489123/ShareGPT_Vicuna_unfiltered@main" in planned.stdout
+    assert "run `labctl fetch --workload sharegpt`" in planned.stderr  # a finding of plan, a refusal of run
+    assert "run `labctl pin --workload sharegpt`" in planned.stderr
     ran = run_labctl("--host", "sim-h100", "study", "run", str(study), lab=sim, env={"LABCTL_HOME": str(home)})
     assert ran.code == 2 and "the study cannot run here: environment" in ran.stderr.splitlines()[-1]
     assert not (home / "runs").exists() and not (home / "studies").exists()

@@ -94,6 +94,12 @@ class Sampler:
             self.file.close()
             self.file = None
 
+    def mark(self) -> None:
+        """One engine sample now, besides the loop's: the bench takes one before and one after each level, so
+        that a level shorter than the interval still has its counters' rise (its prefix-cache hits)."""
+        if self.plan.metrics_url is not None and self.threads and not self.stop_event.is_set():
+            self._sample_engine()
+
     def _loop(self, sample: Callable[[], None]) -> None:
         due = perf()
         while not self.stop_event.is_set():

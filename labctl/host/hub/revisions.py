@@ -32,11 +32,17 @@ def shown(url: str) -> str:
 
 
 def plan_fetch(
-    repo_id: str, revision: str, hub_dir: Path | None, where: str, repo_type: str = "model", base: str | None = None
+    repo_id: str,
+    revision: str,
+    hub_dir: Path | None,
+    where: str,
+    repo_type: str = "model",
+    base: str | None = None,
+    only: tuple[str, ...] | None = None,
 ) -> FetchPlan:
     """Ask the Hub what `repo_id@revision` holds and compare it with the cache (None: a cache on another
     host, compared there). Nothing is downloaded. `where` names the profile field the model came from, for
-    the refusal messages."""
+    the refusal messages; `only` keeps just those files (a workload needs one file of a dataset repository)."""
     from huggingface_hub import HfApi, get_hf_file_metadata, hf_hub_url
     from huggingface_hub.hf_api import RepoFile
 
@@ -49,7 +55,10 @@ def plan_fetch(
     commit = resolve_commit(repo_id, revision, where, repo_type, base)
     with hub_errors(repo_id, revision, base, where):
         tree = api.list_repo_tree(repo_id, revision=commit, recursive=True, repo_type=repo_type)
-        entries = [e for e in tree if isinstance(e, RepoFile)]
+        entries = [e for e in tree if isinstance(e, RepoFile) and (only is None or e.path in only)]
+        if only is not None and len(entries) != len(only):
+            lacking = sorted(set(only) - {e.path for e in entries})
+            raise BadInput(f"{repo_id}@{revision} on the Hub at {shown(base)} holds no {lacking[0]}: check {where}.")
         files = []
         for entry in sorted(entries, key=lambda e: e.path):
             url = hf_hub_url(repo_id, entry.path, revision=commit, endpoint=base, repo_type=repo_type)

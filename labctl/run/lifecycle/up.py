@@ -22,6 +22,7 @@ from labctl.catalog.lab import Lab
 from labctl.catalog.profiles import Profile, with_overrides
 from labctl.compose.canonical import canonical_compose, sha256_text
 from labctl.compose.contract_check import Verdict
+from labctl.compose.declared_settings import effective_settings
 from labctl.compose.labels import RunLabels
 from labctl.compose.options import render_options
 from labctl.compose.render import ProxySetup, build_key, render_compose
@@ -29,6 +30,7 @@ from labctl.errors import BadInput, Conflict, LabctlError, describe_error
 from labctl.host.docker import daemon as dk
 from labctl.host.engine.bound import bound_problem, listeners
 from labctl.host.engine.probes import check_openai_api, port_in_use, status_without_key, wait_until_ready
+from labctl.host.engine.reported_settings import read_report
 from labctl.host.files.atomic import write_atomically
 from labctl.host.gpus.inventory import Gpu
 from labctl.host.gpus.lock import host_lock
@@ -118,6 +120,8 @@ class Starter:
         self.http_contract, self.proxied = checked.http_contract, checked.proxied
         for warning in self.contract.warnings:
             self.say(f"warning: {warning}")
+        if profile.legacy:
+            self.say(f"warning: profile {profile.engine.name}/{profile.name} is legacy: {profile.legacy}")
         # The checks are independent Docker CLI calls: asking them at once saves their start-up costs.
         with ThreadPoolExecutor(max_workers=4) as pool:
             docker_ok = pool.submit(dk.check_docker)
@@ -621,6 +625,8 @@ class Starter:
                 )
             )
         check_bound_address(serve, profile, self.proxy)
+        rules = engine.setting_rules
+        reported = read_report(base, rules.route, key) if rules is not None and rules.route else None
         assert readiness.ready is not None
         container_start = started
         timings = dataclasses.replace(
@@ -650,6 +656,7 @@ class Starter:
             ),
             engine_version=api.version,
             models=api.models,
+            settings=effective_settings(profile, reported),
         )
         self.runs.event(self.run_id, "ready", cold_start_s=timings.cold_start_s)
         return self.current

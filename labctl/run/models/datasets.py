@@ -34,15 +34,22 @@ def dataset_acquisition(fetched: Fetched) -> Acquisition:
 
 
 def fetch_dataset(
-    repo_id: str, revision: str, cache_dir: str | None, where: str, say: Say, live: Say | None
+    repo_id: str,
+    revision: str,
+    cache_dir: str | None,
+    where: str,
+    say: Say,
+    live: Say | None,
+    files: tuple[str, ...] | None = None,
 ) -> Fetched:
-    """A dataset revision (a commit: a task pins its data) into this machine's cache; nothing when it is there."""
-    if not COMMIT.fullmatch(revision):
+    """A dataset revision into this machine's cache; nothing when it is there. A task's revision must be a
+    commit (it pins its data); a workload names its one file (`files`) and may name a branch until pinned."""
+    if files is None and not COMMIT.fullmatch(revision):
         raise BadInput(f"{repo_id}@{revision}: a task's dataset revision must be a 40-hex commit; check {where}.")
     cache = check_cache_dir(cache_dir)
     hub_dir = Path(cache) / "hub"
     start = time.monotonic()
-    plan = hub.plan_fetch(repo_id, revision, hub_dir, where, repo_type="dataset")
+    plan = hub.plan_fetch(repo_id, revision, hub_dir, where, repo_type="dataset", only=files)
     if plan.cached:
         hub.download(plan, hub_dir, lambda _n: None)
         received, cached = 0, True

@@ -9,6 +9,7 @@ import datetime as dt
 from dataclasses import dataclass, field
 from typing import Any
 
+from labctl.catalog.engine_settings import Effective
 from labctl.compose.labels import RunLabels
 from labctl.host.gpus.inventory import Gpu
 from labctl.host.remote.forward import Forward
@@ -258,12 +259,17 @@ class Record:
     # start); None in records written before it: `accelerator_kind` derives it
     accelerator: str | None = None
     slurm: SlurmJob | None = None  # a run on a Slurm cluster
+    # What the engine computed with (KV-cache dtype, prefix caching, ...), each with whence: the engine's own
+    # report, the command, or its folder's default. None in records written before it.
+    settings: dict[str, Effective] | None = None
     extra: JsonObject = field(default_factory=dict)  # keys a newer labctl wrote; kept, never interpreted
 
     def to_json(self) -> JsonObject:
         data = _to_json(self)
         assert isinstance(data, dict)
         data["prep"] = {name: part.to_json() for name, part in self.prep.items()}
+        if data["settings"] is None:  # not known (a record of an older labctl reads and writes back unchanged)
+            del data["settings"]
         return {**data.pop("extra"), **data}
 
     @classmethod

@@ -301,6 +301,8 @@ def describe(record: Record) -> list[tuple[str, str]]:
     rows.append(("timings", json.dumps(record.to_json()["timings"])))
     if record.engine_setup and record.engine_setup.model_commit:
         rows.append(("model commit", record.engine_setup.model_commit))
+    for name, setting in (record.settings or {}).items():  # what the engine computed with, and whence
+        rows.append((f"setting {name}", setting.describe()))
     if record.slurm:
         job = record.slurm
         gpus = ", ".join(f"{i} {u}" for i, u in zip(job.gpu_indexes, job.gpu_uuids, strict=False)) or "-"

@@ -173,7 +173,7 @@ def test_a_killed_bench_controller_stops_its_client_container(lab: Path) -> None
         from pathlib import Path
         from labctl.bench.client import Target
         from labctl.bench.remote_client import LevelJob
-        from labctl.bench.runner import level_prompts
+        from labctl.bench.prompt_slots import level_prompts, slots_for
         from labctl.bench.workloads import load_workload
         from labctl.catalog.lab import Lab
         from labctl.host.remote.client_container import client_image, run_job
@@ -181,7 +181,7 @@ def test_a_killed_bench_controller_stops_its_client_container(lab: Path) -> None
         from labctl.host.remote.hosts import endpoint_url
         workload = load_workload(Lab(Path({str(lab)!r})), "latency-probe")
         job = LevelJob(Target("http://127.0.0.1:{silent.getsockname()[1]}/v1", "m"), workload, 2, 0, 0,
-                       level_prompts(workload, 2, 0), 600.0, 600.0)
+                       level_prompts(workload, 0, slots_for(workload)), 600.0, 600.0)
         for line in run_job(endpoint_url(LOCAL_HOST), client_image(), {name!r}, "labctl.bench.bench_job",
                             job.encode(), 900):
             print(line, flush=True)
