@@ -68,6 +68,16 @@ def test_the_plan_names_the_settings_that_differ_between_cells() -> None:
     assert not any(line.startswith(("setting prefix caching", "setting KV-cache dtype")) for line in found)
 
 
+def test_the_spark_study_makes_its_same_rules_settings_equal() -> None:
+    study = load_study(REPO / "studies" / "spark-four-engines.yaml")
+    cells = expand_cells(LAB, study, ["local"], None)
+    settings = {cell.key: effective_settings(cell.profile) for cell in cells}
+    assert {s["prefix_caching"].value for s in settings.values() if s} == {"on"}  # Atlas' off by default
+    assert {s["kv_cache_dtype"].value for s in settings.values() if s} == {"fp8"}  # Atlas' default, the others set
+    found = settings_findings(settings)
+    assert not any(line.startswith(("setting prefix caching", "setting KV-cache dtype")) for line in found)
+
+
 def test_a_kv_bound_level_is_marked_in_the_result_and_the_report_with_the_engines_counters() -> None:
     telemetry = {"engine": {"preemptions": {"increase": 12.0, "per_s": 0.1}, "waiting": {"mean": 20.0, "max": 41.0}}}
     levels = [{"concurrency": c, "requests": 8, "completed": 8, "telemetry": telemetry} for c in (16, 120)]

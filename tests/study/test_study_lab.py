@@ -267,14 +267,18 @@ def test_the_spark_plan_names_the_levels_above_atlas_cap_and_shows_the_raised_on
     planned = run_labctl("--host", "sim-gb10", "study", "plan", str(study), lab=sim, env=home)
     assert planned.code == 0, planned.stderr
     assert (
-        "atlas.qwen3.6-35b-a3b-fp8@sim-gb10: chat-sweep c=16,32,64 above the batch cap of 8 (--max-batch-size 8 "
-        "(sequences per decode step), its default: Atlas' crates/spark-server/src/cli/serve_args.rs @00caf3af): "
-        "up to 56 requests queue"
+        "atlas.qwen3.6-35b-a3b-fp8+args[--enable-prefix-caching]@sim-gb10: sharegpt c=16,32,64 above the batch cap "
+        "of 8 (--max-batch-size 8 (sequences per decode step), its default: Atlas' crates/spark-server/src/cli/"
+        "serve_args.rs @00caf3af): up to 56 requests queue"
     ) in planned.stderr
-    for engine, flag in (("vllm", "--max-num-seqs"), ("sglang", "--max-running-requests")):
-        line = f"batch cap {engine}.qwen3.6-35b-a3b-fp8+max_num_seqs=64@sim-gb10: 64 ({flag} 64, set on the cell's"
-        assert line in planned.stdout
+    for engine, flag, dtype in (("vllm", "--max-num-seqs", "fp8"), ("sglang", "--max-running-requests", "fp8_e4m3")):
+        cell = f"{engine}.qwen3.6-35b-a3b-fp8+args[--kv-cache-dtype,{dtype}]+max_num_seqs=64@sim-gb10"
+        assert f"batch cap {cell}: 64 ({flag} 64, set on the cell's" in planned.stdout
     assert "batch caps kept: Atlas decodes at most 8 sequences a step" in planned.stdout
+    # the same-rules settings are made equal by the study: compare will not refuse its table
+    assert "setting prefix caching differs" not in planned.stderr
+    assert "setting KV-cache dtype differs" not in planned.stderr
+    assert "setting batch cap differs" in planned.stderr  # said, not a same-rules field
 
 
 def test_a_host_over_ssh_and_a_simulated_one_in_parallel(sim: Path) -> None:
