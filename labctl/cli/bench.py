@@ -280,14 +280,6 @@ def print_result(result: BenchResult, path: str) -> None:
     if workload.overrides:
         flags = " ".join(f"{o.flag} {_flag(o.value)}" for o in workload.overrides)
         out(f"overrides: {flags} (the file's sha256: {str(workload.file_sha256)[:12]})")
-    if workload.dataset is not None:
-        d = workload.dataset
-        out(f"dataset: {v(d.repo)}@{v(d.revision)} (commit {v(str(d.commit))}), {v(d.file)}")
-    if workload.prompts is not None:
-        p = workload.prompts
-        held = f" of the {p.available} the dataset holds" if p.available is not None else ""
-        again = " (repeat_prompts: sent more than once on purpose)" if p.repeat_prompts else ""
-        out(f"prompts: {p.sent} sent, {p.distinct} distinct{held}; seed {p.seed}{again}")
     columns = shown_in(View.BENCH_TABLE)
     cap = target.batch_cap
     rows = []
@@ -308,6 +300,14 @@ def print_result(result: BenchResult, path: str) -> None:
             f"batch cap: {cap.text}"
             + (" (! above it: requests queue)" if cap.above([lv.concurrency for lv in result.levels]) else "")
         )
+    if workload.dataset is not None:
+        d = workload.dataset
+        out(f"dataset: {v(d.repo)}@{v(d.revision)} (commit {v(str(d.commit))}), {v(d.file)}")
+    if workload.prompts is not None:
+        p = workload.prompts
+        held = f" of the {p.available} the dataset holds" if p.available is not None else ""
+        again = " (repeat_prompts: sent more than once on purpose)" if p.repeat_prompts else ""
+        out(f"prompts: {p.sent} sent, {p.distinct} distinct{held}; seed {p.seed}{again}")
     for level in result.levels:
         out(_level_detail(level))
     missing = (result.telemetry or {}).get("missing")

@@ -277,6 +277,7 @@ def test_levels_above_any_engines_batch_cap_are_said_and_the_cap_recorded(lab: P
         "value": 2,
         "setting": "--max-num-seqs 2",
         "source": "set on the run's command line",
+        "flag": "--max-num-seqs",
     }
     assert [said in level["warnings"] for level in doc["levels"]] == [False, True]
     shown = bench(lab, home, "show", doc["bench_id"])
