@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from helpers import installed_tool
 from helpers.support import REPO, _missing, compose_available, docker_available
 from hypothesis import settings
 
@@ -72,11 +73,23 @@ def tier_of(keywords: Any) -> str:
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    # The installed-tool module runs last in its tier: its wheel and venv build in a thread meanwhile.
+    items.sort(key=lambda item: item.nodeid.startswith(installed_tool.MODULE))
     for item in items:
         if "docker_engine" in getattr(item, "fixturenames", ()) and "docker" not in item.keywords:
             item.add_marker(pytest.mark.docker)  # through the `home` fixture: it starts containers
         if tier_of(item.keywords) == "unit":
             item.add_marker(pytest.mark.unit)
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    wanted = any(item.nodeid.startswith(installed_tool.MODULE) for item in session.items)
+    if wanted and not session.config.option.collectonly:
+        installed_tool.start_build()
+
+
+def pytest_sessionfinish() -> None:
+    installed_tool.remove()
 
 
 def pytest_runtest_logreport(report: pytest.TestReport) -> None:

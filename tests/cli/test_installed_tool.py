@@ -10,15 +10,14 @@ from __future__ import annotations
 import json
 import os
 import re
-import shutil
 import socket
 import subprocess
-import sys
 import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from helpers.installed_tool import built
 from helpers.lifecycle_helpers import remove_runs
 from helpers.support import REPO, Result
 
@@ -34,47 +33,11 @@ class Installed:
     shipped: Path  # the lab inside the installed wheel
 
 
-SOURCE = (
-    "pyproject.toml",
-    "setup.py",
-    "MANIFEST.in",
-    "README.md",
-    "labctl",
-    "engines",
-    "templates",
-    "workloads",
-    "suites",
-    "studies",
-)
-
-
 @pytest.fixture(scope="module")
-def installed(tmp_path_factory: pytest.TempPathFactory) -> Installed:
-    """Built from a copy of the sources (pip builds in the source folder: never in this checkout's build/)."""
-    root = tmp_path_factory.mktemp("installed")
-    source, dist, venv = root / "source", root / "dist", root / "venv"
-    source.mkdir()
-    for name in SOURCE:
-        if (REPO / name).is_dir():
-            shutil.copytree(REPO / name, source / name, ignore=shutil.ignore_patterns("__pycache__"))
-        else:
-            shutil.copy2(REPO / name, source / name)
-    quiet = ["-q", "--disable-pip-version-check"]
-    for argv in (
-        [sys.executable, "-m", "pip", "wheel", *quiet, "--no-deps", "-w", str(dist), str(source)],
-        [sys.executable, "-m", "venv", str(venv)],
-    ):
-        done = subprocess.run(argv, capture_output=True, text=True, cwd=root, timeout=300)
-        assert done.returncode == 0, done.stderr[-2000:]
-    (wheel,) = dist.glob("labctl-*.whl")
-    done = subprocess.run(
-        [str(venv / "bin" / "pip"), "install", *quiet, str(wheel)],
-        capture_output=True,
-        text=True,
-        cwd=root,
-        timeout=600,
-    )
-    assert done.returncode == 0, done.stderr[-2000:]
+def installed() -> Installed:
+    """The wheel and venv helpers.installed_tool started building when collection found this module."""
+    made = built()
+    root, venv = made.root, made.venv
     python = venv / "bin" / "python"
     where = subprocess.run(
         [str(python), "-c", "import labctl, pathlib; print(pathlib.Path(labctl.__file__).parent)"],
