@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from labctl.cli.context import HOST_HELP, out, state, warn
+
+if TYPE_CHECKING:
+    from labctl.run.models.fetch import Fetched
 
 hub_app = typer.Typer(
     help="The lab's loopback Hub: its tiny models as Hub repositories on 127.0.0.1.\n\nExample: labctl hub serve",
@@ -116,23 +119,30 @@ def _fetch_task(name: str, cache_dir: str | None, as_json: bool) -> None:
     from labctl.cli.runs import _progress
     from labctl.errors import BadInput
     from labctl.quality.tasks import load_task
-    from labctl.run.models.datasets import dataset_acquisition, fetch_dataset
-    from labctl.run.records.acquired import Ledger
+    from labctl.run.models.datasets import fetch_dataset
 
     task = load_task(state.lab(), name.removeprefix("lm-eval:"))
     if task.repo is None or task.revision is None:
         raise BadInput(f"task set {task.name} reads files in the lab ({task.folder}): there is nothing to fetch.")
     where = f"dataset.repo and dataset.revision in suites/lm-eval/{task.name}/source.yaml"
     fetched = fetch_dataset(task.repo, task.revision, cache_dir, where, say=warn, live=None if as_json else _progress())
+    _note_dataset_fetch(fetched)
+    if as_json:
+        print(json.dumps(dataclasses.asdict(fetched)))
+        return
+    out(f"dataset {fetched.repo_id}@{fetched.commit} for task set {task.name} in {fetched.cache_dir}")
+
+
+def _note_dataset_fetch(fetched: Fetched) -> None:
+    """The fetch in the home's ledger, so that `labctl gc` offers it; a ledger that cannot be written is said."""
+    from labctl.run.models.datasets import dataset_acquisition
+    from labctl.run.records.acquired import Ledger
+
     ledger = Ledger(state.runs().home)
     try:
         ledger.append(dataset_acquisition(fetched))
     except OSError as exc:
         warn(f"warning: could not note the fetch in {ledger.path} (labctl gc will not offer it): {exc}")
-    if as_json:
-        print(json.dumps(dataclasses.asdict(fetched)))
-        return
-    out(f"dataset {fetched.repo_id}@{fetched.commit} for task set {task.name} in {fetched.cache_dir}")
 
 
 def _fetch_workload(name: str, cache_dir: str | None, as_json: bool) -> None:
@@ -140,8 +150,7 @@ def _fetch_workload(name: str, cache_dir: str | None, as_json: bool) -> None:
     from labctl.bench.workloads import load_workload
     from labctl.cli.runs import _progress
     from labctl.errors import BadInput
-    from labctl.run.models.datasets import dataset_acquisition, fetch_dataset
-    from labctl.run.records.acquired import Ledger
+    from labctl.run.models.datasets import fetch_dataset
 
     workload = load_workload(state.lab(), name)
     hub = hub_dataset_of(workload.name, workload.hub_dataset)
@@ -152,11 +161,7 @@ def _fetch_workload(name: str, cache_dir: str | None, as_json: bool) -> None:
     where = f"dataset.repo, dataset.revision and dataset.file in workloads/{name}.yaml"
     live = None if as_json else _progress()
     fetched = fetch_dataset(hub.repo, hub.revision, cache_dir, where, say=warn, live=live, files=(hub.file,))
-    ledger = Ledger(state.runs().home)
-    try:
-        ledger.append(dataset_acquisition(fetched))
-    except OSError as exc:
-        warn(f"warning: could not note the fetch in {ledger.path} (labctl gc will not offer it): {exc}")
+    _note_dataset_fetch(fetched)
     if as_json:
         print(json.dumps({**dataclasses.asdict(fetched), "file": hub.file}))
         return
