@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import os
 import random
+import re
 import shutil
 import signal
 import socket
@@ -22,6 +23,7 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
+import httpx
 import openai
 import pytest
 import yaml
@@ -48,6 +50,14 @@ def _missing(reason: str) -> None:
 
 def remote_docker(*args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
     return subprocess.run(["docker", "-H", DOCKER_URL, *args], capture_output=True, text=True, timeout=timeout)
+
+
+def served(base_url: str) -> int:
+    """Requests the harness engine has answered, from its own counter (through the controller's forward)."""
+    text = httpx.get(base_url.removesuffix("/v1") + "/metrics", timeout=10).text
+    found = re.search(r"^harness_requests_success_total\{[^}]*\} (\d+)$", text, re.MULTILINE)
+    assert found, text
+    return int(found.group(1))
 
 
 def remote_names(label: str) -> list[str]:
@@ -423,6 +433,7 @@ def test_bench_on_a_labb_run_runs_the_client_on_labb_and_stores_the_result_here(
     assert full["telemetry"]["engine"]["samples"] > 0 and full["telemetry"]["gpu"]["simulated"] is True
 
     # Ctrl-C mid-level: the requests that came back are kept, marked interrupted; no client is left on labb.
+    served_before = served(info["base_url"])
     long_bench = subprocess.Popen(
         [*LABCTL, "bench", "run", info["run_id"], "--workload", "latency-probe", "--concurrency", "1"]
         + ["--requests", "400", "--json"],
@@ -431,10 +442,12 @@ def test_bench_on_a_labb_run_runs_the_client_on_labb_and_stores_the_result_here(
         stderr=subprocess.PIPE,
         text=True,
     )
-    deadline = time.monotonic() + 60
-    while not remote_names("labctl.bench_client=true") and time.monotonic() < deadline:
-        time.sleep(0.3)  # its client container runs on labb: measuring has begun (after a short warm-up)
-    time.sleep(3)
+    # Measuring has begun once the engine has answered the 3 warm-up requests and 2 measured ones: a fixed
+    # sleep after the client container appears is not enough on a loaded machine (its Python starts slowly).
+    deadline = time.monotonic() + 120
+    while served(info["base_url"]) < served_before + 5 and time.monotonic() < deadline:
+        time.sleep(0.3)
+    assert remote_names("labctl.bench_client=true"), "the bench client runs in a container on labb"
     long_bench.send_signal(signal.SIGINT)
     _out, err = long_bench.communicate(timeout=60)
     assert long_bench.returncode == 130, err

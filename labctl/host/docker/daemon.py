@@ -365,11 +365,16 @@ def command_line(container: Container) -> list[str]:
     return [str(container.path), *[str(a) for a in (container.args or [])]]
 
 
-def logs_tail(container: Container, lines: int = 30) -> str:
+def read_logs(container: Container, lines: int) -> str | None:
+    """The container's last log lines; None when Docker could not give them (not: it printed nothing)."""
     try:
         return str(client().container.logs(container, tail=lines))
     except DockerException:
-        return ""
+        return None
+
+
+def logs_tail(container: Container, lines: int = 30) -> str:
+    return read_logs(container, lines) or ""
 
 
 def last_log_line(container: Container) -> str:

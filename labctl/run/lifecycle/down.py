@@ -34,8 +34,8 @@ def save_logs(runs: Runs, run_id: str) -> str | None:
     try:
         for container in dk.labctl_containers(run_id=run_id):
             service = dk.service_of(container) or "serve"
-            text = dk.logs_tail(container, 100_000)
-            if text:
+            text = dk.read_logs(container, 100_000)
+            if text is not None:  # saved even when empty: an engine that printed nothing before it stopped
                 write_atomically(runs.dir(run_id) / f"{service}.log", text, RUN_FILE_MODE)
     except (OSError, LabctlError) as exc:
         return f"run {run_id}: its engine logs were not saved ({describe_error(exc)}); it was stopped all the same"
