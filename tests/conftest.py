@@ -5,14 +5,16 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
+import subprocess
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 from helpers import installed_tool
-from helpers.support import REPO, _missing, compose_available, docker_available
+from helpers.lab_copy import copy_folder, copy_lab
+from helpers.support import _missing, compose_available, docker_available
 from hypothesis import settings
 
 # Under CI the property tests draw the same examples every run: a red CI names a case anyone can replay.
@@ -26,12 +28,9 @@ if os.environ.get("CI") == "true":
 def lab(tmp_path: Path) -> Path:
     """A private copy of the repository's lab (engines/, templates/) to break on purpose."""
     root = tmp_path / "lab"
-    shutil.copytree(REPO / "engines", root / "engines", ignore=shutil.ignore_patterns("Dockerfile"))
-    shutil.copytree(REPO / "templates", root / "templates")
+    copy_folder("engines", root / "engines", skip=("Dockerfile",))
+    copy_lab(root, ("templates", "workloads", "suites"))
     (root / "compose").mkdir()
-    for folder in ("workloads", "suites"):
-        if (REPO / folder).is_dir():
-            shutil.copytree(REPO / folder, root / folder)
     return root
 
 
@@ -100,3 +99,26 @@ def pytest_runtest_logreport(report: pytest.TestReport) -> None:
     if times and report.duration >= 0.5:
         with open(times, "a", encoding="utf-8") as out:
             out.write(json.dumps({"nodeid": report.nodeid, "when": report.when, "duration": report.duration}) + "\n")
+
+
+class _NotInAUnitTest(Exception):
+    """A unit test started a process or slept: it belongs in the process tier (mark it `process`)."""
+
+
+@pytest.fixture(autouse=True)
+def _unit_tests_stay_in_process(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The unit tier (`make test-fast`) runs in seconds because its tests start no process and never sleep:
+    a test that does is refused here, with the tier it belongs to."""
+    if "unit" not in request.node.keywords:
+        return
+
+    def refuse(what: str) -> Any:
+        def refused(*_args: Any, **_kwargs: Any) -> Any:
+            raise _NotInAUnitTest(f"a unit test {what}: mark it `process` (pytestmark = pytest.mark.process)")
+
+        return refused
+
+    monkeypatch.setattr(subprocess.Popen, "_execute_child", refuse("started a process"))
+    monkeypatch.setattr(os, "fork", refuse("forked"))
+    real_sleep, refused_sleep = time.sleep, refuse("slept")
+    monkeypatch.setattr(time, "sleep", lambda seconds: real_sleep(0) if seconds <= 0 else refused_sleep())

@@ -14,6 +14,8 @@ from labctl.catalog.lab import Lab
 from labctl.errors import BadInput
 from labctl.quality.suites import judge, load_suite
 
+pytestmark = pytest.mark.process  # starts processes: the unit tier starts none
+
 
 @contextmanager
 def deadline(seconds: float) -> Iterator[None]:

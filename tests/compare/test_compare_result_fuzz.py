@@ -11,6 +11,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+import pytest
 from helpers.hostile_json import mutated
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -22,6 +23,8 @@ from labctl.compare.rules import compare
 from labctl.compare.single import load_one
 from labctl.errors import LabctlError
 from labctl.run.records.store import Runs
+
+pytestmark = pytest.mark.process  # fuzzing with many examples: not the seconds-long unit tier
 
 RUN_A, RUN_B = "20261203-015815-a1b2c3", "20261203-015816-d4e5f6"
 LATEST = "b29991231-235959-ffffff"

@@ -62,6 +62,7 @@ for e in list_engine_names(lab):
 """
 
 
+@pytest.mark.process
 def test_render_and_hash_are_identical_across_processes_and_hash_seeds() -> None:
     """Set and dict order differ between interpreters with other hash seeds: the output must not."""
     outputs = []

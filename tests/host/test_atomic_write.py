@@ -26,6 +26,7 @@ files.write_atomically(Path(sys.argv[1]), sys.argv[2] * 100_000)
 """
 
 
+@pytest.mark.process
 def test_kill_between_write_and_rename_leaves_the_old_file_whole(tmp_path: Path) -> None:
     target = tmp_path / "record.json"
     old = '{"status": "starting"}\n'

@@ -12,6 +12,8 @@ import pytest
 from labctl.errors import BadInput
 from labctl.host.files.disk import check_room, free_bytes
 
+pytestmark = pytest.mark.process  # starts processes: the unit tier starts none
+
 
 @pytest.fixture
 def small_disk(tmp_path: Path) -> Iterator[Path]:

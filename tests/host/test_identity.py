@@ -7,6 +7,8 @@ import subprocess
 import sys
 import time
 
+import pytest
+
 from labctl.host.identity import process_alive, process_token, writer_gone
 
 
@@ -19,6 +21,7 @@ def test_a_running_process_is_alive_and_a_reused_pid_is_not() -> None:
         assert not process_alive(bad)
 
 
+@pytest.mark.process
 def test_a_killed_child_not_yet_reaped_is_not_alive() -> None:
     """A SIGKILLed `up` stays a zombie until its parent reaps it: its run must not stay `starting` meanwhile."""
     child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])

@@ -74,6 +74,7 @@ def test_a_claim_with_a_malformed_deadline_counts_as_expired() -> None:
     assert Claim.from_labels("labctl-port-1", "x", labels).deadline == 0.0
 
 
+@pytest.mark.process
 def test_closing_a_forward_kills_an_ssh_that_ignores_sigterm(monkeypatch: pytest.MonkeyPatch) -> None:
     """An ssh blocked on a stalled peer leaves SIGTERM pending: the forward must still be gone after close."""
     import subprocess

@@ -24,6 +24,8 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.process  # starts processes: the unit tier starts none
+
 REPO = Path(__file__).resolve().parents[2]
 STANDIN = REPO / "scripts" / "sim" / "nvidia-smi"
 HOOK = REPO / "scripts" / "sim" / "nvidia-container-runtime-hook"

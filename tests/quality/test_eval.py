@@ -43,6 +43,7 @@ def evaluate(lab: Path, home: Path, base: str, suite: str, *args: str):  # type:
 
 
 @pytest.mark.parametrize("suite", ["short-answer", "json-format"])
+@pytest.mark.process
 def test_perfect_answers_score_100(lab: Path, tmp_path: Path, suite: str) -> None:
     with harness(
         "--ttft-ms", "1", "--tpot-ms", "0", "--answers", str(answers_file(lab, tmp_path, suite)), model="q"
@@ -158,6 +159,7 @@ def test_hostile_code_is_killed_or_refused(lab: Path, tmp_path: Path, docker_eng
     assert "raised" in cases["reads-secrets"]["reason"] or "failed" in cases["reads-secrets"]["reason"]
 
 
+@pytest.mark.process
 def test_bad_suites(lab: Path, tmp_path: Path) -> None:
     env = {"LABCTL_HOME": str(tmp_path / "h")}
     result = run_labctl(

@@ -49,6 +49,7 @@ def test_percentile_and_metric_definitions() -> None:
         ({"kind": "json_schema", "schema": {"type": "object"}}, "not json", False),
     ],
 )
+@pytest.mark.process
 def test_judge(check: dict[str, object], answer: str, passed: bool) -> None:
     verdict = judge(check, answer)
     assert verdict.passed is passed and verdict.reason

@@ -40,6 +40,7 @@ SKIPPED_BEFORE = [
 
 
 @pytest.mark.parametrize("schema, wrong, right", SKIPPED_BEFORE)
+@pytest.mark.process
 def test_a_constraint_the_subset_skipped_is_checked(schema: dict[str, Any], wrong: str, right: str) -> None:
     check = {"kind": "json_schema", "schema": schema}
     verdict = judge(check, wrong)
@@ -118,6 +119,7 @@ def test_no_schema_is_ever_fetched(lab: Path) -> None:
     assert judge(check, "[1, 2]").passed and not judge(check, '[1, "2"]').passed
 
 
+@pytest.mark.process
 def test_a_catastrophic_schema_pattern_cannot_hang_labctl() -> None:
     check = {"kind": "json_schema", "schema": {"type": "string", "pattern": "^(a|a)*b$"}}
     started = time.monotonic()

@@ -201,6 +201,7 @@ def test_chaos_sigterm_and_sigkill_leave_nothing_unaccounted(lab: Path, home: Pa
             assert labctl(lab, home, "down", run_id).code == 0
 
 
+@pytest.mark.process
 def test_a_corrupt_record_is_skipped_not_fatal(lab: Path, tmp_path: Path) -> None:
     home = tmp_path / "home"
     broken = home / "runs" / "20261203-000000-abcdef"

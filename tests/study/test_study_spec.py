@@ -182,6 +182,7 @@ def test_verdicts_say_not_distinguishable_only_where_intervals_overlap() -> None
     assert slo_lines(per_cell)[0].startswith("chat a@h: c=4, 1 req/s over 3 repeat(s), 95% [1, 1]")
 
 
+@pytest.mark.process
 def test_a_study_names_lm_eval_task_sets_with_their_versions(tmp_path: Path, lab: Path) -> None:
     from labctl.study.plan import TaskSuite, study_suites
 

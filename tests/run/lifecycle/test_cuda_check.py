@@ -15,6 +15,8 @@ from labctl.catalog.profiles import load_profile
 from labctl.errors import BadInput
 from labctl.run.lifecycle.preflight import check_cuda
 
+pytestmark = pytest.mark.process  # starts processes: the unit tier starts none
+
 LAB = Lab(REPO)
 
 

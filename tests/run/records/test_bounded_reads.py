@@ -26,6 +26,8 @@ from labctl.run.records.store import (
 GOOD = "20261203-015815-a1b2c3"
 BIG = "20261203-015816-d4e5f6"
 
+pytestmark = pytest.mark.process  # starts processes: the unit tier starts none
+
 
 def good_record(run_id: str = GOOD) -> Record:
     return Record(

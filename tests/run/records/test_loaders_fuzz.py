@@ -25,6 +25,8 @@ from labctl.run.records.export import build_export, load_export
 from labctl.run.records.record import Endpoint, Record
 from labctl.run.records.store import load_record_file
 
+pytestmark = pytest.mark.process  # fuzzing with many examples: not the seconds-long unit tier
+
 RUN = "20261203-015815-a1b2c3"
 
 

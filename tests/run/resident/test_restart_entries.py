@@ -93,6 +93,7 @@ def test_watch_settings_have_defaults() -> None:
     assert readiness.hung_after_failures >= 1 and readiness.watch_interval_s > 0
 
 
+@pytest.mark.process
 def test_the_watcher_runs_alone_from_a_copy(tmp_path: Path) -> None:
     """It is copied into the run's folder and run by any python3: the standard library must be enough."""
     copy = tmp_path / "watcher.py"
