@@ -3,6 +3,9 @@ PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
+# Python keeps its compiled modules: a machine that sets PYTHONDONTWRITEBYTECODE would otherwise compile
+# labctl's ~230 modules again in every one of the thousands of labctl processes the tests start.
+unexport PYTHONDONTWRITEBYTECODE
 
 .PHONY: demo test check docs format test-deps vllm-cpu-image auth-proxy-image tiny-models test-fast venv docker-lab harness-image bench-cli bench-harness bench-up bench-client bench-real typecheck lint clean
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
+from helpers.package_source import imports_of, parsed
 from helpers.support import REPO
 
 from labctl.layers import LAYERS
@@ -15,16 +16,6 @@ from labctl.layers import SEPARATE as LAYER_SEPARATE
 PACKAGE = REPO / "labctl"
 EDGES = {"python_on_whales", "subprocess", "socket", "fcntl"}
 EXEMPT = ("host/", "harness/", "bench/client.py")
-
-
-def imports_of(path: Path) -> set[str]:
-    names: set[str] = set()
-    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-        if isinstance(node, ast.Import):
-            names |= {alias.name for alias in node.names}
-        elif isinstance(node, ast.ImportFrom) and node.module:
-            names.add(node.module)
-    return names
 
 
 def modules() -> list[tuple[str, Path]]:
@@ -134,7 +125,7 @@ def test_one_way_to_docker_per_purpose() -> None:
     for rel, path in modules():
         if not rel.startswith("host/") or rel == "host/docker/daemon.py":
             continue
-        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        for node in ast.walk(parsed(path)):
             first = node.elts[0] if isinstance(node, ast.List) and node.elts else None
             if isinstance(first, ast.Constant) and first.value == "docker":
                 spelled.add(rel)

@@ -7,6 +7,7 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
+from helpers.package_source import parsed
 from helpers.support import REPO
 
 PACKAGE = REPO / "labctl"
@@ -19,7 +20,7 @@ HARNESS_OWN = ("run/images/harness.py",)
 
 def _modules() -> list[tuple[str, ast.AST]]:
     return [
-        (str(p.relative_to(PACKAGE)), ast.parse(p.read_text(encoding="utf-8")))
+        (str(p.relative_to(PACKAGE)), parsed(p))
         for p in sorted(PACKAGE.rglob("*.py"))
         if not str(p.relative_to(PACKAGE)).startswith(EXEMPT)
     ]

@@ -6,6 +6,7 @@ bomb expands a few KiB into billions of nodes), nesting bounded."""
 
 from __future__ import annotations
 
+import copy
 import os
 import stat
 from dataclasses import dataclass, field
@@ -120,6 +121,24 @@ def parse_yaml_mapping(text: str, path: Path, display: str = "") -> SourceFile:
 
 def parse_yaml(text: str, name: str, lines: dict[KeyPath, int]) -> Any:
     """Plain data from YAML text, refusing what could hang or exhaust labctl; fills `lines` as it goes."""
+    cached = _PARSED.get(text)
+    if cached is None:
+        found: dict[KeyPath, int] = {}
+        cached = _PARSED[text] = (_parse(text, name, found), found)  # a refusal raises: never cached
+        while len(_PARSED) > _PARSED_MAX:
+            del _PARSED[next(iter(_PARSED))]
+    data, found = cached
+    lines.update(found)
+    return copy.deepcopy(data)  # each caller owns its copy: a cached value must never change under another
+
+
+# A long-running study or test process reads the same engine contracts (up to ~300 KiB each) again and again,
+# from any folder: the parse depends on the text alone (the file's name only ever appears in a refusal).
+_PARSED: dict[str, tuple[Any, dict[KeyPath, int]]] = {}
+_PARSED_MAX = 32
+
+
+def _parse(text: str, name: str, lines: dict[KeyPath, int]) -> Any:
     try:
         _check_events(text, name)
         loader = _LOADER(text)

@@ -3,12 +3,11 @@ file, line and field, before anything is fetched, rendered or started."""
 
 from __future__ import annotations
 
-import shutil
 from pathlib import Path
 
 import pytest
 import yaml
-from helpers.support import REPO
+from helpers.lab_copy import copy_lab
 
 from labctl.catalog.hub_names import is_repo_id, is_revision
 from labctl.catalog.lab import Lab
@@ -18,10 +17,7 @@ from labctl.errors import BadInput
 
 @pytest.fixture
 def lab(tmp_path: Path) -> Lab:
-    root = tmp_path / "lab"
-    shutil.copytree(REPO / "engines", root / "engines")
-    shutil.copytree(REPO / "templates", root / "templates")
-    return Lab(root)
+    return Lab(copy_lab(tmp_path / "lab", ("engines", "templates")))
 
 
 def refusal(lab: Lab, field: str, value: str) -> str:

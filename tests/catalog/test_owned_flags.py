@@ -5,11 +5,11 @@ model positional. Every engine, with and without a CLI contract; shipped profile
 
 from __future__ import annotations
 
-import shutil
 from pathlib import Path
 
 import pytest
 import yaml
+from helpers.lab_copy import copy_lab
 from helpers.support import REPO
 
 from labctl.catalog.contracts import contract_path, load_contract
@@ -31,10 +31,7 @@ PROFILES = {
 
 @pytest.fixture
 def lab(tmp_path: Path) -> Lab:
-    root = tmp_path / "lab"
-    shutil.copytree(REPO / "engines", root / "engines")
-    shutil.copytree(REPO / "templates", root / "templates")
-    return Lab(root)
+    return Lab(copy_lab(tmp_path / "lab", ("engines", "templates")))
 
 
 def with_extra(lab: Lab, engine: str, words: list[str], profile: str | None = None) -> str:

@@ -8,6 +8,7 @@ import shutil
 from pathlib import Path
 
 import pytest
+from helpers.lab_copy import copy_lab
 
 from labctl.bench.results import find_result
 from labctl.bench.workloads import load_workload, make_prompts
@@ -22,10 +23,7 @@ RUN_ID = "20261203-015815-a1b2c3"
 
 
 def _lab(tmp_path: Path) -> Lab:
-    root = tmp_path / "lab"
-    for folder in ("workloads", "suites"):
-        shutil.copytree(REPO / folder, root / folder)
-    return Lab(root)
+    return Lab(copy_lab(tmp_path / "lab", ("workloads", "suites")))
 
 
 def _dataset_workload(lab: Lab, path: str, kind: str = "jsonl") -> None:

@@ -7,6 +7,7 @@ import shutil
 from pathlib import Path
 
 import pytest
+from helpers.lab_copy import copy_lab
 from helpers.support import REPO
 
 from labctl.catalog.engines import list_engine_names
@@ -32,10 +33,7 @@ def test_shipped_profiles_pass_their_contract(engine: str, name: str, resident: 
 
 @pytest.fixture
 def lab(tmp_path: Path) -> Lab:
-    root = tmp_path / "lab"
-    shutil.copytree(REPO / "engines", root / "engines")
-    shutil.copytree(REPO / "templates", root / "templates")
-    return Lab(root)
+    return Lab(copy_lab(tmp_path / "lab", ("engines", "templates")))
 
 
 def edit(path: Path, old: str, new: str) -> None:

@@ -3,12 +3,12 @@ Compose config mounted in the serve container, named on the command line with it
 
 from __future__ import annotations
 
-import shutil
 import subprocess
 from pathlib import Path
 
 import pytest
 import yaml
+from helpers.lab_copy import copy_folder, copy_lab
 from helpers.support import REPO
 
 from labctl.catalog.engines import load_engine
@@ -33,9 +33,8 @@ OPTIONS = RenderOptions(cache_dir="/srv/hf-cache", engine_store="/srv/trt-engine
 @pytest.fixture
 def trt_lab(tmp_path: Path) -> Path:
     """Only what a TensorRT-LLM profile needs: its engine folder and the templates."""
-    root = tmp_path / "lab"
-    shutil.copytree(REPO / "engines" / "trtllm", root / "engines" / "trtllm")
-    shutil.copytree(REPO / "templates", root / "templates")
+    root = copy_lab(tmp_path / "lab", ("templates",))
+    copy_folder("engines/trtllm", root / "engines" / "trtllm")
     (root / "compose").mkdir()
     return root
 

@@ -3,11 +3,10 @@ smoke` writes them, so that bench, eval, compare and report really talk to an en
 
 from __future__ import annotations
 
-import shutil
 from pathlib import Path
 from typing import Any
 
-from helpers.support import REPO
+from helpers import lab_copy
 from labctl.catalog.lab import find_lab
 from labctl.catalog.profiles import load_profile
 from labctl.run.records.record import ContainerInfo, Endpoint, EngineSetup, ImageInfo, new_record
@@ -18,10 +17,7 @@ DIGEST = "sha256:" + "ef" * 32
 
 def copy_lab(root: Path) -> Path:
     """A private copy of the shipped lab's folders under `root`/lab."""
-    lab = root / "lab"
-    for folder in ("engines", "templates", "workloads", "suites"):
-        shutil.copytree(REPO / folder, lab / folder)
-    return lab
+    return lab_copy.copy_lab(root / "lab")
 
 
 def harness_run_record(
