@@ -9,6 +9,7 @@ from __future__ import annotations
 import copy
 import os
 import stat
+import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -124,9 +125,11 @@ def parse_yaml(text: str, name: str, lines: dict[KeyPath, int]) -> Any:
     cached = _PARSED.get(text)
     if cached is None:
         found: dict[KeyPath, int] = {}
-        cached = _PARSED[text] = (_parse(text, name, found), found)  # a refusal raises: never cached
-        while len(_PARSED) > _PARSED_MAX:
-            del _PARSED[next(iter(_PARSED))]
+        cached = (_parse(text, name, found), found)  # a refusal raises: never cached
+        with _PARSED_LOCK:
+            _PARSED[text] = cached
+            while len(_PARSED) > _PARSED_MAX:
+                del _PARSED[next(iter(_PARSED))]
     data, found = cached
     lines.update(found)
     return copy.deepcopy(data)  # each caller owns its copy: a cached value must never change under another
@@ -136,6 +139,7 @@ def parse_yaml(text: str, name: str, lines: dict[KeyPath, int]) -> Any:
 # from any folder: the parse depends on the text alone (the file's name only ever appears in a refusal).
 _PARSED: dict[str, tuple[Any, dict[KeyPath, int]]] = {}
 _PARSED_MAX = 32
+_PARSED_LOCK = threading.Lock()
 
 
 def _parse(text: str, name: str, lines: dict[KeyPath, int]) -> Any:
