@@ -429,7 +429,9 @@ def share(
         typer.Option(
             "--json",
             help="Print base_url, model, api_key, key_visibility, host, ssh_forward, open_without_key (paths that "
-            "answered without a key, measured after up; null when not measured) and proxy as JSON.",
+            "answered without a key, measured after up; null when not measured), proxy and engine_port_open_without_key "
+            "(behind the proxy: what the engine's own loopback port, open to the host's local users, serves without a "
+            "key; null without a proxy) as JSON.",
         ),
     ] = False,
 ) -> None:
@@ -442,7 +444,17 @@ def share(
 
     info = access(state.runs(), run_id)
     if as_json:
-        keys = ("base_url", "model", "api_key", "key_visibility", "host", "ssh_forward", "open_without_key", "proxy")
+        keys = (
+            "base_url",
+            "model",
+            "api_key",
+            "key_visibility",
+            "host",
+            "ssh_forward",
+            "open_without_key",
+            "proxy",
+            "engine_port_open_without_key",
+        )
         print(json.dumps({k: info[k] for k in keys}))
         return
     if info["key_visibility"]:
@@ -462,6 +474,8 @@ def share(
         out(info["open"])
     if info["proxy"]:
         out(f"proxy     labctl's authenticating proxy ({info['proxy']}) fronts the engine, which listens on loopback")
+    if info["engine_port"]:
+        out(f"note      {info['engine_port']}")
     out(
         "owner     ownership is advisory: labctl records who started a deployment and refuses to stop another "
         "owner's without --force --reason, but anyone who can drive the host's Docker (its docker group, or the "

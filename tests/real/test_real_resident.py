@@ -3,6 +3,7 @@ fails closed on /v1, and eval records the reasoning yet scores only the content,
 
 from __future__ import annotations
 
+import http.client
 import json
 from collections.abc import Iterator
 
@@ -49,6 +50,43 @@ def test_the_key_fails_closed_on_v1(resident: tuple[dict[str, str], str]) -> Non
     models = httpx.get(f"{base}/models", headers=right, timeout=10)
     assert models.status_code == 200 and [m["id"] for m in models.json()["data"]] == ["tiny-qwen3"]
     assert httpx.post(f"{base}/chat/completions", json=body, headers=right, timeout=30).status_code == 200
+
+
+# Each walks onto an open route (/health, vLLM's readiness) from a guarded one, or the reverse, as written.
+WALKS = (
+    "/metrics/../health", "/health/../metrics", "/x/../health", "/metrics/%2e%2e/health", "/metrics/%2E%2E/health",
+    "/health/%2e%2e/metrics", "/%2e%2e/health", "//health", "//metrics", "/metrics%2f..%2fhealth",
+    "/metrics%2F..%2Fhealth", "/health/..%2fmetrics", "/METRICS", "/Health/../health", "/./health",
+    "/health/./../metrics", "/health\\..\\metrics",
+)  # fmt: skip
+
+
+def raw(base: str, method: str, path: str) -> tuple[int, str]:
+    """The request with its path exactly as written (httpx would normalise the dot segments first)."""
+    host, port = base.removeprefix("http://").split("/")[0].split(":")
+    connection = http.client.HTTPConnection(host, int(port), timeout=30)
+    try:
+        body = json.dumps({"messages": [{"role": "user", "content": "Hi"}], "max_tokens": 2})
+        connection.request(method, path, body=body if method == "POST" else None)
+        answer = connection.getresponse()
+        return answer.status, answer.read().decode(errors="replace")
+    finally:
+        connection.close()
+
+
+def test_the_proxy_forwards_only_the_path_its_key_check_saw(resident: tuple[dict[str, str], str]) -> None:
+    """vLLM's open routes are /health (readiness) and, on its own port, /metrics and /invocations: through the
+    proxy no dot segment, doubled or encoded slash or case trick reaches the metrics or the model without a key."""
+    info, _ = resident
+    root = info["base_url"].removesuffix("/v1")
+    assert raw(root, "GET", "/health")[0] == 200
+    assert raw(root, "GET", "/metrics")[0] == 401
+    for path in WALKS:
+        code, text = raw(root, "GET", path)
+        assert code in (400, 401, 404) and "vllm:" not in text, (path, code, text[:200])
+    for path in ("/health/../invocations", "/health/%2e%2e/invocations", "//invocations", "/health%2f..%2finvocations"):
+        code, text = raw(root, "POST", path)
+        assert code in (400, 401, 404) and "choices" not in text, (path, code, text[:200])
 
 
 def test_eval_with_thinking_on_records_the_reasoning_and_scores_the_content(

@@ -78,7 +78,7 @@ from labctl.run.remote import check_port_free, close_run_forward, open_run_forwa
 from labctl.run.resident import remote_watch, watch
 from labctl.run.resident.host_keys import put_keys, remove_keys
 from labctl.run.resident.keys import ENGINE_KEY, KeyAccess, KeyStore, fingerprint, generate_keys
-from labctl.run.resident.lockdown import PROXY_SERVICE, check_locked, plan_proxy
+from labctl.run.resident.lockdown import PROXY_SERVICE, check_locked, engine_port_exposure, plan_proxy
 from labctl.run.resident.resident_plan import RESTART_POLICY, ResidentPlan, image_user_ids
 
 Say = Callable[[str], None]
@@ -491,6 +491,7 @@ class Starter:
     def resident_block(self, profile: Profile) -> ResidentInfo | None:
         if not self.plan:
             return None
+        engine_port_open, engine_port_open_model = engine_port_exposure(self.http_contract if self.proxy else None)
         return ResidentInfo(
             restart_policy=RESTART_POLICY,
             bind=profile.bind_address,
@@ -504,6 +505,8 @@ class Starter:
             hung_after_failures=profile.engine.readiness.hung_after_failures,
             proxy=self.proxy.image if self.proxy else "",
             proxy_engine_port=self.proxy.engine_port if self.proxy else None,
+            engine_port_open=engine_port_open,
+            engine_port_open_model=engine_port_open_model,
         )
 
     def start_watcher(self, profile: Profile) -> None:

@@ -122,6 +122,10 @@ class ResidentInfo:
     # What answered without a key at the endpoint, measured after up and after each rotation.
     open_paths: tuple[str, ...] | None = None  # None: not measured (no HTTP contract for the engine version)
     open_model_paths: tuple[str, ...] = ()
+    # Behind the proxy, the engine's own port (127.0.0.1:proxy_engine_port on its host) is reachable by every
+    # local user of that host, past the proxy: what answers there without a key, per the engine's HTTP contract.
+    engine_port_open: tuple[str, ...] = ()
+    engine_port_open_model: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)

@@ -18,7 +18,7 @@ from labctl.run.records.record import Observed, Record, now
 from labctl.run.records.store import ENDED, Runs
 from labctl.run.resident import remote_watch, watch
 from labctl.run.resident.keys import KeyStore
-from labctl.run.resident.lockdown import describe_open
+from labctl.run.resident.lockdown import describe_engine_port, describe_open
 from labctl.run.resident.resident_plan import flag_key_note, is_loopback
 
 # Counters an engine's /metrics exposes for requests served and tokens generated.
@@ -65,6 +65,8 @@ def share(runs: Runs, run_id: str) -> dict[str, Any]:
         "open_without_key": list(resident.open_paths) if resident.open_paths is not None else None,
         "open": describe_open(resident.open_paths, resident.open_model_paths, record.probe) if resident.keys else None,
         "proxy": resident.proxy or None,
+        "engine_port": describe_engine_port(resident, record.host_entry),
+        "engine_port_open_without_key": list(resident.engine_port_open) if resident.proxy else None,
     }
 
 
@@ -160,4 +162,7 @@ def describe_resident(runs: Runs, record: Record) -> list[tuple[str, str]]:
         )
     if resident.keys:
         rows.append(("open", describe_open(resident.open_paths, resident.open_model_paths, record.probe)))
+    engine_port = describe_engine_port(resident, record.host_entry)
+    if engine_port:
+        rows.append(("engine port", engine_port))
     return rows

@@ -21,6 +21,7 @@ from labctl.host.engine.probes import status_with_key
 from labctl.host.images.transfer import copy_image
 from labctl.host.remote.hosts import endpoint_url
 from labctl.host.remote.ports import listeners
+from labctl.run.records.record import ResidentInfo
 
 # Built by `make auth-proxy-image` (scripts/auth-proxy-image.sh): Debian 12's nginx, never pulled.
 AUTH_PROXY_IMAGE = "labctl/auth-proxy:1"
@@ -134,6 +135,27 @@ def describe_open(open_paths: tuple[str, ...] | None, model_paths: tuple[str, ..
         p + (" (runs the model!)" if p in model_paths else " (readiness)" if p == readiness else "") for p in open_paths
     )
     return f"open without a key: {shown}"
+
+
+def engine_port_exposure(contract: HttpContract | None) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """What the engine's own port behind the proxy serves without a key, and which of that runs the model."""
+    if contract is None:
+        return (), ()
+    return tuple(r.path for r in contract.open_routes()), tuple(r.path for r in contract.open_model_routes())
+
+
+def describe_engine_port(resident: ResidentInfo, host: str) -> str | None:
+    """One line for people: who reaches the engine's own port past the proxy, and what answers there keyless."""
+    if not resident.proxy or resident.proxy_engine_port is None:
+        return None
+    where = "this host" if host == "local" else f"host {host}"
+    shown = ", ".join(
+        p + (" (runs the model!)" if p in resident.engine_port_open_model else "") for p in resident.engine_port_open
+    )
+    return (
+        f"engine's own port 127.0.0.1:{resident.proxy_engine_port} behind the proxy: every local user of {where} "
+        f"reaches it without the proxy; open there without a key: {shown or 'not recorded (no HTTP contract)'}"
+    )
 
 
 def reload_proxy(run_id: str, base: str, refused_key: str | None) -> None:

@@ -17,6 +17,8 @@ from helpers.auth_proxy import pin_contract_version, require_proxy_image, write_
 from helpers.harness_proc import free_port
 from helpers.lifecycle_helpers import containers_of, labctl, record, up, write_profile
 
+from labctl.catalog.http_contracts import http_contract_path, load_http_contract
+from labctl.host.engine.open_routes import probe_open_routes
 from labctl.run.resident.lockdown import AUTH_PROXY_IMAGE
 
 pytestmark = pytest.mark.docker
@@ -86,6 +88,14 @@ def test_an_open_model_route_gets_the_proxy(lab: Path, home: Path, need_proxy_im
     engine_key = (home / ".state" / "keys" / info["run_id"] / "engine_key").read_text().strip()
     assert engine_key and engine_key != key and engine_key not in text + compose
     assert httpx.get(engine + "/v1/models", headers={"Authorization": f"Bearer {engine_key}"}).status_code == 200
+    # Past the proxy, on the engine's own loopback port, what `share` says answers without a key is what does.
+    port_line = f"engine's own port 127.0.0.1:{resident['proxy_engine_port']} behind the proxy: every local user"
+    assert port_line in text and port_line in shown, text
+    said = json.loads(labctl(lab, home, "share", info["run_id"], "--json").stdout)["engine_port_open_without_key"]
+    contract = load_http_contract(http_contract_path(lab / "engines", "harness", "1.0"))  # pinned by start()
+    measured = [r.path for r in probe_open_routes(engine, contract.routes)]
+    assert said == resident["engine_port_open"] and sorted(said) == sorted(measured), (said, measured)
+    assert "/v1/chat/completions" in resident["engine_port_open_model"] and "(runs the model!)" in text
 
     started = _started_at(info["run_id"])
     old = key

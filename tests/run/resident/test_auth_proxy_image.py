@@ -5,6 +5,7 @@ The upstream is a tiny HTTP server that echoes the Authorization header it got."
 
 from __future__ import annotations
 
+import http.client
 import subprocess
 import sys
 import time
@@ -26,7 +27,8 @@ import http.server, sys
 class H(http.server.BaseHTTPRequestHandler):
     def do_GET(self):
         body = (self.headers.get("Authorization") or "-").encode()
-        self.send_response(200); self.send_header("Content-Length", str(len(body))); self.end_headers()
+        self.send_response(200); self.send_header("Content-Length", str(len(body)))
+        self.send_header("X-Path", self.path); self.end_headers()
         self.wfile.write(body)
     def log_message(self, *a): pass
 http.server.ThreadingHTTPServer(("127.0.0.1", int(sys.argv[1])), H).serve_forever()
@@ -80,6 +82,40 @@ def test_keys_match_exactly_and_the_engine_gets_its_own(proxied: tuple[str, Path
     assert status(base, f"Bearer {KEY.replace('+', '')}")[0] == 401  # '+' is no pattern quantifier here
     assert status(base, None, "/open") == (200, "-")  # the open path passes as it came
     assert status(base, None, "/open/more")[0] == 401
+
+
+# Paths that normalise onto the open route (or onto the engine's own open routes) but are not it, as written.
+WALKS = (
+    "/x/../open", "/open/../open", "/open/./", "/open/.", "/open/..", "/x/%2e%2e/open", "/x/%2E%2e/open",
+    "/%2e%2e/open", "//open", "/x//../open", "/x%2f..%2fopen", "/x%2F..%2Fopen", "/x/..%2fopen", "/x\\..\\open",
+    "/x%5c..%5copen", "/./open", "/open%2f", "/OPEN", "/Open/../open",
+)  # fmt: skip
+
+
+def raw_get(base: str, path: str, authorization: str | None = None) -> tuple[int, str | None, str]:
+    """GET the path exactly as written (an HTTP client library would normalise the dot segments first)."""
+    host, port = base.removeprefix("http://").split(":")
+    connection = http.client.HTTPConnection(host, int(port), timeout=5)
+    try:
+        connection.request("GET", path, headers={"Authorization": authorization} if authorization else {})
+        answer = connection.getresponse()
+        return answer.status, answer.getheader("X-Path"), answer.read().decode(errors="replace")
+    finally:
+        connection.close()
+
+
+def test_the_path_the_key_check_sees_is_the_path_the_engine_gets(proxied: tuple[str, Path, str]) -> None:
+    base, _, _ = proxied
+    assert raw_get(base, "/open")[:2] == (200, "/open")
+    assert raw_get(base, "/open?probe=1")[:2] == (200, "/open?probe=1")
+    for path in WALKS:
+        code, forwarded, _ = raw_get(base, path)
+        # Refused without a key: nothing the engine may route elsewhere than the open path gets through.
+        assert code in (400, 401) and forwarded is None, (path, code, forwarded)
+    for path in ("/x/../y", "/v1//models", "/a/%2e%2e/b"):  # with the key too: what nginx matched is what goes on
+        code, forwarded, body = raw_get(base, path, f"Bearer {KEY}")
+        assert code == 400 and forwarded is None and "dot segments" in body, (path, code, body)
+    assert raw_get(base, "/v1/models?next=//a/../b", f"Bearer {KEY}")[:2] == (200, "/v1/models?next=//a/../b")
 
 
 def test_reload_takes_new_keys_and_keeps_the_old_on_a_bad_file(proxied: tuple[str, Path, str]) -> None:

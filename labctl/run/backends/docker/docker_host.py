@@ -23,7 +23,7 @@ from labctl.run.lifecycle.up_plan import UpRequest
 from labctl.run.records.prep_view import prep_rows
 from labctl.run.records.record import Record
 from labctl.run.records.store import Runs
-from labctl.run.resident.lockdown import describe_open
+from labctl.run.resident.lockdown import describe_engine_port, describe_open
 
 HEADER = ("RUN", "ENGINE/PROFILE", "GPUS", "BASE URL", "HEALTH", "UP", "OWNER", "SINCE", "RESTARTS", "RESIDENT")
 STATUS_HEADER = (*HEADER, "REQUESTS", "TOKENS")
@@ -76,6 +76,9 @@ class DockerHost:
             )
             if r.keys:
                 lines.append(f"  {'':<16} {describe_open(r.open_paths, r.open_model_paths, record.probe)}")
+            engine_port = describe_engine_port(r, record.host_entry)
+            if engine_port:
+                lines.append(f"  {'':<16} {engine_port}")
         return [*lines, f"  stop it with     labctl down {record.run_id}"]
 
     def summary(self, record: Record) -> dict[str, Any]:
