@@ -144,7 +144,7 @@ _PARSED_LOCK = threading.Lock()
 
 def _parse(text: str, name: str, lines: dict[KeyPath, int]) -> Any:
     try:
-        _check_events(text, name)
+        check_events(text, name)
         loader = _LOADER(text)
         try:
             node = loader.get_single_node()
@@ -164,7 +164,7 @@ def _parse(text: str, name: str, lines: dict[KeyPath, int]) -> Any:
         raise BadInput(f"{name}: a number labctl cannot read ({str(exc)[:120]}); use a smaller number.") from None
 
 
-def _check_events(text: str, name: str) -> None:
+def check_events(text: str, name: str) -> None:
     """Anchors, aliases and depth, from the event stream: before any node is built."""
     depth = 0
     for event in yaml.parse(text, Loader=_LOADER):

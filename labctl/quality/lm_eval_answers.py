@@ -29,19 +29,28 @@ def answer_map(runs: Runs, lab: Lab, suite: str, cache_dir: str | None = None) -
         from lm_eval.tasks import TaskManager
 
         lm = LocalChatCompletion(model="answer-map", base_url="http://127.0.0.1:9/v1/chat/completions")
-        loaded = TaskManager(include_defaults=False).load(configs(runs, tasks, files))
+        task_configs = configs(runs, tasks, files)
+        try:
+            loaded = TaskManager(include_defaults=False).load(task_configs)
+            for task_obj in loaded["tasks"].values():
+                if task_obj.get_config("num_fewshot") is None:
+                    task_obj.set_config(key="num_fewshot", value=0)
+                task_obj.set_fewshot_seed(seed=FEWSHOT_SEED)
+                task_obj.build_all_requests(
+                    limit=None,
+                    rank=0,
+                    world_size=1,
+                    apply_chat_template=True,
+                    fewshot_as_multiturn=FEWSHOT_AS_MULTITURN,
+                    chat_template=lm.apply_chat_template,
+                )
+        except Exception as exc:  # a task's config or template, of any type of failure, is one line here
+            names = ", ".join(t.name for t in tasks)
+            raise BadInput(
+                f"task set {names}: lm-evaluation-harness could not build its prompts "
+                f"({type(exc).__name__}: {' '.join(str(exc).split())[:200]}); fix the task.yaml."
+            ) from None
         for name, task_obj in loaded["tasks"].items():
-            if task_obj.get_config("num_fewshot") is None:
-                task_obj.set_config(key="num_fewshot", value=0)
-            task_obj.set_fewshot_seed(seed=FEWSHOT_SEED)
-            task_obj.build_all_requests(
-                limit=None,
-                rank=0,
-                world_size=1,
-                apply_chat_template=True,
-                fewshot_as_multiturn=FEWSHOT_AS_MULTITURN,
-                chat_template=lm.apply_chat_template,
-            )
             field = str(by_task[name].reference)
             for instance in task_obj.instances:
                 context = getattr(instance.args[0], "prompt", instance.args[0])  # JsonChatStr: the messages' JSON

@@ -13,6 +13,7 @@ from typing import Any
 
 from labctl.catalog.lab import Lab
 from labctl.errors import BadInput
+from labctl.quality.task_yaml import sandbox_templates
 from labctl.quality.tasks import TaskSet, harness_config, load_task, task_names
 from labctl.run.records.store import Runs
 
@@ -69,6 +70,7 @@ def offline(progress: bool = True) -> Iterator[None]:
 
 
 def configs(runs: Runs, tasks: list[TaskSet], files: dict[str, dict[str, Path]]) -> list[dict[str, Any]]:
+    sandbox_templates()  # before the harness renders any of these tasks' templates
     configs = []
     for task in tasks:
         config = harness_config(task, files[task.name])

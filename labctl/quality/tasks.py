@@ -12,9 +12,8 @@ in the folder, or a Hub dataset at a pinned commit that `labctl fetch --task NAM
     sandboxed: true                    # its answers are code run in labctl's sandbox (checked before asking)
     reference: answer                  # the document field with a right answer (the harness engine's answer map)
 
-task.yaml is read by the harness itself (its `!function` tags load Python from this folder: a lab is trusted
-like its profiles). Its dataset_path and data files are set here, to the files above, so nothing is downloaded
-at evaluation time."""
+task.yaml is read as data (quality/task_yaml.py: a lab runs no code on the host). Its dataset_path and data
+files are set here, to the files above, so nothing is downloaded at evaluation time."""
 
 from __future__ import annotations
 
@@ -30,6 +29,7 @@ from labctl.catalog.lab import Lab
 from labctl.catalog.sourcefile import load_yaml_mapping
 from labctl.errors import BadInput, LabctlError
 from labctl.host.hub.cache import COMMIT
+from labctl.quality.task_yaml import read_task_config
 from labctl.run.models.datasets import snapshot_dir
 
 PREFIX = "lm-eval:"
@@ -80,6 +80,10 @@ class TaskSet:
     reference: str | None = None
 
     @property
+    def config_name(self) -> str:
+        return f"suites/lm-eval/{self.name}/task.yaml"
+
+    @property
     def source(self) -> str:
         return f"{self.repo}@{self.revision}" if self.repo else "files in the lab"
 
@@ -113,6 +117,7 @@ def load_task(lab: Lab, name: str) -> TaskSet:
         raise BadInput(f"unknown lm-eval task set {name!r}. Task sets in {lab.root / 'suites' / 'lm-eval'}: {known}.")
     src = load_yaml_mapping(path, display=str(path.relative_to(lab.root)))
     spec = check_mapping(src, (), src.data, SOURCE_FIELDS)
+    read_task_config(folder / "task.yaml", f"suites/lm-eval/{name}/task.yaml")  # refused here, not mid-evaluation
     dataset = spec["dataset"]
     if (dataset["repo"] is None) != (dataset["revision"] is None):
         raise src.problem(("dataset",), "give repo and revision together (or neither, for files in this folder).")
@@ -159,10 +164,8 @@ def dataset_sha256(files: dict[str, Path]) -> str:
 
 
 def harness_config(task: TaskSet, files: dict[Path, Any] | dict[str, Path]) -> dict[str, Any]:
-    """The harness's task config: its own YAML loader (for `!function`), data files pointed at `files`."""
-    from lm_eval.tasks._yaml_loader import load_yaml
-
-    config: dict[str, Any] = load_yaml(task.folder / "task.yaml")
+    """The harness's task config, read as data (quality/task_yaml.py), its data files pointed at `files`."""
+    config = read_task_config(task.folder / "task.yaml", task.config_name)
     config["dataset_path"] = task.format
     config.pop("dataset_name", None)
     config["dataset_kwargs"] = {"data_files": {split: str(path) for split, path in files.items()}}
