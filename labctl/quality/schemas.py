@@ -81,6 +81,59 @@ def schema_problem(schema: Any) -> tuple[KeyPath, str] | None:
                 resolver.lookup(value)
             except Unresolvable:
                 return where, f"{keyword} {value!r} points to nothing in this schema."
+    cycle = _ref_cycle(schema, lambda ref: resolver.lookup(ref).contents)
+    if cycle is not None:
+        return cycle, (
+            "this $ref leads back to itself without reading any part of the answer (through $ref, allOf, anyOf, "
+            "oneOf, not, if/then/else): checking would never end. Put the recursion under properties or items."
+        )
+    return None
+
+
+# Applicators that check the same value again: a cycle through these alone never reaches the answer's parts.
+IN_PLACE_ONE = ("not", "if", "then", "else")
+IN_PLACE_LIST = ("allOf", "anyOf", "oneOf")
+IN_PLACE_MAP = ("dependentSchemas",)
+
+
+def _in_place(node: dict[str, Any], lookup: Any) -> Iterator[Any]:
+    yield from (node[k] for k in IN_PLACE_ONE if k in node)
+    yield from (item for k in IN_PLACE_LIST for item in node.get(k) or [])
+    yield from (item for k in IN_PLACE_MAP for item in (node.get(k) or {}).values())
+    yield from (lookup(node[k]) for k in ("$ref", "$dynamicRef") if isinstance(node.get(k), str))
+
+
+def _ref_cycle(schema: dict[str, Any], lookup: Any) -> KeyPath | None:
+    """Where a subschema reaches itself again through in-place applicators only (None: no such cycle)."""
+    subschemas: list[tuple[KeyPath, Any]] = [((), schema)]
+    for where, keyword, value in _walk(schema, ()):
+        if keyword in ONE_SCHEMA:
+            subschemas.append((where, value))
+        elif keyword in SCHEMA_LIST and isinstance(value, list):
+            subschemas += [((*where, i), item) for i, item in enumerate(value)]
+        elif keyword in SCHEMA_MAP and isinstance(value, dict):
+            subschemas += [((*where, name), item) for name, item in value.items()]
+    done: set[int] = set()
+    for where, start in subschemas:
+        if not isinstance(start, dict) or id(start) in done:
+            continue
+        on_path: set[int] = set()
+        stack = [(start, iter(_in_place(start, lookup)))]
+        on_path.add(id(start))
+        while stack:
+            node, children = stack[-1]
+            child = next(children, None)
+            if child is None:
+                stack.pop()
+                on_path.discard(id(node))
+                done.add(id(node))
+                continue
+            if not isinstance(child, dict) or id(child) in done:
+                continue
+            if id(child) in on_path:
+                return where
+            on_path.add(id(child))
+            stack.append((child, iter(_in_place(child, lookup))))
     return None
 
 
@@ -122,5 +175,8 @@ def uses_regex(schema: dict[str, Any]) -> bool:
 def validation_errors(data: Any, schema: dict[str, Any]) -> list[str]:
     """Up to three errors, each `$.path: message`; none when the data is valid."""
     validator = Draft202012Validator(schema, registry=Registry(), format_checker=FORMATS)
-    errors = sorted(validator.iter_errors(data), key=lambda e: [str(p) for p in e.absolute_path])
+    try:
+        errors = sorted(validator.iter_errors(data), key=lambda e: [str(p) for p in e.absolute_path])
+    except RecursionError:  # nested deeper than Python's stack: a hostile answer or schema, not a verdict
+        return ["$: nested too deeply to check"]
     return [f"{error.json_path}: {error.message[:160]}" for error in errors[:3]]

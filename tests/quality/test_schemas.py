@@ -98,6 +98,13 @@ def write_suite(lab: Path, schema: dict[str, Any], reference: str = "{}") -> Pat
             "pattern: pattern '(unclosed' is not a valid regular expression",
         ),
         ({"type": "strin"}, 9, "not a valid draft 2020-12 schema"),
+        ({"$ref": "#"}, 8, "this $ref leads back to itself without reading any part of the answer"),
+        (
+            {"$defs": {"a": {"$ref": "#/$defs/b"}, "b": {"allOf": [{"$ref": "#/$defs/a"}]}}, "$ref": "#/$defs/a"},
+            8,
+            "checking would never end",
+        ),
+        ({"anyOf": [{"type": "string"}, {"not": {"$ref": "#"}}]}, 8, "checking would never end"),
     ],
 )
 def test_a_schema_labctl_would_not_fully_check_is_refused_at_load(
@@ -139,3 +146,20 @@ def test_the_cli_refuses_the_suite_with_one_line_and_exit_2(lab: Path, tmp_path:
         "'patern' is not one labctl checks (draft 2020-12): a keyword no validator knows is silently ignored, so it "
         "is refused. Fix its spelling or remove it."
     ]
+
+
+def test_recursion_under_properties_or_items_is_a_schema_not_a_cycle(lab: Path) -> None:
+    """A linked list: each step reads a part of the answer, so checking ends."""
+    schema = {"$defs": {"n": {"type": "object", "properties": {"next": {"$ref": "#/$defs/n"}}}}, "$ref": "#/$defs/n"}
+    write_suite(lab, schema, '{"next": {"next": {}}}')
+    check = load_suite(Lab(lab), "schema").cases[0].check
+    assert judge(check, '{"next": {"next": {}}}').passed and not judge(check, '{"next": {"next": 1}}').passed
+
+
+@pytest.mark.process
+def test_a_ref_cycle_is_one_skipped_suite_in_the_listing(lab: Path, tmp_path: Path) -> None:
+    write_suite(lab, {"$ref": "#"})
+    listing = run_labctl("suites", lab=lab, env={"LABCTL_HOME": str(tmp_path / "h")})
+    assert listing.code in (0, 1) and "Traceback" not in listing.stderr and "RecursionError" not in listing.stderr
+    assert "schema" in listing.stderr and "leads back to itself" in listing.stderr, listing.stderr
+    assert "short-answer" in listing.stdout  # the other suites are listed
