@@ -9,6 +9,7 @@ import copy
 import hashlib
 import itertools
 import json
+import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -115,5 +116,5 @@ def file_key(cell_key: str, repeat: int) -> str:
 
 def count_cells(study: Study) -> int:
     """How many (cell, repeat) the file asks for, without the lab."""
-    per_entry = sum(len(grid(entry)) for entry in study.entries)
+    per_entry = sum(math.prod(len(values) for values in entry.overrides.values()) for entry in study.entries)
     return per_entry * max(len(study.hosts), 1) * study.repeats

@@ -5,6 +5,7 @@ own loaders; every problem is one line naming file, line and field."""
 from __future__ import annotations
 
 import hashlib
+import math
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -17,7 +18,8 @@ from labctl.catalog.sourcefile import SourceFile, load_yaml_mapping
 NAME = re.compile(r"[a-z0-9][a-z0-9._-]{0,62}")  # a folder of the home: always fullmatch
 WORD = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
 MAX_PROFILES = 16
-MAX_GRID = 16  # cells per profile from its overrides
+MAX_GRID = 16  # values of one override
+MAX_CELLS = 512  # (cell, repeat)s of a whole study: weeks of GPU time already; more is a second study
 MAX_HOSTS = 16
 MAX_LEVELS = 64
 MAX_REPEATS = 10
@@ -265,10 +267,25 @@ def _check_overrides(src: SourceFile, spec: dict[str, Any]) -> None:
                     raise src.problem(where, f"{value!r} is not allowed: expected a whole number 1-1000000.")
 
 
+def _check_size(src: SourceFile, spec: dict[str, Any]) -> None:
+    """The (cell, repeat) count, multiplied out before any grid is expanded (a grid of 16^5 would take minutes)."""
+    grids = [math.prod(len(v) for v in (entry["overrides"] or {}).values()) for entry in spec["profiles"]]
+    hosts, repeats = max(len(spec["hosts"] or []), 1), spec["repeats"]
+    total = sum(grids) * hosts * repeats
+    if total > MAX_CELLS:
+        products = " + ".join(str(g) for g in grids)
+        raise src.problem(
+            ("profiles",),
+            f"the study asks for ({products}) grid cells x {hosts} host(s) x {repeats} repeat(s) = {total} "
+            f"measured (cell, repeat)s, more than {MAX_CELLS}; split it into studies or shrink the overrides.",
+        )
+
+
 def load_study(path: Path) -> Study:
     """The study file, checked; a bad file raises one BadInput naming file, line and field."""
     src = load_yaml_mapping(path, display=str(path))
     spec = check_mapping(src, (), src.data, FIELDS)
     _check_overrides(src, spec)
+    _check_size(src, spec)
     digest = hashlib.sha256(path.read_bytes()).hexdigest()
     return Study(name=spec["study"], path=path.resolve(), sha256=digest, source=src, spec=spec)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 import pytest
@@ -199,3 +200,19 @@ def test_a_study_names_lm_eval_task_sets_with_their_versions(tmp_path: Path, lab
         study_suites(Lab(lab), wrong)
     with pytest.raises(BadInput, match="suites"):
         load_study(write(tmp_path, {**STUDY, "suites": [{"name": "lm-eval:Bad Name"}]}, "b.yaml"))
+
+
+def test_a_grid_too_large_is_refused_before_it_is_expanded(tmp_path: Path) -> None:
+    """Five overrides of 16 values each would be a million cells: refused from the product, in a moment."""
+    many: dict[str, list] = {key: list(range(1, 17)) for key in ("max_num_seqs", "max_model_len", "max_batch_size")}
+    many["gpu_memory_utilization"] = [round(0.05 * i, 2) for i in range(1, 17)]
+    many["extra_args"] = [[f"--x{i}"] for i in range(16)]
+    huge = {**STUDY, "profiles": [{"engine": "harness", "profile": "smoke", "overrides": many}]}
+    started = time.monotonic()
+    with pytest.raises(BadInput) as refused:
+        load_study(write(tmp_path, huge))
+    assert time.monotonic() - started < 2
+    said = str(refused.value)
+    assert "(1048576) grid cells x 2 host(s) x 2 repeat(s) = 4194304" in said and "more than 512" in said, said
+    assert "study.yaml:" in said and "\n" not in said
+    assert count_cells(load_study(write(tmp_path, STUDY, "fits.yaml"))) == 2 * 2 * 2
