@@ -324,8 +324,10 @@ def print_result(result: BenchResult, path: str) -> None:
         out(f"max_rate_meeting_slo: {found.note} (SLO {_flag(found.slo)}; {found.rule})")
     folder = Path(path).parent
     for key, name in (("requests_file", result.requests_file), ("telemetry_file", result.telemetry_file)):
-        if name:
+        if name and (folder / name).is_file():
             out(f"{key.replace('_', ' ')}: {folder / name}")
+        elif name:  # a killed bench names the file it was writing, which may never have been closed
+            out(f"{key.replace('_', ' ')}: none ({name} was not written: the bench ended before it)")
     out(f"(ms; TTFT = first token-bearing chunk; TPOT = (e2e-ttft)/(n-1); ITL = pooled chunk gaps)  result: {path}")
 
 

@@ -205,6 +205,13 @@ def test_a_sigkilled_bench_reads_as_interrupted_everywhere(lab: Path, tmp_path: 
     assert "interrupted" in listed.stdout and "running" not in listed.stdout, listed
     shown = _labctl(lab, home, "bench", "show", doc["bench_id"])
     assert f"({'interrupted'})" in shown.stdout and "is gone" in shown.stdout
+    for line in shown.stdout.splitlines():  # only files that exist are named as files
+        if line.startswith(("requests file: ", "telemetry file: ")) and "was not written" not in line:
+            assert Path(line.split(": ", 1)[1]).is_file(), line
+    if doc.get("requests_file"):
+        (home / "runs" / doc["run_id"] / "bench" / doc["requests_file"]).unlink(missing_ok=True)
+        again = _labctl(lab, home, "bench", "show", doc["bench_id"]).stdout
+        assert f"requests file: none ({doc['requests_file']} was not written" in again, again
     as_json = json.loads(_labctl(lab, home, "bench", "show", doc["bench_id"], "--json").stdout)
     assert as_json["status"] == "interrupted"
     by_run = _labctl(lab, home, "compare", doc["run_id"], "b20990101-000000-abcdef")
