@@ -9,6 +9,7 @@ the per-run values it stores."""
 from __future__ import annotations
 
 import dataclasses
+import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -242,15 +243,48 @@ def with_metrics(level: Level, data: dict[str, Any], where: str) -> Level:
         if metric.derive is not None:
             continue
         from_json(float | None, data.get(metric.key), f"{where}.{metric.key}")
-        figures[metric.key] = data.get(metric.key)
+        figures[metric.key] = _possible(data.get(metric.key), f"{where}.{metric.key}")
         ci = f"{metric.key}_ci95"
         if metric.interval and ci in data:
             found = from_json(tuple[float, ...] | None, data[ci], f"{where}.{ci}")
             check_interval(found, f"{where}.{ci}")
+            if found is not None:
+                low, high = data[ci][0], data[ci][1]  # a Student-t interval over few runs may reach below 0
+                if not (math.isfinite(low) and math.isfinite(high)) or low > high:
+                    raise ShapeError(f"{where}.{ci}", f"[{low}, {high}] is not an interval (finite, low end first)")
             intervals[metric.key] = None if found is None else (data[ci][0], data[ci][1])
+    for median, p99 in (("median_ttft_ms", "p99_ttft_ms"), ("median_tpot_ms", "p99_tpot_ms"),
+                        ("median_itl_ms", "p99_itl_ms"), ("median_e2el_ms", "p99_e2el_ms")):  # fmt: skip
+        low, high = figures.get(median), figures.get(p99)
+        if low is not None and high is not None and low > high * (1 + 1e-9):
+            raise ShapeError(f"{where}.{median}", f"the median ({low}) is above the p99 ({high}): impossible")
+    _check_counts(level, where)
     for key, again in (repeat_intervals(data, list(intervals)) or {}).items():
         intervals[key] = None if again is None else (again[0], again[1])
     return dataclasses.replace(level, target_rate=data.get("target_rate"), figures=figures, intervals=intervals)
+
+
+def _possible(value: Any, where: str) -> float | None:
+    """A figure as written, refused when no measurement gives it: negative, infinite or not a number."""
+    if value is None:
+        return None
+    number = float(value)
+    if not math.isfinite(number) or number < 0:
+        raise ShapeError(where, f"{value!r} is not a possible measurement (a time, rate or share is finite and >= 0)")
+    return value  # type: ignore[no-any-return]
+
+
+def _check_counts(level: Level, where: str) -> None:
+    if level.concurrency < 1:
+        raise ShapeError(f"{where}.concurrency", f"{level.concurrency}: a level has at least one stream")
+    for name in ("requests", "completed", "failed"):
+        if getattr(level, name) < 0:
+            raise ShapeError(f"{where}.{name}", f"{getattr(level, name)}: a count is >= 0")
+    if level.completed + level.failed > level.requests and level.requests > 0:
+        raise ShapeError(
+            f"{where}.completed",
+            f"{level.completed} completed and {level.failed} failed of {level.requests} requests: more than were sent",
+        )
 
 
 def level_from_json(data: Any, where: str = "level") -> Level:
