@@ -104,6 +104,10 @@ class Harness:
             pass
         if self.s.fail_on_start:
             log("fault: failing during start-up (--fail-on-start)")
+            # As an engine dies: its cause first, then the shutdown chatter that buries it in the log's tail.
+            log("ValueError: the harness engine refuses to start (--fail-on-start)")
+            for worker in range(30):
+                log(f"shutting down worker {worker}")
             sys.exit(3)
         # Fewer, later collections: a full GC pass in the middle of a burst shows up as token lateness.
         gc.freeze()

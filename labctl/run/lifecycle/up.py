@@ -43,6 +43,7 @@ from labctl.run.images.harness import build_for_up, dockerfile_to_build
 from labctl.run.images.pull import pull_for_up
 from labctl.run.lifecycle.down import project_name, save_logs, stop_run
 from labctl.run.lifecycle.live import base_url
+from labctl.run.lifecycle.log_cause import first_error_line
 from labctl.run.lifecycle.preflight import (
     Holder,
     check_cuda,
@@ -580,7 +581,7 @@ class Starter:
                     raise RunEnded(ended)
                 raise LabctlError(
                     f"the engine container {state['status']} (exit code {state['exit_code']}, restarts {state['restarts']}) "
-                    f"before it was ready. Last log lines:\n{dk.logs_tail(serve, 20).rstrip()}"
+                    f"before it was ready{_cause(serve)}. Last log lines:\n{dk.logs_tail(serve, 20).rstrip()}"
                 )
 
         last_log_at, last_log = 0.0, ""
@@ -606,7 +607,7 @@ class Starter:
         except LabctlError as exc:
             logs = dk.logs_tail(serve, 20).rstrip()
             if "Last log lines" not in str(exc):
-                raise LabctlError(f"{exc}. Last log lines:\n{logs}") from None
+                raise LabctlError(f"{exc}{_cause(serve)}. Last log lines:\n{logs}") from None
             raise
         self.progress("")
         key = self.plan.keys[0] if self.plan and self.plan.keys else None
@@ -773,3 +774,9 @@ def accelerator_of(profile: Profile, simulated: bool) -> str:
     if profile.cpu is not None:
         return "cpu"
     return "simulated" if simulated or not profile.engine.needs_gpu else "gpu"
+
+
+def _cause(serve: Any) -> str:
+    """`: <the log's first error line>` when the engine's log has one (read from its last 2,000 lines)."""
+    found = first_error_line(dk.logs_tail(serve, 2000))
+    return f": {found}" if found else ""

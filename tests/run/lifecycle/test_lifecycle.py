@@ -113,13 +113,16 @@ def test_crash_on_start_fails_fast_with_logs(lab: Path, home: Path) -> None:
     result = up(lab, home, "crash", "--timeout", "120")
     elapsed = time.monotonic() - start
     assert result.code == 1
-    assert "exit code 3" in result.stderr and "failing during start-up" in result.stderr
+    assert "exit code 3" in result.stderr
+    # the cause, quoted from above the last log lines, which are the harness's shutdown chatter
+    cause = "before it was ready: ValueError: the harness engine refuses to start (--fail-on-start)."
+    assert cause in result.stderr and "shutting down worker 29" in result.stderr, result.stderr
     # Noticed by the container's state, not by running out the readiness timeout (a loaded CI host can
     # take seconds to start a container, so the bound is the timeout, not a stopwatch figure).
     assert elapsed < 60, f"crash detected after {elapsed:.1f} s of a 120 s readiness timeout"
     run_id = next((home / "runs").iterdir()).name
     rec = record(home, run_id)
-    assert rec["status"] == "failed" and "exit code 3" in rec["reason"]
+    assert rec["status"] == "failed" and "exit code 3" in rec["reason"] and cause in rec["reason"]
     assert containers_of(run_id) == []
     assert "failing during start-up" in (home / "runs" / run_id / "serve.log").read_text()
 

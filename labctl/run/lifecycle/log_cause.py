@@ -1,0 +1,25 @@
+"""The line of an engine's log that says why it stopped: a start failure's cause often stands tens of lines
+above the end of the log (vLLM's "ValueError: … less than requested memory for kv" before its shutdown noise),
+so quoting the last lines alone hides it."""
+
+from __future__ import annotations
+
+import re
+
+# A Python exception line (ValueError: …, torch.OutOfMemoryError: …), the way engines written in Python die.
+EXCEPTION = re.compile(r"^\s*(?:[A-Za-z_][\w.]*\.)?[A-Z]\w*(?:Error|Exception|Exit)\b:? .{3,}")
+# Other engines' error lines: a log level word, or Rust/C++ style `error:`; not Python's "Traceback" header.
+ERROR = re.compile(r"(?:\bERROR\b|\[error\]|^\s*error(?:\[\w+\])?:|\bpanicked at\b|\bout of memory\b)", re.I)
+# Lines that name an error without being one: shutdown chatter and the traceback's own header.
+NOISE = re.compile(r"Traceback \(most recent call last\)|^\s*File \"|KeyboardInterrupt|asyncio.CancelledError")
+MAX_CHARS = 300
+
+
+def first_error_line(log: str) -> str | None:
+    """The first exception line of the log, else its first error line, trimmed; None when neither is there."""
+    lines = [line.strip() for line in log.splitlines() if line.strip() and not NOISE.search(line)]
+    for pattern in (EXCEPTION, ERROR):
+        found = next((line for line in lines if pattern.search(line)), None)
+        if found is not None:
+            return found[:MAX_CHARS]
+    return None
