@@ -319,3 +319,25 @@ def test_a_run_of_a_home_this_user_cannot_read_is_listed_from_its_labels(user_py
     finally:
         subprocess.run(["docker", "rm", "-f", made.stdout.strip()], capture_output=True, timeout=60)
         shutil.rmtree(private)
+
+
+def test_gc_by_a_second_user_skips_a_home_it_cannot_read_and_says_so(user_python: str, shared: Path) -> None:
+    """root's private home is named by a container's labels: labtest2's gc passes over it with one line naming
+    it, instead of failing on a PermissionError and blaming --home."""
+    private = Path(tempfile.mkdtemp(prefix="labctl-root-home-"))  # 0700: labtest2 cannot enter it
+    run_id = "20261205-000001-" + os.urandom(3).hex()
+    (private / "runs" / run_id).mkdir(parents=True)
+    (private / "runs" / run_id / "record.json").write_text("{}")
+    labels = {"labctl.run_id": run_id, "labctl.home": str(private), "labctl.engine": "harness", "labctl.owner": "root"}
+    flags = [x for k, v in labels.items() for x in ("--label", f"{k}={v}")]
+    made = subprocess.run(["docker", "create", *flags, IMAGE, "true"], capture_output=True, text=True, timeout=60)
+    assert made.returncode == 0, made.stderr
+    try:
+        collected = as_user(user_python, shared, shared / "labtest2-home", "gc")
+        assert collected.code == 1 and "Traceback" not in collected.stderr, collected.stderr  # 1: a skipped entry
+        assert "PermissionError" not in collected.stderr and "--home" not in collected.stderr, collected.stderr
+        assert f"skipped home {private}: this user may not read it" in collected.stderr, collected.stderr
+        assert "nothing to collect" in collected.stdout, collected.stdout
+    finally:
+        subprocess.run(["docker", "rm", "-f", made.stdout.strip()], capture_output=True, timeout=60)
+        shutil.rmtree(private)

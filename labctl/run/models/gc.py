@@ -171,9 +171,12 @@ def other_homes(runs: Runs, labelled: set[str]) -> list[Runs]:
     return list(found.values())
 
 
-def needed_now(runs: Runs, records: list[Record], local_files: bool) -> Needed:
+def needed_now(
+    runs: Runs, records: list[Record], local_files: bool, skipped: Callable[[str], None] | None = None
+) -> Needed:
     """Images any container uses; what this home's runs that have not ended use; what any record of any other
-    home uses (a record there that cannot be read is passed over: that home's own gc answers for it)."""
+    home uses (a record there that cannot be read is passed over: that home's own gc answers for it, and a home
+    this user may not read, another user's private one, is said to `skipped`)."""
     needed, labelled = Needed(), set()
     for image_id, labels in dk.containers_and_images():
         needed.images.add(image_id)
@@ -184,7 +187,16 @@ def needed_now(runs: Runs, records: list[Record], local_files: bool) -> Needed:
         if record.status not in ENDED:
             needed.add(uses_of(record, local_files))
     for home in other_homes(runs, labelled):
-        for run_id in home.all_ids():
+        try:
+            run_ids = home.all_ids()
+        except PermissionError:
+            if skipped:
+                skipped(
+                    f"skipped home {home.home}: this user may not read it (another user's private home); what its "
+                    "ended runs used is not known here, while its containers keep their images either way"
+                )
+            continue
+        for run_id in run_ids:
             theirs = home.try_load(run_id)
             if theirs is not None:
                 needed.add(uses_of(theirs, local_files))
@@ -216,7 +228,7 @@ def find_garbage(
             skipped(f"skipped {problem}")
     ours = [e for e in entries if e.action in ACQUIRED and e.host == host.name]
     local_files = not host.is_remote
-    needed = needed_now(runs, records, local_files)
+    needed = needed_now(runs, records, local_files, skipped)
     profiles = lab_profiles(lab)
     last_run = newest_runs(records, local_files)
     items = _images([e for e in ours if e.kind is Kind.IMAGE], needed, profiles, last_run)
