@@ -357,6 +357,9 @@ def container_state(container: Container) -> dict[str, Any]:
         "running": bool(state.running),
         "restarts": int(container.restart_count or 0),
         "started_at": state.started_at.isoformat() if state.started_at else None,
+        "finished_at": state.finished_at.isoformat() if state.finished_at else None,
+        "oom_killed": bool(state.oom_killed),
+        "error": str(state.error or ""),
     }
 
 

@@ -5,7 +5,9 @@ watcher. Each thing done is returned as one line."""
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import signal
 from typing import Any
 
 from labctl.catalog.hosts_file import LOCAL_HOST, HostEntry
@@ -95,12 +97,19 @@ def _engine_outside_labctl(runs: Runs, record: Record) -> list[str]:
     if state["status"] != "exited" or record.status == "exited":
         return []  # running, or restarting: Docker's restart policy is at work
     reason = (
-        f"the engine exited (exit code {state['exit_code']}) and Docker will not restart it: it was stopped "
-        f"outside labctl (docker stop or docker kill). `labctl down {run_id}` frees its port and GPU claims; "
+        f"the engine exited and Docker will not restart it; labctl did not stop it. Docker says: "
+        f"{exit_facts(state)}. `labctl down {run_id}` frees its port and GPU claims; "
         f"`docker start {serve.name}` serves again"
     )
     runs.update(run_id, status="exited", reason=reason)
-    runs.event(run_id, "engine exited", exit_code=state["exit_code"], restart="not by Docker")
+    runs.event(
+        run_id,
+        "engine exited",
+        exit_code=state["exit_code"],
+        oom_killed=state["oom_killed"],
+        finished_at=state["finished_at"],
+        restart="not by Docker",
+    )
     return [f"run {run_id}: {reason}"]
 
 
@@ -150,3 +159,19 @@ def _probe_record(runs: Runs, host: HostEntry, record: Record) -> str:
     else:
         base = record.base_url.removesuffix("/v1")
     return probe_now(base, record.probe, record.probe_timeout_s)
+
+
+def exit_facts(state: dict[str, Any]) -> str:
+    """What Docker knows of how a container ended, never who ended it: `exit code 137 (SIGKILL), not
+    OOMKilled, at 2026-12-07T01:02:03`."""
+    code = state.get("exit_code")
+    said = f"exit code {code}"
+    if isinstance(code, int) and 128 < code < 128 + 65:
+        with contextlib.suppress(ValueError):
+            said += f" ({signal.Signals(code - 128).name})"
+    said += ", OOMKilled (the kernel's out-of-memory killer)" if state.get("oom_killed") else ", not OOMKilled"
+    if state.get("error"):
+        said += f", error: {str(state['error'])[:200]}"
+    if state.get("finished_at"):
+        said += f", at {state['finished_at']}"
+    return said

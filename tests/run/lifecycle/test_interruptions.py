@@ -153,6 +153,9 @@ def test_status_starts_a_missing_watcher_and_records_an_engine_docker_will_not_r
     subprocess.run(["docker", "kill", serve], capture_output=True, check=True)
     status = labctl(lab, home, "status")
     assert "Docker will not restart it" in status.stderr and f"labctl down {run_id}" in status.stderr, status.stderr
+    # what Docker knows (docker kill: SIGKILL, exit 137), never a guess at who stopped it
+    assert "Docker says: exit code 137 (SIGKILL), not OOMKilled, at " in status.stderr, status.stderr
+    assert "docker stop or docker kill" not in status.stderr
     assert record(home, run_id)["status"] == "exited"
     events = (home / "runs" / run_id / "events.jsonl").read_text()
     assert '"event": "engine exited"' in events
