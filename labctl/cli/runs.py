@@ -431,7 +431,7 @@ def share(
             help="Print base_url, model, api_key, key_visibility, host, ssh_forward, open_without_key (paths that "
             "answered without a key, measured after up; null when not measured), proxy and engine_port_open_without_key "
             "(behind the proxy: what the engine's own loopback port, open to the host's local users, serves without a "
-            "key; null without a proxy) as JSON.",
+            "key; null without a proxy), status and warning (set when the run is not running) as JSON.",
         ),
     ] = False,
 ) -> None:
@@ -454,9 +454,13 @@ def share(
             "open_without_key",
             "proxy",
             "engine_port_open_without_key",
+            "status",
+            "warning",
         )
         print(json.dumps({k: info[k] for k in keys}))
         return
+    if info["warning"]:
+        warn(f"warning: {info['warning']}")
     if info["key_visibility"]:
         warn(f"note: {info['key_visibility']}")
     if info["ssh_forward"]:

@@ -21,6 +21,7 @@ from labctl.run.records.record import Record
 from labctl.run.records.store import STOPPING, Runs
 from labctl.run.remote import ensure_forward, stale_claims, stale_run_volumes
 from labctl.run.resident import remote_watch, watch
+from labctl.run.resident.lockdown import PROXY_SERVICE as PROXY
 from labctl.run.resident.rotation import finish_rotation
 
 
@@ -94,6 +95,8 @@ def _engine_outside_labctl(runs: Runs, record: Record) -> list[str]:
         runs.update(run_id, status="running", reason="started again outside labctl")
         runs.event(run_id, "engine started again", how="outside labctl")
         return [f"run {run_id}: its engine runs again (started outside labctl)"]
+    if state["running"] and record.status == "running" and record.resident and record.resident.proxy:
+        return _proxy_outside_labctl(runs, record)
     if state["status"] != "exited" or record.status == "exited":
         return []  # running, or restarting: Docker's restart policy is at work
     reason = (
@@ -110,6 +113,27 @@ def _engine_outside_labctl(runs: Runs, record: Record) -> list[str]:
         finished_at=state["finished_at"],
         restart="not by Docker",
     )
+    return [f"run {run_id}: {reason}"]
+
+
+def _proxy_outside_labctl(runs: Runs, record: Record) -> list[str]:
+    """The engine runs but the authenticating proxy in front of it is gone: nobody reaches the engine with a key,
+    so the run is recorded like an engine that died (and `share` warns instead of handing out its URL)."""
+    run_id = record.run_id
+    proxy = next((c for c in dk.labctl_containers(run_id=run_id, all_states=True) if dk.service_of(c) == PROXY), None)
+    state = dk.container_state(proxy) if proxy is not None else {"status": "removed", "running": False}
+    if state["running"] or state["status"] == "restarting":
+        return []
+    if state["status"] == "removed":
+        facts, again = "it was removed", f"`labctl down {run_id}` and `labctl up` again serve anew"
+    else:
+        facts, again = f"Docker says: {exit_facts(state)}", f"`docker start {proxy.name}` serves again"  # type: ignore[union-attr]
+    reason = (
+        f"its authenticating proxy is not running and Docker will not restart it, so nobody reaches the engine "
+        f"behind it; labctl did not stop it. {facts}. `labctl down {run_id}` frees its port and GPU claims; {again}"
+    )
+    runs.update(run_id, status="exited", reason=reason)
+    runs.event(run_id, "proxy exited", exit_code=state.get("exit_code"), oom_killed=state.get("oom_killed"))
     return [f"run {run_id}: {reason}"]
 
 

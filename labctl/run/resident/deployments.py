@@ -65,6 +65,8 @@ def share(runs: Runs, run_id: str) -> dict[str, Any]:
         "open_without_key": list(resident.open_paths) if resident.open_paths is not None else None,
         "open": describe_open(resident.open_paths, resident.open_model_paths, record.probe) if resident.keys else None,
         "proxy": resident.proxy or None,
+        "status": record.status,
+        "warning": None if record.status == "running" else f"run {run_id} is {record.status}: {record.reason or ''}",
         "engine_port": describe_engine_port(resident, record.host_entry),
         "engine_port_open_without_key": list(resident.engine_port_open) if resident.proxy else None,
     }

@@ -111,6 +111,17 @@ def test_an_open_model_route_gets_the_proxy(lab: Path, home: Path, need_proxy_im
         seen = subprocess.run(["docker", "inspect", container], capture_output=True, text=True).stdout
         logs = subprocess.run(["docker", "logs", container], capture_output=True, text=True)
         assert not {old, new, engine_key} & {w for w in (seen + logs.stdout + logs.stderr).replace('"', " ").split()}
+
+    # A proxy killed outside labctl is recorded like a dead engine, and share warns instead of handing out its URL.
+    proxy = next(c for c in containers_of(info["run_id"]) if _service(c) == "auth-proxy")
+    subprocess.run(["docker", "kill", proxy], capture_output=True, check=True)
+    status = labctl(lab, home, "status")
+    assert "its authenticating proxy is not running" in status.stderr, status.stderr
+    assert "Docker says: exit code 137 (SIGKILL)" in status.stderr, status.stderr
+    assert record(home, info["run_id"])["status"] == "exited"
+    warned = labctl(lab, home, "share", info["run_id"])
+    assert f"warning: run {info['run_id']} is exited: its authenticating proxy is not running" in warned.stderr
+    assert json.loads(labctl(lab, home, "share", info["run_id"], "--json").stdout)["status"] == "exited"
     assert labctl(lab, home, "down", info["run_id"]).code == 0
     assert not containers_of(info["run_id"])
 
