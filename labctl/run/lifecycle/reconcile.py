@@ -25,7 +25,10 @@ from labctl.run.resident.lockdown import PROXY_SERVICE as PROXY
 from labctl.run.resident.rotation import finish_rotation
 
 
-def reconcile(runs: Runs, host: HostEntry = LOCAL_HOST) -> list[str]:
+def reconcile(runs: Runs, host: HostEntry = LOCAL_HOST, unrecorded: list[str] | None = None) -> list[str]:
+    """Finish or undo what interrupted commands left and record what happened outside labctl; what it found
+    but could not write (a full disk, a home it may not write) goes to `unrecorded`, never into a note that
+    says it was recorded."""
     done, resident = [], []
     for run_id in runs.all_ids():
         try:
@@ -34,18 +37,32 @@ def reconcile(runs: Runs, host: HostEntry = LOCAL_HOST) -> list[str]:
             continue  # a corrupt record is reported by `labctl runs`, never fatal here
         if record.host_entry != host.name:
             continue
-        if record.status == "starting" and not process_alive(record.up_process):
-            done.append(_abandoned_up(runs, host, record))
-        elif record.status == STOPPING and not process_alive(record.down_process):
-            done.append(_interrupted_down(runs, record))
-        elif record.status in ("running", "exited"):
-            done += _engine_outside_labctl(runs, record)
-            done += finish_rotation(runs, record, host)
+        try:
+            done += _reconcile_one(runs, host, record)
+        except OSError as exc:
+            said = (
+                f"run {run_id}: status found its record out of date but could not record it "
+                f"({describe_error(exc)}); the record still says {record.status}. Free space (or fix the home's "
+                "permissions) and run labctl status again."
+            )
+            if unrecorded is None:
+                raise LabctlError(said) from None
+            unrecorded.append(said)
         if record.resident is not None:
             resident.append(run_id)
     done += _missing_watchers(runs, host, resident)
     done += watch.reconcile_watchers(runs)  # before the volumes: a watcher's volume is in use until it goes
     return done + (stale_claims() + stale_run_volumes() if host.is_remote else [])
+
+
+def _reconcile_one(runs: Runs, host: HostEntry, record: Record) -> list[str]:
+    if record.status == "starting" and not process_alive(record.up_process):
+        return [_abandoned_up(runs, host, record)]
+    if record.status == STOPPING and not process_alive(record.down_process):
+        return [_interrupted_down(runs, record)]
+    if record.status in ("running", "exited"):
+        return _engine_outside_labctl(runs, record) + finish_rotation(runs, record, host)
+    return []
 
 
 def _abandoned_up(runs: Runs, host: HostEntry, record: Record) -> str:

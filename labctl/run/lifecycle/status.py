@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from labctl.catalog.hosts_file import HostEntry
-from labctl.errors import BadInput, LabctlError
+from labctl.errors import BadInput, LabctlError, describe_error
 from labctl.host.docker import daemon as dk
 from labctl.host.remote.hosts import endpoint_url
 from labctl.run.lifecycle.live import live_runs
@@ -28,18 +28,23 @@ class HostSection:
     runs: list[dict[str, Any]] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     problem: str = ""
+    unrecorded: list[str] = field(default_factory=list)  # found but not written: the command exits 1
 
 
 def host_section(runs: Runs, host: HostEntry, timeout: float) -> HostSection:
     url = endpoint_url(host)
     if dk.server_version(url, timeout) is None:
         return HostSection(host, False, problem=f"unreachable: Docker at {host.docker} did not answer in {timeout:g} s")
+    unrecorded: list[str] = []
     with dk.on_endpoint(url):
-        notes = reconcile(runs, host)
+        notes = reconcile(runs, host, unrecorded)
         live = live_runs(runs, host=host)
     for run in live:
-        observe(runs, run)
-    return HostSection(host, True, live, notes)
+        try:
+            observe(runs, run)
+        except OSError as exc:
+            unrecorded.append(f"run {run['run_id']}: what status saw could not be recorded ({describe_error(exc)})")
+    return HostSection(host, True, live, notes, unrecorded=unrecorded)
 
 
 def host_sections(runs: Runs, hosts: list[HostEntry], timeout: float) -> list[HostSection]:

@@ -216,3 +216,19 @@ def _running(name: str) -> bool:
 def _exists(name: str) -> bool:
     out = subprocess.run(["docker", "ps", "-aq", "--filter", f"name=^{name}$"], capture_output=True, text=True)
     return bool(out.stdout.strip())
+
+
+def test_status_that_cannot_record_what_it_found_says_so_and_exits_1(lab: Path, home: Path) -> None:
+    info = started(lab, home)
+    run_id = info["run_id"]
+    subprocess.run(["docker", "kill", containers_of(run_id)[0]], capture_output=True, check=True)
+    full = interrupted(lab, home, "labctl.run.records.store:write_atomically", FULL_DISK, "status")
+    assert full.returncode == 1 and "Traceback" not in full.stderr, full.stderr
+    said = f"run {run_id}: status found its record out of date but could not record it (No space left on device"
+    assert said in full.stderr and "the record still says running" in full.stderr, full.stderr
+    assert "Docker will not restart it" not in full.stderr  # never a note that claims it was recorded
+    assert record(home, run_id)["status"] == "running"
+    again = labctl(lab, home, "status")  # room again: recorded now
+    assert again.code == 0 and "Docker will not restart it" in again.stderr, again.stderr
+    assert record(home, run_id)["status"] == "exited"
+    assert labctl(lab, home, "down", run_id).code == 0

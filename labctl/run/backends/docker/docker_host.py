@@ -128,7 +128,7 @@ def status_section(section: HostSection) -> StatusSection:
         f"run {run['run_id']} is listed from its container labels alone: {run['record_problem']}"
         for run in section.runs
         if run.get("record_problem")
-    ]
+    ] + list(section.unrecorded)
     return StatusSection(
         title=f"host {host.name} ({host.docker})",
         header=STATUS_HEADER,
