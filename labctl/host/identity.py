@@ -3,8 +3,10 @@ which anyone can set: `USER=alice labctl down …` must not pass as alice)."""
 
 from __future__ import annotations
 
+import ctypes
 import os
 import pwd
+import signal
 import socket
 from pathlib import Path
 
@@ -65,3 +67,18 @@ def writer_gone(who: object) -> bool:
     if not isinstance(who, dict) or who.get("host") != host_name() or not isinstance(who.get("process"), str):
         return False
     return not process_alive(who["process"])
+
+
+PR_SET_PDEATHSIG = 1
+
+
+def end_with_parent(parent_pid: int, signum: int = signal.SIGTERM) -> None:
+    """This (forked) process gets `signum` when its parent dies, as if told to stop; a parent already gone by
+    now (it died between the fork and this call) sends it here at once. Linux only; elsewhere a no-op."""
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(PR_SET_PDEATHSIG, signum, 0, 0, 0)
+    except (OSError, AttributeError):
+        return
+    if os.getppid() != parent_pid:
+        os.kill(os.getpid(), signum)

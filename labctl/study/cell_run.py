@@ -20,6 +20,7 @@ from labctl.catalog.engines import lab_batch_caps, lab_telemetry
 from labctl.catalog.hosts_file import HostEntry
 from labctl.catalog.lab import Lab
 from labctl.errors import Conflict, LabctlError, describe_error
+from labctl.host.identity import host_name, process_token
 from labctl.quality.evaluate import run_eval
 from labctl.quality.lm_eval_run import run_lm_eval
 from labctl.run.backends.backend import Backend, StopRequest
@@ -99,6 +100,7 @@ class CellRun:
             "port": self.port,
             "started_at": now(),
             "finished_at": None,
+            "runner": {"process": process_token(), "host": host_name()},  # who measures it: dead means interrupted
         }
         previous = ctx.state.load_cell(cell.cell.key, repeat)
         if (

@@ -6,6 +6,7 @@ import datetime as dt
 import statistics
 from typing import Any
 
+from labctl.host.identity import writer_gone
 from labctl.study.state import FINISHED, StudyState
 
 
@@ -27,7 +28,11 @@ def study_status(state: StudyState, planned: int | None = None) -> dict[str, Any
             "cell": c.get("cell"),
             "repeat": c.get("repeat"),
             "host": c.get("host"),
-            "state": c.get("state"),
+            "state": (
+                "interrupted (its study run is gone)"
+                if c.get("state") == "running" and writer_gone(c.get("runner"))
+                else c.get("state")
+            ),
             "level": c.get("level"),
             "run_id": c.get("run_id"),
             "failure": (c.get("failure") or {}).get("class"),

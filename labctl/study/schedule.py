@@ -18,10 +18,14 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from labctl.catalog.lab import Lab
-from labctl.errors import BadInput
+from labctl.errors import BadInput, LabctlError
+from labctl.host.files.process_lock import take_process_lock
+from labctl.host.identity import end_with_parent
 from labctl.host.remote.hosts import activate
+from labctl.run.backends.backend import StopRequest
 from labctl.run.backends.kinds import backend_for
-from labctl.run.records.store import Runs
+from labctl.run.records.record import now
+from labctl.run.records.store import ENDED, Runs
 from labctl.study.cell_run import CellContext, run_cell, should_skip
 from labctl.study.lanes import Need, free_slot, need_of, startable
 from labctl.study.plan import CellPlan, StudyPlan
@@ -75,6 +79,8 @@ def run_host(
     activate(entry)  # once for the process: the cells' threads share it
     ctx = CellContext(lab, runs, plan, state, entry, say, redo_failed=redo)
     queue = host_queues(plan)[host]
+    for cell, repeat in queue:
+        _take_down_leftover(ctx, cell, repeat)
     todo = [(cell, repeat) for cell, repeat in queue if not _reusable(ctx, cell, repeat)]
     unique = list({cell.cell.key: cell for cell, _ in todo}.values())
     prefetch = Prefetcher(state, host, plan_steps(entry, unique, bool(plan.study.spec["fetch"]), say))
@@ -180,16 +186,49 @@ def _interrupt_thread(thread: threading.Thread) -> None:
         ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(thread.ident), ctypes.py_object(KeyboardInterrupt))
 
 
+def _take_down_leftover(ctx: CellContext, cell: CellPlan, repeat: int) -> None:
+    """A (cell, repeat) still `running` when this study run starts was left by one that died (this run holds
+    the study's lock, so no other measures it): its engine is taken down and the cell redone."""
+    stored = ctx.state.load_cell(cell.cell.key, repeat)
+    if not stored or stored.get("state") != "running":
+        return
+    run_id, said = stored.get("run_id"), ""
+    record = ctx.runs.try_load(run_id) if isinstance(run_id, str) else None
+    if record is not None and record.status not in ENDED:
+        request = StopRequest(run_id, reason="left by a study run that died", by=f"study {ctx.plan.study.name}")
+        try:
+            ctx.placer().stop(ctx.runs, request)
+            said = f"; took down its run {run_id}"
+        except LabctlError as exc:
+            said = f"; taking down its run {run_id} failed: {exc}"
+    stored.update(
+        state="interrupted",
+        level=None,
+        finished_at=now(),
+        failure={"class": "interrupted", "reason": "its study run was gone (killed); measured again"},
+    )
+    ctx.state.save_cell(stored)
+    ctx.say(f"{cell.cell.key} #{repeat}: left running by a study run that is gone{said}; measured again")
+
+
 def _reusable(ctx: CellContext, cell: CellPlan, repeat: int) -> bool:
     stored = ctx.state.load_cell(cell.cell.key, repeat)
     return should_skip(stored, cell.fingerprints[repeat - 1].digest, ctx.redo_failed)
 
 
 def _job_child(
-    lab: Lab, runs: Runs, plan: StudyPlan, state: StudyState, job: tuple[CellPlan, int, int], say: Say, redo: bool
+    lab: Lab,
+    runs: Runs,
+    plan: StudyPlan,
+    state: StudyState,
+    job: tuple[CellPlan, int, int],
+    say: Say,
+    redo: bool,
+    parent: int,
 ) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, _interrupt)
+    end_with_parent(parent)  # a killed study run's workers stop (taking their engines down), never go on alone
     try:
         run_job(lab, runs, plan, state, job, say, redo)
     except KeyboardInterrupt:
@@ -200,12 +239,21 @@ def _job_child(
 
 
 def _child(
-    lab: Lab, runs: Runs, plan: StudyPlan, state: StudyState, host: str, say: Say, report: WriteReport, redo: bool
+    lab: Lab,
+    runs: Runs,
+    plan: StudyPlan,
+    state: StudyState,
+    host: str,
+    say: Say,
+    report: WriteReport,
+    redo: bool,
+    parent: int,
 ) -> None:
     # Ctrl-C reaches the whole process group: the parent alone takes it and tells each host's process once,
     # by SIGTERM, so that no second signal lands in the middle of a take-down.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, _interrupt)
+    end_with_parent(parent)  # a killed study run's workers stop (taking their engines down), never go on alone
     try:
         run_host(lab, runs, plan, state, host, say, report, redo)
     except KeyboardInterrupt:
@@ -224,6 +272,17 @@ def run_study(
 ) -> Outcome:
     if plan.refusals:
         raise BadInput(f"{plan.study.path}: the study cannot run here: {plan.refusals[0]}")
+    # Held by this process and the workers it forks, for as long as any of them lives: one runner per study.
+    lock = take_process_lock(state.folder / "run.lock", f"study {plan.study.name}", now())
+    try:
+        return _run_study(lab, runs, plan, state, say, report, redo_failed)
+    finally:
+        os.close(lock)
+
+
+def _run_study(
+    lab: Lab, runs: Runs, plan: StudyPlan, state: StudyState, say: Say, report: WriteReport, redo_failed: bool
+) -> Outcome:
     queues = host_queues(plan)
     jobs = cluster_jobs(plan)
     before = {(c.get("cell"), c.get("repeat"), c.get("finished_at")) for c in state.all_cells()}
@@ -237,11 +296,15 @@ def run_study(
         return Outcome(measured, reused, False)
     context = multiprocessing.get_context("fork")  # the child inherits the checked plan and the signal handlers
     children = [
-        context.Process(target=_child, args=(lab, runs, plan, state, host, say, report, redo_failed), name=host)
+        context.Process(
+            target=_child, args=(lab, runs, plan, state, host, say, report, redo_failed, os.getpid()), name=host
+        )
         for host in queues
     ]
     children += [
-        context.Process(target=_job_child, args=(lab, runs, plan, state, job, say, redo_failed), name=job[0].cell.key)
+        context.Process(
+            target=_job_child, args=(lab, runs, plan, state, job, say, redo_failed, os.getpid()), name=job[0].cell.key
+        )
         for job in jobs
     ]
     for child in children:

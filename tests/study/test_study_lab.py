@@ -384,3 +384,88 @@ def test_a_pull_that_fails_twice_is_retried_once_by_the_cell(sim: Path) -> None:
     record = json.loads((home / "runs" / cell["run_id"] / "record.json").read_text())
     assert record["prep"]["image_pull"]["cached"] is False  # the retry pulled it
     assert ours_running(sim.parent) == []
+
+
+def _until_a_cell_measures(home: Path, name: str, proc: subprocess.Popen[str], hosts: int = 1) -> None:
+    deadline = time.monotonic() + 180
+    while time.monotonic() < deadline:  # an engine is up and being measured on every host
+        measuring = {v["host"] for v in cells(home, name).values() if v["state"] == "running" and v.get("run_id")}
+        if len(measuring) >= hosts:
+            return
+        assert proc.poll() is None, proc.communicate()[1]
+        time.sleep(0.2)
+    raise AssertionError(f"no cell measured on {hosts} host(s) within 180 s")
+
+
+def test_a_killed_study_run_is_refused_a_twin_shown_gone_and_resumed_without_its_leftover(sim: Path) -> None:
+    """One host: the study's process itself measures, so SIGKILL leaves its engine up. A second `study run`
+    meanwhile is refused naming the first; once it is killed, status says so, and the resume takes the
+    leftover engine down and measures that cell again instead of waiting on its port."""
+    home = sim.parent / "home-killed"
+    port = free_port()
+    slow = ["--tpot-ms", "40"]  # long enough a level to be killed in
+    path = study_file(
+        sim.parent,
+        "killed",
+        [{"engine": "harness", "profile": "smoke", "overrides": {"extra_args": [slow, [*slow, "--ttft-ms", "30"]]}}],
+        ["sim-h100"],
+    )
+    env = {**os.environ, "LABCTL_HOME": str(home), "LABCTL_LAB": str(sim)}
+    argv = [*LABCTL, "study", "run", str(path), "--port", str(port)]
+    proc = subprocess.Popen(argv, env=env, cwd=sim, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        _until_a_cell_measures(home, "killed", proc)
+        twin = labctl(sim, home, "study", "run", str(path), "--port", str(port))
+        assert twin.returncode == 3, twin.stderr
+        assert f"study killed is already running: pid {proc.pid} on " in twin.stderr, twin.stderr
+        proc.kill()
+        proc.communicate(timeout=60)
+        assert ours_running(sim.parent), "the killed process itself ran the cell: its engine is still up"
+        shown = json.loads(labctl(sim, home, "study", "status", "killed", "--json").stdout)
+        assert "interrupted (its study run is gone)" in [c["state"] for c in shown["cells"]], shown
+
+        started = time.monotonic()
+        again = labctl(sim, home, "study", "run", str(path), "--port", str(port))
+        assert again.returncode == 0, again.stderr
+        assert "left running by a study run that is gone; took down its run" in again.stderr + again.stdout
+        assert {v["state"] for v in cells(home, "killed").values()} == {"done"}
+        assert time.monotonic() - started < 110, "the resume waited on the study's own leftover"
+        assert ours_running(sim.parent) == []
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate(timeout=60)
+
+
+def test_a_killed_study_run_on_two_hosts_takes_its_workers_and_their_engines_with_it(sim: Path) -> None:
+    """Two hosts: a process each, forked. SIGKILL of the study run ends them too (their parent's death is
+    their stop signal): they take their engines down and measure nothing more."""
+    home = sim.parent / "home-killed-two"
+    port = free_port()
+    slow = ["--tpot-ms", "40"]
+    path = study_file(
+        sim.parent,
+        "killed-two",
+        [{"engine": "harness", "profile": "smoke", "overrides": {"extra_args": [slow, [*slow, "--ttft-ms", "30"]]}}],
+        ["sim-h100", "sim-gb10"],
+    )
+    env = {**os.environ, "LABCTL_HOME": str(home), "LABCTL_LAB": str(sim)}
+    argv = [*LABCTL, "study", "run", str(path), "--port", str(port)]
+    proc = subprocess.Popen(argv, env=env, cwd=sim, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        _until_a_cell_measures(home, "killed-two", proc, hosts=2)
+        proc.kill()
+        proc.communicate(timeout=60)
+        deadline = time.monotonic() + 90
+        while ours_running(sim.parent) and time.monotonic() < deadline:
+            time.sleep(0.5)
+        assert ours_running(sim.parent) == [], "a worker went on alone after its study run was killed"
+        states = cells(home, "killed-two")
+        assert "running" not in {v["state"] for v in states.values()}, states
+        assert "interrupted" in {v["state"] for v in states.values()}, states
+        time.sleep(5)  # nothing starts another cell afterwards
+        assert ours_running(sim.parent) == [] and len(cells(home, "killed-two")) == len(states)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate(timeout=60)
