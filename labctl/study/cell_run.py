@@ -62,6 +62,14 @@ def should_skip(stored: dict[str, Any] | None, digest: str, redo_failed: bool) -
     return stored.get("state") in FINISHED and not (redo_failed and stored.get("state") == "failed")
 
 
+def written_by(result: BenchResult, tag: dict[str, Any], process: str) -> bool:
+    """Whether a cell's own bench wrote the result: `process` wrote it, and it names no other study or cell (a
+    bench someone ran by hand on the cell's engine, or one left by another study, is not the cell's)."""
+    said = result.data.get("study")
+    mine = said is None or (isinstance(said, dict) and all(said.get(k) == v for k, v in tag.items()))
+    return mine and (result.writer or {}).get("process") == process
+
+
 @contextmanager
 def _signals_held() -> Iterator[None]:
     """A second Ctrl-C or SIGTERM cannot cut a take-down short (as `up` does when it cleans up)."""
@@ -335,7 +343,9 @@ class CellRun:
             with self.level():
                 result, path = run_bench(ctx.runs, request, progress, lambda _line: None)
         except LabctlError as exc:
-            found = [r for r in list_results(ctx.runs, self.run_id) if r.workload.name == workload.name]
+            found = [
+                r for r in list_results(ctx.runs, self.run_id) if r.workload.name == workload.name and self.wrote(r)
+            ]
             if not found or found[-1].bench_id in {b["bench_id"] for b in self.data["benches"]}:
                 self.fail("error", str(exc))  # refused before it measured anything
                 return None
@@ -358,6 +368,9 @@ class CellRun:
         )
         self.save()
         return result
+
+    def wrote(self, result: BenchResult) -> bool:
+        return written_by(result, self.tag, process_token())
 
     @contextmanager
     def level(self) -> Iterator[None]:

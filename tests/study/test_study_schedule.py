@@ -156,3 +156,19 @@ def test_a_cells_own_pull_waits_until_no_level_of_its_host_is_in_progress(tmp_pa
     level.__exit__(None, None, None)
     puller.join(10)
     assert log == ["pull b"]
+
+
+def test_a_cell_trusts_only_a_bench_it_wrote_itself() -> None:
+    from labctl.bench.results import parse_result
+    from labctl.study.cell_run import written_by
+
+    tag = {"study": "s", "cell": "harness.smoke@local", "repeat": 1}
+    base = {"bench_id": "b20261207-000000-aaaaaa", "run_id": "20261207-000000-aaaaaa", "levels": [], "target": {}}
+    base["workload"] = {"name": "w", "sha256": "1" * 64}
+    ours = parse_result({**base, "writer": {"process": "10:99", "host": "h"}})
+    assert written_by(ours, tag, "10:99")
+    assert written_by(parse_result({**base, "writer": {"process": "10:99"}, "study": tag}), tag, "10:99")
+    assert not written_by(ours, tag, "11:5")  # a bench run by hand (another process) on the cell's engine
+    other = parse_result({**base, "writer": {"process": "10:99"}, "study": {**tag, "cell": "x@local"}})
+    assert not written_by(other, tag, "10:99")  # another cell's
+    assert not written_by(parse_result(base), tag, "10:99")  # a result that names no writer
