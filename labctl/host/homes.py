@@ -61,6 +61,10 @@ def known_homes() -> list[Path]:
     found = []
     for text in dict.fromkeys(data.decode("utf-8", "replace").splitlines()):
         folder = Path(text)
-        if folder.is_absolute() and folder.is_dir():
+        try:
+            there = folder.is_absolute() and folder.is_dir()
+        except PermissionError:
+            there = True  # inside another user's private folder: listed all the same, its reader says it cannot enter
+        if there:
             found.append(folder)
     return found

@@ -6,8 +6,9 @@ from __future__ import annotations
 
 import re
 
-# A Python exception line (ValueError: …, torch.OutOfMemoryError: …), the way engines written in Python die.
-EXCEPTION = re.compile(r"^\s*(?:[A-Za-z_][\w.]*\.)?[A-Z]\w*(?:Error|Exception|Exit)\b:? .{3,}")
+# A Python exception (ValueError: …, torch.OutOfMemoryError: …), the way engines written in Python die, anywhere
+# in a line (after a log prefix such as `ERROR 12-06 … [core.py:1]` or `harness: `).
+EXCEPTION = re.compile(r"(?<![\w.])(?:[A-Za-z_]\w*\.)*[A-Z]\w*(?:Error|Exception)\b: \S.{2,}")
 # Other engines' error lines: a log level word, or Rust/C++ style `error:`; not Python's "Traceback" header.
 ERROR = re.compile(r"(?:\bERROR\b|\[error\]|^\s*error(?:\[\w+\])?:|\bpanicked at\b|\bout of memory\b)", re.I)
 # Lines that name an error without being one: shutdown chatter and the traceback's own header.
@@ -16,10 +17,11 @@ MAX_CHARS = 300
 
 
 def first_error_line(log: str) -> str | None:
-    """The first exception line of the log, else its first error line, trimmed; None when neither is there."""
+    """The first exception of the log (from its name on, the log's prefix left out), else its first error
+    line, trimmed; None when neither is there."""
     lines = [line.strip() for line in log.splitlines() if line.strip() and not NOISE.search(line)]
-    for pattern in (EXCEPTION, ERROR):
-        found = next((line for line in lines if pattern.search(line)), None)
-        if found is not None:
-            return found[:MAX_CHARS]
-    return None
+    for line in lines:
+        found = EXCEPTION.search(line)
+        if found:
+            return line[found.start() :][:MAX_CHARS]
+    return next((line[:MAX_CHARS] for line in lines if ERROR.search(line)), None)

@@ -186,20 +186,23 @@ def needed_now(
     for record in records:
         if record.status not in ENDED:
             needed.add(uses_of(record, local_files))
+    private = []
     for home in other_homes(runs, labelled):
         try:
             run_ids = home.all_ids()
         except PermissionError:
-            if skipped:
-                skipped(
-                    f"skipped home {home.home}: this user may not read it (another user's private home); what its "
-                    "ended runs used is not known here, while its containers keep their images either way"
-                )
+            private.append(str(home.home))
             continue
         for run_id in run_ids:
             theirs = home.try_load(run_id)
             if theirs is not None:
                 needed.add(uses_of(theirs, local_files))
+    if private and skipped:
+        named = ", ".join(private[:3]) + (f" and {len(private) - 3} more" if len(private) > 3 else "")
+        skipped(
+            f"skipped {len(private)} home(s) this user may not read (another user's private homes): {named}; what "
+            "their ended runs used is not known here, while their containers keep their images either way"
+        )
     return needed
 
 

@@ -45,3 +45,10 @@ def test_a_log_without_an_error_gives_nothing_and_long_lines_are_cut() -> None:
     assert first_error_line("INFO loading\nINFO still loading\n") is None
     assert first_error_line("") is None
     assert len(first_error_line("ValueError: " + "x" * 5000) or "") == 300
+
+
+def test_an_exception_after_a_log_prefix_is_found() -> None:
+    log = "harness: loading\nharness: ValueError: no room for the KV cache\nharness: shutting down worker 0\n"
+    assert first_error_line(log) == "ValueError: no room for the KV cache"
+    assert first_error_line("ERROR 12-06 [core.py:1] torch.OutOfMemoryError: CUDA out of memory") is not None
+    assert first_error_line("INFO MyErrorHandler: ready") is None  # a name ending in Handler is no exception

@@ -94,7 +94,10 @@ def test_an_open_model_route_gets_the_proxy(lab: Path, home: Path, need_proxy_im
     said = json.loads(labctl(lab, home, "share", info["run_id"], "--json").stdout)["engine_port_open_without_key"]
     contract = load_http_contract(http_contract_path(lab / "engines", "harness", "1.0"))  # pinned by start()
     measured = [r.path for r in probe_open_routes(engine, contract.routes)]
-    assert said == resident["engine_port_open"] and sorted(said) == sorted(measured), (said, measured)
+    # every route that answers there without a key is named (this test's contract also calls chat open, which
+    # the harness, unlike the engine the contract stands for, still guards with its own key)
+    assert said == resident["engine_port_open"] and set(measured) <= set(said), (said, measured)
+    assert sorted(said) == sorted(r.path for r in contract.open_routes())
     assert "/v1/chat/completions" in resident["engine_port_open_model"] and "(runs the model!)" in text
 
     started = _started_at(info["run_id"])
