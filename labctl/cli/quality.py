@@ -271,8 +271,8 @@ def report(
     overwrite: Annotated[
         bool,
         typer.Option(
-            help="Replace an existing folder that is not a labctl report (a labctl report, marked by its "
-            ".labctl-report file, is replaced without it)."
+            help="Replace an existing folder that is not a labctl report, or one holding files labctl did not "
+            "write (a labctl report, marked by its .labctl-report file listing its files, is replaced without it)."
         ),
     ] = False,
 ) -> None:

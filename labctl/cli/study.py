@@ -261,7 +261,11 @@ def report(
         str | None, typer.Option("-o", "--output", help="Another folder to write (default: the study's own report).")
     ] = None,
     overwrite: Annotated[
-        bool, typer.Option(help="Replace an existing folder that is not a labctl report (marked by .labctl-report).")
+        bool,
+        typer.Option(
+            help="Replace an existing folder that is not a labctl report (marked by .labctl-report), or one "
+            "holding files labctl did not write."
+        ),
     ] = False,
 ) -> None:
     """Write the study's report again: cells, failures, censored levels, GPU-hours, the comparisons and plots.

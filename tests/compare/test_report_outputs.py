@@ -54,12 +54,21 @@ def test_a_report_carries_its_marker_and_replaces_labctls_own_report(world: dict
     assert first.code == 0, first.stderr
     marker = json.loads((target / REPORT_MARKER).read_text())
     assert marker["written_by"] == "labctl" and marker["bench_ids"] == [world["a"]] and marker["labctl_version"]
-    (target / "stale.png").write_bytes(b"old")  # from an older report: gone with it
+    assert REPORT_MARKER not in marker["files"] and "pareto.png" in marker["files"]  # what labctl wrote there
     again = labctl(world, "report", world["a"], world["b"], "-o", str(target))
     assert again.code == 0, again.stderr
-    assert not (target / "stale.png").exists() and (target / "pareto.png").is_file()
+    assert (target / "pareto.png").is_file()
     assert json.loads((target / REPORT_MARKER).read_text())["bench_ids"] == [world["a"], world["b"]]
     assert sorted(p.name for p in tmp_path.iterdir()) == ["r"]  # no temporary folder left beside it
+
+    # a file someone added to the report folder is never removed without --overwrite
+    (target / "notes.md").write_text("what we saw")
+    before = snapshot(target)
+    refused = labctl(world, "report", world["a"], "-o", str(target))
+    assert refused.code == 3 and "holds files labctl did not write there (notes.md)" in refused.stderr, refused.stderr
+    assert snapshot(target) == before
+    replaced = labctl(world, "report", world["a"], "-o", str(target), "--overwrite")
+    assert replaced.code == 0 and not (target / "notes.md").exists(), replaced.stderr
 
 
 @pytest.mark.parametrize("ids", [["a"], ["a", "b"]], ids=["one", "comparison"])

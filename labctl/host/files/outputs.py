@@ -58,8 +58,29 @@ def _refuse_foreign(path: Path, what: str, overwrite: bool, is_own: bool) -> Non
 
 
 def check_report_target(path: Path, overwrite: bool) -> None:
-    """Before any work: an existing folder is replaced only when it is labctl's own report."""
-    _refuse_foreign(path, "a report folder", overwrite, path.is_dir() and read_marker(path) is not None)
+    """Before any work: an existing folder is replaced only when it is labctl's own report and holds nothing
+    but the files its marker lists (a file someone added there is never removed without --overwrite)."""
+    marker = read_marker(path) if path.is_dir() else None
+    _refuse_foreign(path, "a report folder", overwrite, marker is not None)
+    if marker is None or overwrite:
+        return
+    listed = marker.get("files")
+    added = [f for f in _files_in(path) if f != REPORT_MARKER and (not isinstance(listed, list) or f not in listed)]
+    if added:
+        shown = ", ".join(added[:3]) + (f" and {len(added) - 3} more" if len(added) > 3 else "")
+        raise Conflict(
+            f"{path} is a labctl report, but holds files labctl did not write there ({shown}): nothing was changed. "
+            "Move them out, or pass --overwrite to replace the folder, those files included."
+        )
+
+
+def _files_in(folder: Path) -> list[str]:
+    """Every file and link under `folder`, relative, sorted (links are not followed)."""
+    found = []
+    for root, dirs, files in os.walk(folder):
+        found += [os.path.relpath(os.path.join(root, name), folder) for name in files]
+        found += [os.path.relpath(os.path.join(root, d), folder) for d in dirs if os.path.islink(os.path.join(root, d))]
+    return sorted(found)
 
 
 def write_report_folder(path: Path, marker: dict[str, Any], overwrite: bool, build: Callable[[Path], None]) -> Path:
@@ -70,7 +91,8 @@ def write_report_folder(path: Path, marker: dict[str, Any], overwrite: bool, bui
     work = Path(tempfile.mkdtemp(dir=parent, prefix=f".{path.name}.", suffix=".tmp"))
     try:
         build(work)
-        write_atomically(work / REPORT_MARKER, json.dumps({"written_by": "labctl", **marker}, indent=1) + "\n")
+        written = {"written_by": "labctl", **marker, "files": _files_in(work)}
+        write_atomically(work / REPORT_MARKER, json.dumps(written, indent=1) + "\n")
         os.chmod(work, 0o755)  # mkdtemp's 0700 would hide the report from the colleagues it is for
         _swap_in(work, path)
     except BaseException:
