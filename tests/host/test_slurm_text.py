@@ -11,7 +11,7 @@ import yaml
 from labctl.catalog.clusters_file import ClusterEntry, load_clusters
 from labctl.catalog.hosts_file import HostEntry
 from labctl.errors import BadInput
-from labctl.host.slurm.job_script import BatchJob, cluster_compose, job_script, sbatch_options
+from labctl.host.slurm.job_script import BatchJob, cluster_compose, job_script, refuse_end_marker, sbatch_options
 from labctl.host.slurm.parse import (
     expand_indexes,
     granted_gpus,
@@ -91,6 +91,17 @@ def test_compose_leaves_gpus_to_slurm_and_the_script_renders_nothing() -> None:
     script = job_script("r1", "labctl-r1", text, nodes, "/usr/bin/docker")
     assert "n1) DOCKER_HOST=unix:///run/n1.sock" in script and "n2) DOCKER_HOST=unix:///run/d.sock" in script
     assert "SLURM_JOB_GPUS" in script and "trap stop TERM" in script and text.rstrip() in script
+
+
+def test_a_value_holding_the_end_marker_is_one_line_not_a_traceback() -> None:
+    rendered = 'services:\n  serve:\n    image: x\n    command: ["--x", "a\\nLABCTL_COMPOSE_EOF\\ntouch /tmp/p"]\n'
+    text = cluster_compose(rendered, 1)
+    with pytest.raises(BadInput) as refused:
+        job_script("r1", "labctl-r1", text, {"n1": HostEntry("c/n1", "unix:///run/n1.sock")}, "/usr/bin/docker")
+    assert "holds LABCTL_COMPOSE_EOF" in str(refused.value) and "\n" not in str(refused.value)
+    with pytest.raises(BadInput):
+        refuse_end_marker("command: [LABCTL_COMPOSE_EOF]")
+    refuse_end_marker("command: [LABCTL_COMPOSE]")  # anything else passes
 
 
 def test_a_cluster_in_the_hosts_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

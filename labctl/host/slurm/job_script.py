@@ -15,11 +15,22 @@ import yaml
 
 from labctl.catalog.clusters_file import ClusterEntry
 from labctl.catalog.hosts_file import HostEntry
+from labctl.errors import BadInput
 
 JOB_LABEL = "labctl.slurm.job"
 GPU_VARIABLE = "LABCTL_GPU_{}"
 JOB_VARIABLE = "LABCTL_SLURM_JOB"
 EOF_MARK = "LABCTL_COMPOSE_EOF"
+
+
+def refuse_end_marker(compose_text: str) -> None:
+    """The compose file travels inside the job script up to a marker line: a value holding the marker is refused
+    (before anything is written), never allowed to end the file early and run the rest as shell."""
+    if EOF_MARK in compose_text:
+        raise BadInput(
+            f"a value of this profile (extra_args, env, …) holds {EOF_MARK}, the line that ends the compose file in "
+            "labctl's Slurm job script: remove it. Nothing was written or submitted."
+        )
 
 
 def cluster_compose(text: str, gpus: int) -> str:
@@ -88,8 +99,7 @@ def job_script(
     """`key_volume`: a resident run's keys reach the node's Docker only after Slurm has chosen the node, written
     by labctl into the run's key volume over Docker's own transport; the job waits for this volume (made once
     the keys are written) and never sees a key."""
-    if EOF_MARK in compose_text:
-        raise ValueError(f"a rendered compose file may not contain {EOF_MARK}")
+    refuse_end_marker(compose_text)
     cases = "\n".join(
         f"  {name}) DOCKER_HOST={shlex.quote(node_docker(node))} ;;" for name, node in sorted(nodes.items())
     )

@@ -31,7 +31,14 @@ from labctl.host.identity import current_user, host_name
 from labctl.host.remote import key_volume
 from labctl.host.remote.forward import Forward, close_forward, open_forward
 from labctl.host.slurm import commands as slurm
-from labctl.host.slurm.job_script import JOB_LABEL, BatchJob, cluster_compose, job_script, sbatch_options
+from labctl.host.slurm.job_script import (
+    JOB_LABEL,
+    BatchJob,
+    cluster_compose,
+    job_script,
+    refuse_end_marker,
+    sbatch_options,
+)
 from labctl.host.slurm.parse import JobState
 from labctl.run.backends.slurm.job_record import job_of, with_event, with_job
 from labctl.run.lifecycle.down import project_name
@@ -119,6 +126,7 @@ def submit_run(lab: Lab, home: Path, cluster: ClusterEntry, request: JobRequest)
     folder = home / "runs" / run_id
     setup_text, labels = render_for_cluster(lab, cluster, profile, run_id, home, keys=keys > 0)
     compose_text = cluster_compose(setup_text, count)  # the GPUs are Slurm's to grant: the job fills device_ids
+    refuse_end_marker(compose_text)
     runs = Runs(home)
     runs.make_dir(run_id)
     write_atomically(folder / "compose.yaml", setup_text)
