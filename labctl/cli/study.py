@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from labctl.cli.context import out, state, table, warn
+from labctl.cli.context import out, skip, state, table, warn
 
 if TYPE_CHECKING:
     from labctl.study.plan import StudyPlan
@@ -231,7 +231,7 @@ def status(
             planned = count_cells(_load(str(file)))
         except BadInput:  # the file changed into something unreadable: the state alone
             planned = None
-    result = study_status(found, planned)
+    result = study_status(found, planned, skip)
     if as_json:
         print(json.dumps(result))
         return

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import datetime as dt
 import statistics
+from collections.abc import Callable
 from typing import Any
 
 from labctl.host.identity import writer_gone
@@ -19,10 +20,12 @@ def _seconds(data: dict[str, Any]) -> float | None:
     return (end - start).total_seconds()
 
 
-def study_status(state: StudyState, planned: int | None = None) -> dict[str, Any]:
+def study_status(
+    state: StudyState, planned: int | None = None, skipped: Callable[[str], None] | None = None
+) -> dict[str, Any]:
     """`planned`: how many (cell, repeat) the study file has now (the status of a study whose file is gone
     counts what its state knows)."""
-    cells = state.all_cells()
+    cells = state.all_cells(skipped)
     rows = [
         {
             "cell": c.get("cell"),

@@ -297,12 +297,14 @@ def _html(
 
 def write_study_report(runs: Runs, state: StudyState, target: Path | None = None, overwrite: bool = False) -> Path:
     folder = target or state.report_dir
-    cells = state.all_cells()
+    unreadable: list[str] = []
+    cells = state.all_cells(unreadable.append)
     table = summary_rows(runs, cells)
     entries = ladder_entries(runs, cells)
     caveats = [f"{c['cell']} r{c['repeat']}: {note}" for c in cells for note in c.get("caveats") or []]
     caveats += [f"{c['cell']} r{c['repeat']}: {note}" for c in cells for note in c.get("findings") or []]
     caveats += overlaps(state, cells)
+    caveats += unreadable  # a state file of the wrong shape is said, never silently left out
     caveats += gpu_hours(cells)
     per_cell = _per_cell(runs, cells)
     found, slo = verdicts(per_cell), slo_lines(per_cell)

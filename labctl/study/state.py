@@ -4,6 +4,7 @@ repeat), each written atomically, so a killed controller leaves every cell's las
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -49,17 +50,64 @@ class StudyState:
         return self.cells_dir / f"{file_key(cell_key, repeat)}.json"
 
     def load_cell(self, cell_key: str, repeat: int) -> dict[str, Any] | None:
-        return _read(self.cell_path(cell_key, repeat))
+        """The (cell, repeat)'s state; None when there is none or it is of the wrong shape (then it is redone)."""
+        data = _read(self.cell_path(cell_key, repeat))
+        return data if data is not None and cell_problem(data) is None else None
 
     def save_cell(self, data: dict[str, Any]) -> None:
         data["updated_at"] = now()
         write_atomically(self.cell_path(str(data["cell"]), int(data["repeat"])), json.dumps(data, indent=1) + "\n")
 
-    def all_cells(self) -> list[dict[str, Any]]:
+    def all_cells(self, skipped: Callable[[str], None] | None = None) -> list[dict[str, Any]]:
+        """Every readable (cell, repeat) state; one of the wrong shape is reported to `skipped` and left out."""
         if not self.cells_dir.is_dir():
             return []
-        found = [_read(p) for p in sorted(self.cells_dir.glob("*.json"))]
-        return [c for c in found if c is not None]
+        found = []
+        for path in sorted(self.cells_dir.glob("*.json")):
+            data = _read(path)
+            problem = "not a JSON object labctl can read" if data is None else cell_problem(data)
+            if problem is None and data is not None:
+                found.append(data)
+            elif skipped:
+                skipped(f"skipped {path}: {problem}; it is measured again by the next study run")
+        return found
+
+
+# A (cell, repeat) state's fields that every reader relies on, and their types.
+CELL_FIELDS: dict[str, tuple[type, ...]] = {
+    "cell": (str,),
+    "repeat": (int,),
+    "state": (str,),
+    "benches": (list,),
+    "evals": (list,),
+    "times": (dict,),
+    "caveats": (list,),
+    "findings": (list,),
+    "censored": (dict,),
+    "run_id": (str, type(None)),
+    "failure": (dict, type(None)),
+    "host": (str, type(None)),
+    "started_at": (str, type(None)),
+    "finished_at": (str, type(None)),
+}
+
+
+def cell_problem(data: dict[str, Any]) -> str | None:
+    """What is wrong with a (cell, repeat) state file's shape (None: nothing): a field missing or of the wrong
+    type, a repeat below 1, a bench entry that is not a mapping with a bench id, a time that is not a number."""
+    for name, types in CELL_FIELDS.items():
+        value = data.get(name)
+        if not isinstance(value, types) or isinstance(value, bool):
+            return f"{name}: expected {' or '.join(t.__name__ for t in types)}, found {type(value).__name__}"
+    if data["repeat"] < 1:
+        return f"repeat: {data['repeat']} is below 1"
+    if not all(isinstance(b, dict) and isinstance(b.get("bench_id"), str) for b in data["benches"]):
+        return "benches: each entry is a mapping with a bench_id"
+    if not all(isinstance(e, dict) for e in data["evals"]):
+        return "evals: each entry is a mapping"
+    if not all(isinstance(v, int | float) and not isinstance(v, bool) for v in data["times"].values()):
+        return "times: each value is a number of seconds"
+    return None
 
 
 def _read(path: Path) -> dict[str, Any] | None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import time
 from pathlib import Path
 
@@ -216,3 +217,38 @@ def test_a_grid_too_large_is_refused_before_it_is_expanded(tmp_path: Path) -> No
     assert "(1048576) grid cells x 2 host(s) x 2 repeat(s) = 4194304" in said and "more than 512" in said, said
     assert "study.yaml:" in said and "\n" not in said
     assert count_cells(load_study(write(tmp_path, STUDY, "fits.yaml"))) == 2 * 2 * 2
+
+
+@pytest.mark.parametrize(
+    ("change", "said"),
+    [
+        ({"repeat": "x"}, "repeat: expected int, found str"),
+        ({"repeat": 0}, "repeat: 0 is below 1"),
+        ({"benches": 5}, "benches: expected list, found int"),
+        ({"benches": [{"workload": "w"}]}, "benches: each entry is a mapping with a bench_id"),
+        ({"times": {"cold_start_s": "slow"}}, "times: each value is a number of seconds"),
+        ({"state": None}, "state: expected str, found NoneType"),
+    ],
+)
+def test_a_cell_state_of_the_wrong_shape_is_one_line_and_measured_again(
+    tmp_path: Path, change: dict, said: str
+) -> None:
+    from labctl.study.progress import study_status
+    from labctl.study.state import StudyState
+
+    state = StudyState(tmp_path / "s")
+    state.cells_dir.mkdir(parents=True)
+    good = {
+        "cell": "harness.smoke@local", "repeat": 1, "state": "done", "benches": [], "evals": [], "times": {},
+        "caveats": [], "findings": [], "censored": {}, "run_id": None, "failure": None, "host": "local",
+        "started_at": None, "finished_at": None,
+    }  # fmt: skip
+    state.save_cell(dict(good))
+    state.save_cell({**good, "cell": "harness.other@local"})
+    bad = state.cell_path("harness.other@local", 1)
+    bad.write_text(json.dumps({**good, "cell": "harness.other@local", **change}))
+    lines: list[str] = []
+    shown = study_status(state, 2, lines.append)
+    assert [c["cell"] for c in shown["cells"]] == ["harness.smoke@local"]
+    assert len(lines) == 1 and said in lines[0] and str(bad) in lines[0] and "\n" not in lines[0], lines
+    assert state.load_cell("harness.other@local", 1) is None  # redone, never trusted
