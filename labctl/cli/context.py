@@ -56,7 +56,12 @@ class State:
 
                 lab = lab.rendering_into(home_dir(lab, self.home_option) / "compose")
             self._lab = lab
-            self._host = load_hosts(self._lab.root).get(self.host_option)
+            from labctl.run.backends.kinds import claimed
+
+            # A cluster named by the global --host places runs itself (backend()): Docker questions go to the
+            # default host meanwhile, as with a command's own --host CLUSTER.
+            name = None if claimed(lab.root, self.host_option) is not None else self.host_option
+            self._host = load_hosts(self._lab.root).get(name)
             activate(self._host)
         return self._lab
 
@@ -76,13 +81,19 @@ class State:
 
         return self._lab.root if self._lab is not None else find_lab(self.lab_option).root
 
+    def global_cluster(self) -> str | None:
+        """The global --host when it names a cluster (whose backend then answers as for a command's own --host)."""
+        from labctl.run.backends.kinds import claimed
+
+        return self.host_option if claimed(self.lab_root(), self.host_option) is not None else None
+
     def backend(self, name: str | None) -> Backend:
         """What places a run for --host NAME: the backend another kind claims the name for (a Slurm cluster),
         else the Docker host this command drives (NAME, else the global --host, else the default host)."""
         from labctl.run.backends.docker.docker_host import DockerHost
         from labctl.run.backends.kinds import claimed
 
-        found = claimed(self.lab_root(), name)
+        found = claimed(self.lab_root(), name or self.host_option)
         if found is not None:
             return found
         self.choose_host(name)

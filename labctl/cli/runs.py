@@ -204,6 +204,7 @@ def status(
     """
     from labctl.run.backends.kinds import status_sections
 
+    host = host or state.global_cluster()
     if host is not None:
         sections = state.backend(host).status(state.runs())
     else:

@@ -62,6 +62,15 @@ def submit(cluster: ClusterEntry, options: list[str], script: str) -> str:
         raise SlurmError(f"cluster {cluster.name}: {exc}") from None
 
 
+def job_by_name(cluster: ClusterEntry, name: str) -> str | None:
+    """The id of this user's queued or running job of that name (a submission whose answer was lost), if any."""
+    try:
+        found = run(cluster, ["squeue", "-h", "--me", "--name", name, "-o", "%i"]).split()
+    except SlurmError:
+        return None
+    return found[0] if len(found) == 1 and found[0].isdigit() else None
+
+
 def job_state(cluster: ClusterEntry, job_id: str) -> JobState:
     """squeue while the job is queued or running; then sacct (accounting); then scontrol while slurmctld
     still remembers it; else the state is unknown."""

@@ -31,6 +31,7 @@ from labctl.host.identity import current_user, host_name
 from labctl.host.remote import key_volume
 from labctl.host.remote.forward import Forward, close_forward, open_forward
 from labctl.host.slurm import commands as slurm
+from labctl.host.slurm.commands import SlurmError
 from labctl.host.slurm.job_script import (
     JOB_LABEL,
     BatchJob,
@@ -149,7 +150,18 @@ def submit_run(lab: Lab, home: Path, cluster: ClusterEntry, request: JobRequest)
     )
     record = job_record.base_record(lab, runs, run_id, job, profile, labels, project_name(run_id), cluster.simulated)
     runs.save(record)
-    job_id = slurm.submit(cluster, options, script)
+    try:
+        job_id = slurm.submit(cluster, options, script)
+    except SlurmError as exc:
+        # sbatch may have queued the job and lost only its answer (a timeout): look it up by the job's name
+        found = slurm.job_by_name(cluster, f"labctl-{run_id}")
+        if found is None:
+            failed = with_job(record, state="NOT_SUBMITTED", reason="sbatch failed", state_source="sbatch")
+            runs.save(
+                dataclasses.replace(failed, status="failed", reason=f"submission failed: {exc}", stopped_at=now())
+            )
+            raise
+        job_id = found
     return save(home, with_event(with_job(record, job_id=job_id), f"{now()} submitted job {job_id}"))
 
 
