@@ -30,6 +30,16 @@ class SlurmError(LabctlError):
     pass
 
 
+class SlurmUnreachable(SlurmError):
+    """Slurm did not answer at all (the login host or slurmctld): never a job state, and never retried command
+    after command."""
+
+
+# How Slurm's client commands and ssh say that nobody answered (as opposed to a refusal about the job).
+UNREACHABLE = ("Unable to contact slurm controller", "Connection refused", "Connection timed out",
+               "No route to host", "Could not resolve hostname", "Connection closed by")  # fmt: skip
+
+
 def run(cluster: ClusterEntry, argv: list[str], stdin: str | None = None) -> str:
     command = cluster.command_argv(argv)
     try:
@@ -39,10 +49,15 @@ def run(cluster: ClusterEntry, argv: list[str], stdin: str | None = None) -> str
             f"cluster {cluster.name}: {exc.filename} not found (install Slurm's client commands)."
         ) from None
     except subprocess.TimeoutExpired:
-        raise SlurmError(f"cluster {cluster.name}: {shlex.join(argv)} did not answer in {TIMEOUT_S:.0f} s.") from None
+        raise SlurmUnreachable(
+            f"cluster {cluster.name}: {shlex.join(argv)} did not answer in {TIMEOUT_S:.0f} s."
+        ) from None
     if done.returncode != 0:
         last = (done.stderr.strip().splitlines() or ["no message"])[-1]
-        raise SlurmError(f"cluster {cluster.name}: {shlex.join(argv)} failed (exit {done.returncode}): {last}")
+        said = f"cluster {cluster.name}: {shlex.join(argv)} failed (exit {done.returncode}): {last}"
+        if done.returncode == 255 or any(word in done.stderr for word in UNREACHABLE):  # 255: ssh's own failure
+            raise SlurmUnreachable(said)
+        raise SlurmError(said)
     return done.stdout
 
 
@@ -76,6 +91,8 @@ def job_state(cluster: ClusterEntry, job_id: str) -> JobState:
     still remembers it; else the state is unknown."""
     try:
         queued = parse_squeue(run(cluster, ["squeue", "-h", "-j", job_id, "-o", SQUEUE_FORMAT]))
+    except SlurmUnreachable:
+        raise  # nobody answered: the job's state is not known, and asking sacct and scontrol too only takes longer
     except SlurmError:
         queued = None  # squeue exits 1 for a job id slurmctld has already forgotten
     if queued is not None and not queued.ended:
@@ -84,12 +101,16 @@ def job_state(cluster: ClusterEntry, job_id: str) -> JobState:
         ended = parse_sacct(
             run(cluster, ["sacct", "-n", "-X", "-P", "--delimiter", SEP, "-j", job_id, "-o", ",".join(SACCT_FIELDS)])
         )
+    except SlurmUnreachable:
+        raise
     except SlurmError:
         ended = None  # no accounting on this cluster
     if ended is not None:
         return ended
     try:
         shown = parse_scontrol_job(run(cluster, ["scontrol", "show", "job", "--oneliner", job_id]))
+    except SlurmUnreachable:
+        raise
     except SlurmError:
         shown = None
     return shown or JobState(job_id, "UNKNOWN")

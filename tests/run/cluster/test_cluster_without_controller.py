@@ -5,6 +5,7 @@ a command's own --host, and a submission that failed is recorded `failed` with S
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 
 import pytest
@@ -32,3 +33,21 @@ def test_a_failed_submission_is_recorded_failed_and_the_global_host_names_the_cl
     assert shown.stdout == run_labctl("status", "--host", "lab-a", env=env).stdout
     everything = run_labctl("status", "--json", env=env)
     assert run not in everything.stdout  # an ended submission is no live run
+
+
+def test_a_cluster_that_does_not_answer_is_said_at_once_and_no_job_is_recorded_ended(tmp_path: Path) -> None:
+    (tmp_path / "hosts.yaml").write_text(HOSTS)
+    env = {"LABCTL_HOSTS": str(tmp_path / "hosts.yaml"), "LABCTL_HOME": str(tmp_path / "home")}
+    run_labctl("--host", "lab-a", "up", "harness", "--profile", "smoke", "--allow-unpinned", env=env)
+    [folder] = list((tmp_path / "home" / "runs").iterdir())
+    record = json.loads((folder / "record.json").read_text())  # as if its job had been seen running
+    record["status"], record["reason"], record["stopped_at"] = "running", None, None
+    record["slurm"].update(job_id="42", state="RUNNING", reason="", node="n1", state_source="squeue")
+    (folder / "record.json").write_text(json.dumps(record))
+    for argv in (("status",), ("status", "--host", "lab-a"), ("--host", "lab-a", "status", "--json")):
+        started = time.monotonic()
+        shown = run_labctl(*argv, env=env)
+        assert time.monotonic() - started < 20, "one unanswered question per cluster, not one per command"
+        assert shown.code == 1 and "cluster lab-a: unreachable, every job shown as last recorded" in shown.stderr, shown
+        after = json.loads((folder / "record.json").read_text())
+        assert after["status"] == "running" and after["slurm"]["state"] == "RUNNING", after["slurm"]

@@ -381,14 +381,20 @@ def down_on_cluster(home: Path, cluster: ClusterEntry, record: Record) -> Record
     return take_down(home, cluster, record)
 
 
-def cluster_runs(home: Path, cluster: ClusterEntry) -> list[Record]:
-    """This home's runs on the cluster, each refreshed from squeue/sacct while it has not been seen to end."""
+def cluster_runs(home: Path, cluster: ClusterEntry, unreachable: list[str] | None = None) -> list[Record]:
+    """This home's runs on the cluster, each refreshed from squeue/sacct while it has not been seen to end; when
+    Slurm does not answer, the rest are listed as recorded and what it said goes to `unreachable`."""
     runs = Runs(home)
     found = []
     for run_id in job_record.cluster_run_ids(runs, cluster.name):
         record = load(home, run_id)
-        if job_of(record).job_id and not job_of(record).ended:
-            record = refresh(home, cluster, record)
+        if job_of(record).job_id and not job_of(record).ended and not unreachable:
+            try:
+                record = refresh(home, cluster, record)
+            except slurm.SlurmUnreachable as exc:
+                if unreachable is None:
+                    raise
+                unreachable.append(str(exc))
         found.append(record)
     return found
 

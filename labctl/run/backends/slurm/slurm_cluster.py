@@ -128,16 +128,21 @@ class SlurmCluster:
         ]
 
     def status(self, runs: Runs) -> list[StatusSection]:
-        found = jobs.cluster_runs(runs.home, self.cluster)
-        return [self.section(found, empty=f"no run of this home on cluster {self.name}")]
+        unreachable: list[str] = []
+        found = jobs.cluster_runs(runs.home, self.cluster, unreachable)
+        problem = unreachable[0] if unreachable else ""
+        return [self.section(found, empty=f"no run of this home on cluster {self.name}", problem=problem)]
 
-    def section(self, found: list[Record], empty: str = "") -> StatusSection:
+    def section(self, found: list[Record], empty: str = "", problem: str = "") -> StatusSection:
+        """`problem`: Slurm did not answer. The runs are listed as last recorded, the command exits 1."""
+        said = f"unreachable, every job shown as last recorded: {problem}" if problem else ""
         return StatusSection(
             title=f"cluster {self.name} (Slurm)",
             header=HEADER,
             rows=tuple(status_row(r) for r in found),
             json_rows=tuple(self.summary(r) for r in found),
             empty=empty,
+            skips=(f"cluster {self.name}: {said}",) if problem else (),
         )
 
     def logs(self, runs: Runs, run_id: str, follow: bool, service: str) -> Iterator[str]:

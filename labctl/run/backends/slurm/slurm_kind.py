@@ -8,6 +8,7 @@ import labctl.run.backends.slurm.jobs as jobs
 from labctl.catalog.clusters_file import get_cluster
 from labctl.catalog.lab import Lab
 from labctl.errors import BadInput
+from labctl.host.slurm.commands import SlurmUnreachable
 from labctl.run.backends.backend import StatusSection
 from labctl.run.backends.slurm.job_record import cluster_run_ids
 from labctl.run.backends.slurm.slurm_cluster import SlurmCluster
@@ -36,13 +37,20 @@ class SlurmKind:
         """This home's cluster runs whose job has not been seen to end, refreshed from Slurm, by cluster
         (`status --host CLUSTER` lists the ended ones too)."""
         live: dict[str, tuple[SlurmCluster, list[Record]]] = {}
+        unreachable: dict[str, str] = {}  # a cluster that did not answer: asked once, its records left as they are
         for run_id in cluster_run_ids(runs, None):
             record = jobs.load(runs.home, run_id)
             job = record.slurm
             assert job is not None
             backend = None if job.ended else self.find(lab.root, job.cluster)
             if backend is not None and job.job_id:
-                record = jobs.refresh(runs.home, backend.cluster, record)
+                if backend.name not in unreachable:
+                    try:
+                        record = jobs.refresh(runs.home, backend.cluster, record)
+                    except SlurmUnreachable as exc:
+                        unreachable[backend.name] = str(exc)
                 if record.slurm is not None and not record.slurm.ended:
                     live.setdefault(backend.name, (backend, []))[1].append(record)
-        return [backend.section(found) for backend, found in (live[name] for name in sorted(live))]
+        return [
+            backend.section(found, problem=unreachable.get(name, "")) for name, (backend, found) in sorted(live.items())
+        ]
