@@ -51,3 +51,16 @@ def test_a_cluster_that_does_not_answer_is_said_at_once_and_no_job_is_recorded_e
         assert shown.code == 1 and "cluster lab-a: unreachable, every job shown as last recorded" in shown.stderr, shown
         after = json.loads((folder / "record.json").read_text())
         assert after["status"] == "running" and after["slurm"]["state"] == "RUNNING", after["slurm"]
+
+
+@pytest.mark.parametrize(
+    "flags",
+    [["--owner", "bob"], ["--replace"], ["--cache-dir", "/tmp"], ["--allow-unfit", "--allow-uncontracted"]],
+)
+def test_an_up_option_a_cluster_does_not_take_is_refused_not_dropped(tmp_path: Path, flags: list[str]) -> None:
+    (tmp_path / "hosts.yaml").write_text(HOSTS)
+    env = {"LABCTL_HOSTS": str(tmp_path / "hosts.yaml"), "LABCTL_HOME": str(tmp_path / "home")}
+    up = run_labctl("up", "harness", "--profile", "smoke", "--allow-unpinned", "--host", "lab-a", *flags, env=env)
+    assert up.code == 2 and len(up.stderr.strip().splitlines()) == 1, up.stderr
+    assert "on a Slurm cluster" in up.stderr and flags[0] in up.stderr and "not supported yet" in up.stderr
+    assert not (tmp_path / "home" / "runs").exists() or not any((tmp_path / "home" / "runs").iterdir())

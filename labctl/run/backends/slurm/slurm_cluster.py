@@ -48,6 +48,26 @@ class SlurmCluster:
             raise BadInput(
                 "on a Slurm cluster, a resident run takes --keys N (generated); --key-file and --bind are not supported yet."
             )
+        given = [
+            flag
+            for flag, used in (
+                ("--owner", request.owner is not None),
+                ("--replace", request.replace),
+                ("--cache-dir", request.cache_dir is not None),
+                ("--copy-image", request.copy_image),
+                ("--allow-unsupported", request.allow_unsupported),
+                ("--allow-no-auth", request.allow_no_auth),
+                ("--allow-uncontracted", request.allow_uncontracted),
+                ("--allow-unfit", request.allow_unfit),
+            )
+            if used
+        ]
+        if given:  # never silently dropped: the job would run as if they had not been given
+            raise BadInput(
+                f"on a Slurm cluster, {', '.join(given)} {'is' if len(given) == 1 else 'are'} not supported yet "
+                "(the job runs as you, on the nodes' own caches and images, with every check on): leave "
+                f"{'it' if len(given) == 1 else 'them'} out, or run on a host (--host NAME)."
+            )
         gpus = ",".join(request.gpus) if request.gpus is not None else None
         if gpus is not None and not gpus.isdigit():
             raise BadInput(
