@@ -17,7 +17,11 @@ def take_process_lock(path: Path, what: str, since: str) -> int:
     """The lock file's descriptor, held until closed (or every process holding it ends); Conflict (exit 3)
     naming the holder when another command holds it."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW, 0o644)
+    flags = os.O_CLOEXEC | os.O_NOFOLLOW
+    try:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | flags, 0o644)
+    except PermissionError:  # another user of a shared home made it: a read-only descriptor locks as well
+        fd = os.open(path, os.O_RDONLY | flags)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:
