@@ -62,15 +62,18 @@ def plan_proxy(readiness_probe: str, host: HostEntry) -> ProxySetup:
     """The proxy's setup: its image must be on the host's daemon (another daemon, a simulated GPU host's or an
     SSH host's, gets this machine's copy over Docker's transport, checked by image id); the engine gets a
     loopback port that is free on that host."""
-    if dk.image_facts(AUTH_PROXY_IMAGE) is None:
-        with dk.on_endpoint(endpoint_url(LOCAL_HOST)):
-            here = dk.image_facts(AUTH_PROXY_IMAGE)
-        if here is None or host.docker == endpoint_url(LOCAL_HOST):
-            raise LabctlError(
-                f"this engine leaves routes that run the model open without its key, so labctl fronts it with its "
-                f"authenticating proxy, but the image {AUTH_PROXY_IMAGE} is not on this host: build it with "
-                "`make auth-proxy-image` (offline after the first run)."
-            )
+    there = dk.image_facts(AUTH_PROXY_IMAGE)
+    with dk.on_endpoint(endpoint_url(LOCAL_HOST)):
+        here = dk.image_facts(AUTH_PROXY_IMAGE)
+    if here is None and there is None:
+        raise LabctlError(
+            f"this engine leaves routes that run the model open without its key, so labctl fronts it with its "
+            f"authenticating proxy, but the image {AUTH_PROXY_IMAGE} is not on this host: build it with "
+            "`make auth-proxy-image` (offline after the first run)."
+        )
+    # Another daemon gets this machine's proxy whenever its own copy is missing or another image (an older
+    # build): the proxy that checks the keys is the one this labctl was tested with.
+    if here is not None and (there is None or there.image_id != here.image_id):
         copy_image(endpoint_url(LOCAL_HOST), host.docker, AUTH_PROXY_IMAGE, lambda _sent, _seconds: None)
         arrived = dk.image_facts(AUTH_PROXY_IMAGE)
         if arrived is None or arrived.image_id != here.image_id:
