@@ -69,6 +69,17 @@ def service_of(name: str) -> str:
 
 def test_an_open_model_route_on_labb_gets_the_proxy_there(lab: Path, home: Path) -> None:
     require_proxy_image()
+    # An older proxy build on labb under the same name: up must replace it with this machine's (ids compared)
+    if image_id("docker", "-H", f"ssh://labctl-remote@{LABB_ADDRESS}"):
+        stale = subprocess.run(
+            ["docker", "-H", f"ssh://labctl-remote@{LABB_ADDRESS}", "build", "-q", "-t", AUTH_PROXY_IMAGE, "-"],
+            input=f"FROM {AUTH_PROXY_IMAGE}\nLABEL stale=1\n",
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert stale.returncode == 0, stale.stderr
+        assert image_id("docker", "-H", f"ssh://labctl-remote@{LABB_ADDRESS}") != image_id("docker")
     write_contract(lab, open_chat=True)
     port = free_labb_port()
     write_profile(lab, "res", port)
