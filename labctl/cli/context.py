@@ -56,11 +56,9 @@ class State:
 
                 lab = lab.rendering_into(home_dir(lab, self.home_option) / "compose")
             self._lab = lab
-            from labctl.run.backends.kinds import claimed
-
             # A cluster named by the global --host places runs itself (backend()): Docker questions go to the
             # default host meanwhile, as with a command's own --host CLUSTER.
-            name = None if claimed(lab.root, self.host_option) is not None else self.host_option
+            name = None if self.global_cluster() else self.host_option
             self._host = load_hosts(self._lab.root).get(name)
             activate(self._host)
         return self._lab
@@ -83,6 +81,8 @@ class State:
 
     def global_cluster(self) -> str | None:
         """The global --host when it names a cluster (whose backend then answers as for a command's own --host)."""
+        if not self.host_option:
+            return None  # most commands: no backend kinds imported at start-up
         from labctl.run.backends.kinds import claimed
 
         return self.host_option if claimed(self.lab_root(), self.host_option) is not None else None

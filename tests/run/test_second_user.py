@@ -15,6 +15,7 @@ import subprocess
 import tempfile
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import openai
@@ -300,10 +301,10 @@ def test_a_second_user_benchmarks_roots_run_in_a_shared_home(user_python: str, s
     assert as_user(user_python, shared, home, "down", run_id).code == 0  # not resident: anyone may stop it
 
 
-def test_a_run_of_a_home_this_user_cannot_read_is_listed_from_its_labels(user_python: str, shared: Path) -> None:
-    """root's private home holds a run whose container is on the shared daemon: labtest2's status lists it from
-    its labels (whose it is, which engine) instead of losing the whole host to a PermissionError."""
-    private = Path(tempfile.mkdtemp(prefix="labctl-root-home-"))  # 0700: labtest2 cannot enter it
+@contextmanager
+def roots_private_run() -> Iterator[tuple[Path, str]]:
+    """A run in root's private home (0700: labtest2 cannot enter it) whose container is on the shared daemon."""
+    private = Path(tempfile.mkdtemp(prefix="labctl-root-home-"))
     run_id = "20261205-000000-" + os.urandom(3).hex()
     (private / "runs" / run_id).mkdir(parents=True)
     (private / "runs" / run_id / "record.json").write_text("{}")
@@ -312,27 +313,26 @@ def test_a_run_of_a_home_this_user_cannot_read_is_listed_from_its_labels(user_py
     made = subprocess.run(["docker", "create", *flags, IMAGE, "true"], capture_output=True, text=True, timeout=60)
     assert made.returncode == 0, made.stderr
     try:
-        status = as_user(user_python, shared, shared / "labtest2-home", "status", "--json")
-        assert status.code == 0 and "PermissionError" not in status.stderr, status.stderr
-        theirs = [r for r in json.loads(status.stdout) if r["run_id"] == run_id]
-        assert len(theirs) == 1 and theirs[0]["owner"] == "root" and theirs[0]["record"] == "", status.stdout
+        yield private, run_id
     finally:
         subprocess.run(["docker", "rm", "-f", made.stdout.strip()], capture_output=True, timeout=60)
         shutil.rmtree(private)
 
 
+def test_a_run_of_a_home_this_user_cannot_read_is_listed_from_its_labels(user_python: str, shared: Path) -> None:
+    """root's private home holds a run whose container is on the shared daemon: labtest2's status lists it from
+    its labels (whose it is, which engine) instead of losing the whole host to a PermissionError."""
+    with roots_private_run() as (_private, run_id):
+        status = as_user(user_python, shared, shared / "labtest2-home", "status", "--json")
+        assert status.code == 0 and "PermissionError" not in status.stderr, status.stderr
+        theirs = [r for r in json.loads(status.stdout) if r["run_id"] == run_id]
+        assert len(theirs) == 1 and theirs[0]["owner"] == "root" and theirs[0]["record"] == "", status.stdout
+
+
 def test_gc_by_a_second_user_skips_a_home_it_cannot_read_and_says_so(user_python: str, shared: Path) -> None:
     """root's private home is named by a container's labels: labtest2's gc passes over it with one line naming
     it, instead of failing on a PermissionError and blaming --home."""
-    private = Path(tempfile.mkdtemp(prefix="labctl-root-home-"))  # 0700: labtest2 cannot enter it
-    run_id = "20261205-000001-" + os.urandom(3).hex()
-    (private / "runs" / run_id).mkdir(parents=True)
-    (private / "runs" / run_id / "record.json").write_text("{}")
-    labels = {"labctl.run_id": run_id, "labctl.home": str(private), "labctl.engine": "harness", "labctl.owner": "root"}
-    flags = [x for k, v in labels.items() for x in ("--label", f"{k}={v}")]
-    made = subprocess.run(["docker", "create", *flags, IMAGE, "true"], capture_output=True, text=True, timeout=60)
-    assert made.returncode == 0, made.stderr
-    try:
+    with roots_private_run() as (private, _run_id):
         collected = as_user(user_python, shared, shared / "labtest2-home", "gc")
         assert collected.code == 1 and "Traceback" not in collected.stderr, collected.stderr  # 1: a skipped entry
         assert "PermissionError" not in collected.stderr and "--home" not in collected.stderr, collected.stderr
@@ -340,6 +340,3 @@ def test_gc_by_a_second_user_skips_a_home_it_cannot_read_and_says_so(user_python
         assert str(private) in collected.stderr or "more;" in collected.stderr, collected.stderr
         assert len(collected.stderr.strip().splitlines()) == 1, collected.stderr
         assert "nothing to collect" in collected.stdout, collected.stdout
-    finally:
-        subprocess.run(["docker", "rm", "-f", made.stdout.strip()], capture_output=True, timeout=60)
-        shutil.rmtree(private)

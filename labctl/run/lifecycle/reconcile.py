@@ -137,14 +137,14 @@ def _proxy_outside_labctl(runs: Runs, record: Record) -> list[str]:
     """The engine runs but the authenticating proxy in front of it is gone: nobody reaches the engine with a key,
     so the run is recorded like an engine that died (and `share` warns instead of handing out its URL)."""
     run_id = record.run_id
-    proxy = next((c for c in dk.labctl_containers(run_id=run_id, all_states=True) if dk.service_of(c) == PROXY), None)
+    proxy = _serve(run_id, all_states=True, service=PROXY)
     state = dk.container_state(proxy) if proxy is not None else {"status": "removed", "running": False}
     if state["running"] or state["status"] == "restarting":
         return []
     if state["status"] == "removed":
         facts, again = "it was removed", f"`labctl down {run_id}` and `labctl up` again serve anew"
     else:
-        facts, again = f"Docker says: {exit_facts(state)}", f"`docker start {proxy.name}` serves again"  # type: ignore[union-attr]
+        facts, again = f"Docker says: {exit_facts(state)}", f"`docker start {proxy.name}` serves again"
     reason = (
         f"its authenticating proxy is not running and Docker will not restart it, so nobody reaches the engine "
         f"behind it; labctl did not stop it. {facts}. `labctl down {run_id}` frees its port and GPU claims; {again}"
@@ -189,9 +189,9 @@ def _missing_watchers(runs: Runs, host: HostEntry, run_ids: list[str]) -> list[s
     return done
 
 
-def _serve(run_id: str, all_states: bool) -> Any:
+def _serve(run_id: str, all_states: bool, service: str = "serve") -> Any:
     containers = dk.labctl_containers(run_id=run_id, all_states=all_states)
-    return next((c for c in containers if dk.service_of(c) == "serve"), None)
+    return next((c for c in containers if dk.service_of(c) == service), None)
 
 
 def _probe_record(runs: Runs, host: HostEntry, record: Record) -> str:

@@ -581,7 +581,7 @@ class Starter:
                     raise RunEnded(ended)
                 raise LabctlError(
                     f"the engine container {state['status']} (exit code {state['exit_code']}, restarts {state['restarts']}) "
-                    f"before it was ready{_cause(serve)}. Last log lines:\n{dk.logs_tail(serve, 20).rstrip()}"
+                    f"before it was ready{_failure_logs(serve)}"
                 )
 
         last_log_at, last_log = 0.0, ""
@@ -605,9 +605,8 @@ class Starter:
                 probe_timeout=engine.readiness.probe_timeout_s,
             )
         except LabctlError as exc:
-            logs = dk.logs_tail(serve, 20).rstrip()
             if "Last log lines" not in str(exc):
-                raise LabctlError(f"{exc}{_cause(serve)}. Last log lines:\n{logs}") from None
+                raise LabctlError(f"{exc}{_failure_logs(serve)}") from None
             raise
         self.progress("")
         key = self.plan.keys[0] if self.plan and self.plan.keys else None
@@ -776,7 +775,9 @@ def accelerator_of(profile: Profile, simulated: bool) -> str:
     return "simulated" if simulated or not profile.engine.needs_gpu else "gpu"
 
 
-def _cause(serve: Any) -> str:
-    """`: <the log's first error line>` when the engine's log has one (read from its last 2,000 lines)."""
-    found = first_error_line(dk.logs_tail(serve, 2000))
-    return f": {found}" if found else ""
+def _failure_logs(serve: Any) -> str:
+    """`: <the log's first error line>. Last log lines: …` from one read of the engine's last 2,000 lines."""
+    log = dk.logs_tail(serve, 2000)
+    found = first_error_line(log)
+    last = "\n".join(log.rstrip().splitlines()[-20:])
+    return (f": {found}" if found else "") + f". Last log lines:\n{last}"
