@@ -198,7 +198,9 @@ def test_serves_the_rendered_command_line(
 ) -> None:
     port = free_port()
     words, mounts = rendered_with_mounts(engine, profile_name, port, tmp_path)
-    started = containers.run(persona_image(engine, profile_name), words, volumes=mounts)
+    # SGLang's warm-up lasts 5 s here, not its 1 s default: under load the checks below could miss a 1 s one.
+    warmup = {"LABCTL_PERSONA_WARMUP_S": "5"} if engine == "sglang" else None
+    started = containers.run(persona_image(engine, profile_name), words, warmup, volumes=mounts)
     assert started.returncode == 0, started.stderr
     assert not port_open(port), "the port must stay closed while the model loads"
     opened = wait_port(port, containers)

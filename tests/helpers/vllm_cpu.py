@@ -20,7 +20,7 @@ from helpers.support import IN_CI, REPO, docker_available
 IMAGE = os.environ.get("LABCTL_VLLM_CPU_IMAGE", "labctl/vllm-cpu:0.32.0")
 MODEL = "tiny-qwen3"
 MAX_MODEL_LEN = 2048
-READY_WITHIN_S = 240  # about 37 s on 2 idle cores; other tests share them
+READY_WITHIN_S = 600  # about 37 s on 2 idle cores; over 240 s seen in CI while the other tiers shared them
 
 
 def need_image() -> None:

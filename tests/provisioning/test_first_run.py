@@ -57,7 +57,6 @@ LOCK = Path("/tmp/labctl-first-run.lock")
 REGISTRY = "127.0.0.1:5000"
 IMAGE_PREFIX = f"{REGISTRY}/labctl-first-run"
 PERSONA_BASE = "labctl-first-run/persona-base:test"
-AGAIN_WITHIN = 15.0  # seconds a second run may take: it only checks what is there
 # What a run says when it makes or changes something; a second run must say none of these.
 MAKING = {"address", "building", "creating", "debootstrap", "deleting", "fetching", "generating", "importing"}
 MAKING |= {"installed", "installing", "loading", "moving", "starting", "stopping", "wrote"}
@@ -337,7 +336,7 @@ def test_remote_lab_first_run_again_and_purge(remote_instance: dict[str, str]) -
             f"registry: 127.0.0.1:5000 answers inside {REMOTE_NAME}",
         ):
             assert said in again.out, again.out
-        assert again.making("remote-lab") == [] and again.seconds < AGAIN_WITHIN, (again.seconds, again.out)
+        assert again.making("remote-lab") == [], again.out
 
         # Reached as labctl reaches it — Docker over SSH — through the instance's own ssh config.
         wrapper = Path(env["LABCTL_REMOTE_STATE"]) / "ssh-bin"
@@ -393,7 +392,7 @@ def test_sim_lab_first_run_again_and_purge(sim_instance: dict[str, str]) -> None
         again = run_script("sim-lab.sh", env=env).ok()
         for said in ("sim-h100: sim daemon already running", "sim-h100: labctl/base:bookworm present", "up to date"):
             assert said in again.out, again.out
-        assert again.making("sim-lab") == [] and again.seconds < AGAIN_WITHIN, (again.seconds, again.out)
+        assert again.making("sim-lab") == [], again.out
     finally:
         purged = run_script("sim-lab.sh", "purge", env=env)
     purged.ok()
@@ -424,10 +423,9 @@ def test_harness_image_from_a_fresh_checkout(fresh_checkout: Path, test_images: 
     assert not (fresh_checkout / "build" / "image-site").exists()  # labctl stages the context in a temp folder
     built = image_ids()
 
-    again = run_script("harness-image.sh", env=env, cwd=fresh_checkout).ok()
+    run_script("harness-image.sh", env=env, cwd=fresh_checkout).ok()
     assert image_ids() == built, "a second build from the same files made other images"
     assert "Using cache" in (fresh_checkout / "build" / "harness-image.log").read_text()
-    assert again.seconds < AGAIN_WITHIN * 2, (again.seconds, again.out)
     assert the_lab_images() == lab_images
 
 
@@ -443,7 +441,7 @@ def test_docker_lab_with_an_empty_state_root(turn: None, tmp_path: Path) -> None
             "docker-lab: ready:",
         ):
             assert said in ran.out, ran.out
-        assert ran.making("docker-lab") == [] and ran.seconds < AGAIN_WITHIN, (ran.seconds, ran.out)
+        assert ran.making("docker-lab") == [], ran.out
     assert not (tmp_path / "state").exists(), "the registry and base image were there: nothing to write"
 
 
@@ -451,7 +449,7 @@ def test_test_deps_twice(turn: None, tmp_path: Path) -> None:
     env = {"LABCTL_TEST_DEPS_LOG": str(tmp_path / "test-deps.log")}
     run_script("test-deps.sh", env=env, timeout=900).ok()  # installs what is missing (make test did already)
     again = run_script("test-deps.sh", env=env).ok()
-    assert again.out == "test-deps: chromium and python3-venv present\n" and again.seconds < AGAIN_WITHIN
+    assert again.out == "test-deps: chromium and python3-venv present\n"
 
 
 def test_user_venv_into_an_empty_cache(turn: None, tmp_path: Path) -> None:
@@ -466,7 +464,7 @@ def test_user_venv_into_an_empty_cache(turn: None, tmp_path: Path) -> None:
     )
     assert imported.returncode == 0, imported.stderr
     again = run_script("user-venv.sh", env=env).ok()
-    assert again.out.strip() == str(venv) and "building" not in again.err and again.seconds < AGAIN_WITHIN
+    assert again.out.strip() == str(venv) and "building" not in again.err
 
 
 def free_loopback_port() -> int:

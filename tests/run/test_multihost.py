@@ -223,7 +223,13 @@ def test_two_controllers_racing_for_labbs_gpu_exactly_one_wins(labb: dict, homes
         )
         for name, home in zip(("race-a", "race-b"), homes, strict=True)
     ]
-    results = [proc.communicate(timeout=300) for proc in procs]
+    try:
+        results = [proc.communicate(timeout=900) for proc in procs]
+    finally:  # an `up` still running would claim labb's GPU after this test's clean-up, for the next tests
+        for proc in procs:
+            if proc.poll() is None:
+                proc.terminate()  # labctl takes down what it started on SIGTERM; the homes fixture removes the rest
+                proc.wait(timeout=120)
     codes = [proc.returncode for proc in procs]
     assert sorted(codes) == [0, 3], f"exit codes {codes}: {results}"
     winner = codes.index(0)

@@ -453,9 +453,18 @@ def remove_local(name: str) -> None:
 
 
 def remove_containers(containers: list[Container]) -> None:
+    """Remove containers by id; one that is already gone (it removed itself meanwhile) is what removing wanted."""
     if containers:
-        with docker_errors("removing " + ", ".join(str(c.name) for c in containers)):
-            client().container.remove(containers, force=True)
+        ids = [c.id for c in containers]  # a name would ask the daemon again, and a vanished container has none
+        with docker_errors("removing " + ", ".join(_shown_name(c) for c in containers)), suppress(NoSuchContainer):
+            client().container.remove(ids, force=True)
+
+
+def _shown_name(container: Container) -> str:
+    try:
+        return str(container.name)
+    except DockerException:
+        return container.id[:12]
 
 
 def events_between(label: str, since: str, until: str) -> list[dict[str, Any]]:
