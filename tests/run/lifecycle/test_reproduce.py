@@ -4,27 +4,34 @@ from __future__ import annotations
 
 import json
 import subprocess
+from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
 import pytest
 import yaml
 from helpers.harness_proc import free_port, wait_healthy
-from helpers.lifecycle_helpers import IMAGE, labctl, record, remove_runs, up, write_profile
+from helpers.lifecycle_helpers import labctl, record, remove_runs, up, write_profile
+from helpers.registry_images import build_own_image, remove_own_image
 from helpers.support import LABCTL, REPO, run_labctl
 
 pytestmark = pytest.mark.docker
 
 
 @pytest.fixture
-def exported(lab: Path, home: Path, tmp_path: Path) -> tuple[str, Path]:
-    write_profile(lab, "rep", free_port())
-    info = json.loads(up(lab, home, "rep").stdout)
-    path = tmp_path / "run.yaml"
-    result = labctl(lab, home, "export", info["run_id"], "-o", str(path))
-    assert result.code == 0, result.stderr
-    assert labctl(lab, home, "down", info["run_id"]).code == 0
-    return info["run_id"], path
+def exported(lab: Path, home: Path, tmp_path: Path) -> Iterator[tuple[str, Path]]:
+    """A run of this test's own image (the shared harness image stays: the other tiers run on it meanwhile)."""
+    reference, image_id = build_own_image(tmp_path / "image", 1024, name="repro")
+    try:
+        write_profile(lab, "rep", free_port(), image=reference)
+        info = json.loads(up(lab, home, "rep").stdout)
+        path = tmp_path / "run.yaml"
+        result = labctl(lab, home, "export", info["run_id"], "-o", str(path))
+        assert result.code == 0, result.stderr
+        assert labctl(lab, home, "down", info["run_id"]).code == 0
+        yield info["run_id"], path
+    finally:
+        remove_own_image(reference, image_id)
 
 
 def test_reproduce_elsewhere_pulls_by_digest(lab: Path, home: Path, exported: tuple[str, Path], tmp_path: Path) -> None:
@@ -33,7 +40,7 @@ def test_reproduce_elsewhere_pulls_by_digest(lab: Path, home: Path, exported: tu
     doc = yaml.safe_load(path.read_text())
     assert doc["labctl_export"] == 1 and doc["content_sha256"] and doc["host"]["port"] == original["endpoint"]["port"]
     assert "HF_TOKEN=" not in path.read_text()
-    subprocess.run(["docker", "rmi", "-f", IMAGE], capture_output=True, check=True)
+    subprocess.run(["docker", "rmi", "-f", original["image"]["reference"]], capture_output=True, check=True)
     other_home = tmp_path / "bob"
     other_dir = tmp_path / "somewhere"
     other_dir.mkdir()
@@ -61,7 +68,6 @@ def test_reproduce_elsewhere_pulls_by_digest(lab: Path, home: Path, exported: tu
         assert "setups are identical" in diff.stdout
     finally:
         remove_runs(other_home)
-        subprocess.run(["bash", "scripts/harness-image.sh"], capture_output=True, cwd=REPO)
 
 
 def _rewrite(path: Path, change) -> None:  # type: ignore[no-untyped-def]
@@ -104,8 +110,8 @@ def test_hand_edited_export_is_detected(lab: Path, home: Path, exported: tuple[s
 
 
 def test_diff_of_different_setups_exits_1(lab: Path, home: Path, exported: tuple[str, Path]) -> None:
-    _, path = exported
-    write_profile(lab, "other", free_port(), extra=["--tpot-ms", "9"])
+    run_id, path = exported
+    write_profile(lab, "other", free_port(), extra=["--tpot-ms", "9"], image=record(home, run_id)["image"]["reference"])
     info = json.loads(up(lab, home, "other").stdout)
     result = labctl(lab, home, "diff", str(path), info["run_id"])
     assert result.code == 1
