@@ -11,13 +11,14 @@ from pathlib import Path
 
 from labctl.bench.client import RequestResult
 from labctl.bench.request_lines import FORMAT, request_line, result_of
+from labctl.host.files.atomic import naming
 from labctl.run.records.store import write_run_file
 
 
 def append_requests(path: Path, level: int, repeat: int, concurrency: int, results: Iterable[RequestResult]) -> None:
     if not path.exists():  # group-writable like the run and its result
         write_run_file(path, json.dumps({"format": FORMAT}) + "\n")
-    with path.open("a", encoding="utf-8") as out:
+    with naming(path), path.open("a", encoding="utf-8") as out:
         for index, r in enumerate(results):
             out.write(json.dumps(request_line(level, repeat, concurrency, index, r)) + "\n")
 

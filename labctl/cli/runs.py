@@ -152,18 +152,25 @@ def _gc_cluster(name: str, yes: bool, as_json: bool) -> None:
     if backend is None:
         raise BadInput(f"--cluster {name!r}: no hosts file names that cluster.")
     found = backend.leftovers(remove=yes)
+    kept = [f for f in found if f.kept]
     if as_json:
-        print(
-            json.dumps([{"node": f.where, "container": f.container, "job_id": f.owner, "removed": yes} for f in found])
-        )
-        return
-    if not found:
+        rows = [
+            {"node": f.where, "container": f.container, "job_id": f.owner, "removed": f.removed, "kept": f.kept or None}
+            for f in found
+        ]
+        print(json.dumps(rows))
+    elif not found:
         out(f"nothing to collect on cluster {name}: every engine container belongs to a job that has not ended")
-        return
-    for f in found:
-        out(
-            f"{'removed' if yes else 'leftover'} container {f.container[:12]} on {name}/{f.where} (job {f.owner or '?'} ended)"
-        )
+    for f in [] if as_json else found:
+        if f.kept:
+            out(
+                f"kept container {f.container[:12]} on {name}/{f.where} (job {f.owner}): {f.kept.removeprefix('kept: ')}"
+            )
+        else:
+            ended = f"(job {f.owner or '?'} ended)"
+            out(f"{'removed' if yes else 'leftover'} container {f.container[:12]} on {name}/{f.where} {ended}")
+    if kept:  # what gc could not decide: a script must not read this run as complete
+        raise typer.Exit(1)
 
 
 def down(

@@ -56,6 +56,7 @@ class Leftover:
     container: str
     owner: str  # what it belonged to (a Slurm job id), "" when unknown
     removed: bool = False
+    kept: str = ""  # not proven ended (the scheduler did not answer): kept, and why
 
 
 class Backend(Protocol):

@@ -24,6 +24,9 @@ from labctl.run.resident import remote_watch, watch
 from labctl.run.resident.lockdown import PROXY_SERVICE as PROXY
 from labctl.run.resident.rotation import finish_rotation
 
+ADOPTED_REASON = "adopted: its labctl up was gone, the engine was healthy"
+ABORTED_REASON = "its labctl up was gone before the engine was ready"
+
 
 def reconcile(runs: Runs, host: HostEntry = LOCAL_HOST, unrecorded: list[str] | None = None) -> list[str]:
     """Finish or undo what interrupted commands left and record what happened outside labctl; what it found
@@ -71,12 +74,12 @@ def _abandoned_up(runs: Runs, host: HostEntry, record: Record) -> str:
     run_id = record.run_id
     serve = _serve(run_id, all_states=False)
     if serve is not None and _probe_record(runs, host, record) == "healthy":
-        runs.update(run_id, status="running", reason="adopted: its labctl up was gone, the engine was healthy")
+        runs.update(run_id, status="running", reason=ADOPTED_REASON)
         runs.event(run_id, "adopted")
         return f"adopted {run_id}: its labctl up was gone, the engine answers"
     problems: list[str] = []
     resident = take_down(runs, run_id, problems)
-    ending = {"status": "aborted", "reason": "its labctl up was gone before the engine was ready"}
+    ending = {"status": "aborted", "reason": ABORTED_REASON}
     finish_stop(runs, run_id, resident or record.resident is not None, problems, ending)
     runs.event(run_id, "aborted", reason="labctl up gone")
     return f"aborted {run_id}: its labctl up was gone; whatever it started was taken down"

@@ -18,6 +18,7 @@ from typing import Any
 
 from labctl.catalog.sourcefile import read_bounded
 from labctl.errors import BadInput
+from labctl.host.files.atomic import naming
 from labctl.host.identity import current_user
 from labctl.run.records.record import now
 
@@ -115,7 +116,8 @@ class Ledger:
         try:
             if os.fstat(fd).st_uid == os.geteuid():
                 os.fchmod(fd, LEDGER_MODE)  # the umask narrowed it
-            os.write(fd, line)
+            with naming(self.path):
+                os.write(fd, line)
         finally:
             os.close(fd)
 

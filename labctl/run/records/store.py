@@ -17,7 +17,7 @@ from labctl.catalog.lab import Lab
 from labctl.catalog.sourcefile import read_bounded
 from labctl.catalog.user_folders import data_folder
 from labctl.errors import BadInput, LabctlError
-from labctl.host.files.atomic import write_atomically
+from labctl.host.files.atomic import naming, write_atomically
 from labctl.host.gpus.lock import file_lock
 from labctl.host.identity import current_user
 from labctl.run.records.prep_view import prep_rows
@@ -235,7 +235,7 @@ class Runs:
         """Append one event under the run's lock (the run's watcher appends under it too)."""
         line = json.dumps(redact({"at": now(), "event": kind, "by": current_user(), **fields}))
         path = self.make_dir(run_id) / "events.jsonl"
-        with file_lock(self.dir(run_id) / ".lock"):
+        with file_lock(self.dir(run_id) / ".lock"), naming(path):
             fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, RUN_FILE_MODE)
             with os.fdopen(fd, "a", encoding="utf-8") as handle:
                 if os.fstat(fd).st_uid == os.geteuid():

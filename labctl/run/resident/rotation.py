@@ -46,6 +46,11 @@ def rotate_key(
     resident = record.resident
     if not resident or not resident.keys:
         raise BadInput(f"run {run_id} is not a resident deployment with API keys.")
+    if record.slurm is not None:  # restarting the engine inside a running job would end the job
+        raise BadInput(
+            f"run {run_id} is a Slurm job on cluster {record.slurm.cluster}: rotate-key is not supported there yet; "
+            f"`labctl down {run_id}`, then `up` it again with --resident for new keys."
+        )
     forced = check_may_act(run_id, record.owner, True, by, "rotating the keys of", force, reason)
     new_keys = read_key_file(key_file) if key_file else generate_keys(keys or resident.keys)
     if resident.proxy:

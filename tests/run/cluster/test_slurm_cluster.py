@@ -16,6 +16,7 @@ import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
+import httpx
 import openai
 import pytest
 from helpers.harness_proc import free_port
@@ -26,7 +27,9 @@ from labctl.catalog.lab import Lab
 from labctl.host.docker import daemon as dk
 from labctl.host.slurm import commands as slurm
 from labctl.run.backends.slurm import jobs as cr
+from labctl.run.backends.slurm.job_record import cluster_run_ids
 from labctl.run.records.record import Record
+from labctl.run.records.store import Runs
 
 pytestmark = pytest.mark.slurm
 HOSTS = REPO / "build" / "slurm-lab" / "hosts.yaml"
@@ -356,3 +359,90 @@ def test_a_resident_run_with_a_key(home: Path, cluster: ClusterEntry, holds: Cal
     assert down.code == 0, down.stderr
     volumes = dk.labelled_volumes(cluster.node(record.node).docker, f"labctl.keys_of={run_id}")
     assert volumes == [] and not (home / ".state" / "keys" / run_id).exists()
+
+
+def _pending_up_killed(home: Path, cluster: ClusterEntry, port: int, env: dict[str, str]) -> str:
+    """An `up` SIGKILLed while Slurm keeps its job pending (the nodes held): its run id."""
+    argv = [*LABCTL, "--home", str(home), "up", "harness", "--profile", "smoke", "--allow-unpinned"]
+    argv += ["--host", cluster.name, "--gpus", "1", "--port", str(port), "--time", "3"]
+    with subprocess.Popen(
+        argv, env={**os.environ, **env}, cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True
+    ) as up:
+        assert up.stderr is not None
+        for line in up.stderr:
+            if "pending: Resources" in line:
+                break
+        up.kill()
+    [run_id] = [r for r in cluster_run_ids(Runs(home), cluster.name) if _starting(home, r)]
+    return run_id
+
+
+def _starting(home: Path, run_id: str) -> bool:
+    return json.loads((home / "runs" / run_id / "record.json").read_text())["status"] == "starting"
+
+
+def test_an_up_killed_while_its_job_is_pending_is_cancelled_or_adopted_by_the_next_status(
+    cluster: ClusterEntry, holds: Callable[[str, int], str], tmp_path: Path
+) -> None:
+    """The rule a host's runs follow: a job whose `up` is gone is cancelled and recorded aborted while its engine
+    does not answer; one that ran later and whose engine answers is adopted, node and endpoint read from Slurm."""
+    home, env = tmp_path / "home", {"LABCTL_HOSTS": str(HOSTS)}
+    hold_n1 = holds("n1", 4)
+    holds("n2", 2)
+    aborted = _pending_up_killed(home, cluster, next(PORTS), env)
+    job = cr.load(home, aborted).slurm.job_id
+    shown = run_labctl("--home", str(home), "status", "--host", cluster.name, env=env)
+    assert shown.code == 0 and f"aborted {aborted}: its labctl up was gone" in shown.stderr, shown
+    record = json.loads((home / "runs" / aborted / "record.json").read_text())
+    assert record["status"] == "aborted" and record["slurm"]["state"] == "CANCELLED", record
+    assert slurm.job_state(cluster, job).ended
+
+    port = next(PORTS)
+    adopted = _pending_up_killed(home, cluster, port, env)
+    job = cr.load(home, adopted).slurm.job_id
+    slurm.cancel(cluster, hold_n1)  # the job runs later, on n1, with nobody waiting for it
+    until(lambda: slurm.job_state(cluster, job).running, 60, f"job {job} running")
+    until(lambda: _answers(f"http://127.0.0.1:{port}/health"), 120, "the orphaned engine answers")
+    shown = run_labctl("--home", str(home), "status", "--host", cluster.name, env=env)
+    assert shown.code == 0 and f"adopted {adopted}: its labctl up was gone, job {job} on n1" in shown.stderr, shown
+    record = json.loads((home / "runs" / adopted / "record.json").read_text())
+    assert record["status"] == "running" and record["reason"].startswith("adopted"), record
+    assert record["slurm"]["node"] == "n1" and record["slurm"]["gpu_indexes"] and record["endpoint"]["base_url"]
+    models = openai.OpenAI(base_url=record["endpoint"]["base_url"], api_key="unused", max_retries=0).models.list()
+    assert [m.id for m in models.data] == ["harness-smoke"]
+    down = run_labctl("--home", str(home), "down", adopted, env=env)
+    assert down.code == 0 and cr.node_containers(cluster, "n1", job) == [], down.stderr
+
+
+def _answers(url: str) -> bool:
+    try:
+        return httpx.get(url, timeout=2).status_code == 200
+    except httpx.HTTPError:
+        return False
+
+
+def test_a_resident_cluster_run_is_shared_and_rotate_key_is_refused_in_one_line(
+    cluster: ClusterEntry, holds: Callable[[str, int], str], tmp_path: Path
+) -> None:
+    home, env = tmp_path / "home", {"LABCTL_HOSTS": str(HOSTS)}
+    holds("n2", 2)
+    port = next(PORTS)
+    up = run_labctl(
+        "--home", str(home), "up", "harness", "--profile", "smoke", "--allow-unpinned", "--host", cluster.name,
+        "--gpus", "1", "--port", str(port), "--time", "3", "--resident", "--keys", "1", "--json", env=env, timeout=180,
+    )  # fmt: skip
+    assert up.code == 0, up.stderr
+    run_id = json.loads(up.stdout)["run_id"]
+    try:
+        record = json.loads((home / "runs" / run_id / "record.json").read_text())
+        assert record["resident"]["keys"] == 1 and record["resident"]["key_fingerprints"], record["resident"]
+        shared = run_labctl("--home", str(home), "share", run_id, "--json", env=env)
+        assert shared.code == 0, shared.stderr
+        access = json.loads(shared.stdout)
+        served = openai.OpenAI(base_url=access["base_url"], api_key=access["api_key"], max_retries=0).models.list()
+        assert [m.id for m in served.data] == ["harness-smoke"]
+        rotate = run_labctl("--home", str(home), "rotate-key", run_id, env=env)
+        assert rotate.code == 2 and len(rotate.stderr.strip().splitlines()) == 1, rotate.stderr
+        assert "Slurm job" in rotate.stderr and "not supported there yet" in rotate.stderr
+    finally:
+        assert run_labctl("--home", str(home), "down", run_id, env=env).code == 0

@@ -13,6 +13,7 @@ from labctl.compose.canonical import canonical_compose, sha256_text
 from labctl.compose.labels import RunLabels
 from labctl.errors import BadInput
 from labctl.host.gpus.inventory import Gpu
+from labctl.host.identity import process_token
 from labctl.run.records.prep import PrepPart
 from labctl.run.records.record import (
     SLURM_QUEUED,
@@ -21,12 +22,14 @@ from labctl.run.records.record import (
     GpuSet,
     ImageInfo,
     Record,
+    ResidentInfo,
     SlurmJob,
     Timings,
     new_record,
     now,
 )
 from labctl.run.records.store import Runs
+from labctl.run.resident.keys import fingerprint
 
 CLEAN_END = ("COMPLETED", "CANCELLED")
 NO_GPU = "no GPU"  # an engine that uses none (the harness): the granted GPUs are in the slurm part only
@@ -67,6 +70,20 @@ def base_record(
         setup=setup_hash(lab, profile, profile.image_digest),
         slurm=job,
         gpus=gpu_set(job, engine.needs_gpu, simulated),
+        up_process=process_token(),  # a later `status` adopts or cancels the job when this `up` is gone
+    )
+
+
+def resident_of_job(profile: Profile, keys: list[str]) -> ResidentInfo:
+    """A resident run on a cluster: its keys (share reads them); Slurm, not a watcher, keeps the job, which
+    ends with its time limit."""
+    return ResidentInfo(
+        restart_policy="no",
+        bind=profile.bind_address,
+        auth=profile.engine.auth.kind,
+        keys=len(keys),
+        key_fingerprints=tuple(fingerprint(k) for k in keys),
+        watcher_note="a Slurm job: Slurm keeps it until its time limit, no restart watcher",
     )
 
 

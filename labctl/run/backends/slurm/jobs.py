@@ -132,8 +132,9 @@ def submit_run(lab: Lab, home: Path, cluster: ClusterEntry, request: JobRequest)
     runs.make_dir(run_id)
     write_atomically(folder / "compose.yaml", setup_text)
     write_atomically(folder / JOB_COMPOSE, compose_text)
-    if keys:
-        KeyStore(home).write(run_id, generate_keys(keys))
+    api_keys = generate_keys(keys) if keys else []
+    if api_keys:
+        KeyStore(home).write(run_id, api_keys)
     volume = ready_volume(run_id) if keys else None
     script = job_script(run_id, project_name(run_id), compose_text, cluster.nodes, request.docker_bin, volume)
     cpus, mem_mib = request.cpus or profile.cpus, request.mem_mib or profile.memory_mib
@@ -149,6 +150,8 @@ def submit_run(lab: Lab, home: Path, cluster: ClusterEntry, request: JobRequest)
         resident_keys=keys,
     )
     record = job_record.base_record(lab, runs, run_id, job, profile, labels, project_name(run_id), cluster.simulated)
+    if api_keys:
+        record = record.changed(resident=job_record.resident_of_job(profile, api_keys))
     runs.save(record)
     try:
         job_id = slurm.submit(cluster, options, script)
@@ -183,15 +186,18 @@ def wait_running(home: Path, cluster: ClusterEntry, record: Record, say: Say, ti
             raise LabctlError(f"job {job_id} still {shown} after {timeout:.0f} s: `labctl` left it queued.")
         time.sleep(POLL_S)
     record = apply_state(with_job(record, queue_wait_s=round(time.monotonic() - t0, 3)), state)
-    if state.running:
-        indexes = slurm.job_gpus(cluster, job_id)
-        record = with_job(
-            record,
-            node=state.node,
-            gpu_indexes=tuple(indexes),
-            gpu_uuids=tuple(node_gpu_uuids(cluster, state.node, list(indexes))),
-        ).changed(docker_endpoint=cluster.node(state.node).docker)
-    return save(home, record)
+    return save(home, placed(cluster, record, state) if state.running else record)
+
+
+def placed(cluster: ClusterEntry, record: Record, state: JobState) -> Record:
+    """The record with the node and GPUs Slurm chose for a running job, read back from Slurm."""
+    indexes = slurm.job_gpus(cluster, job_of(record).job_id)
+    return with_job(
+        record,
+        node=state.node,
+        gpu_indexes=tuple(indexes),
+        gpu_uuids=tuple(node_gpu_uuids(cluster, state.node, list(indexes))),
+    ).changed(docker_endpoint=cluster.node(state.node).docker)
 
 
 def apply_state(record: Record, state: JobState) -> Record:
@@ -326,23 +332,41 @@ def finish(home: Path, cluster: ClusterEntry, record: Record) -> Record:
     )
 
 
-def leftovers(cluster: ClusterEntry) -> list[tuple[str, str, str]]:
-    """(node, container id, job id) for every labctl container whose Slurm job has ended: after a node failure
-    or a SIGKILL the container, Docker's process, can outlive its job."""
-    found = []
+@dataclass(frozen=True)
+class NodeContainers:
+    """labctl's containers on a cluster's nodes: (node, container id, job id) of those whose job has ended, and
+    of those kept because Slurm could not say (`unknown` says why)."""
+
+    ended: list[tuple[str, str, str]]
+    unknown: list[tuple[str, str, str]]
+    why: str = ""
+
+
+def leftovers(cluster: ClusterEntry) -> NodeContainers:
+    """Every labctl container whose Slurm job has ended: after a node failure or a SIGKILL the container,
+    Docker's process, can outlive its job. When Slurm does not answer, no job is proven ended: all are kept."""
+    found = NodeContainers([], [])
     for node in sorted(cluster.nodes):
         for container in node_containers(cluster, node):
             job_id = dk.labels_of(container).get(JOB_LABEL, "")
-            if not job_id or slurm.job_state(cluster, job_id).ended:
-                found.append((node, container.id, job_id))
+            entry = (node, container.id, job_id)
+            if job_id and found.why:  # asked once: the next jobs would only wait for it again
+                found.unknown.append(entry)
+                continue
+            try:
+                if not job_id or slurm.job_state(cluster, job_id).ended:
+                    found.ended.append(entry)
+            except slurm.SlurmUnreachable as exc:
+                found = dataclasses.replace(found, why=str(exc))
+                found.unknown.append(entry)
     return found
 
 
-def remove_leftovers(cluster: ClusterEntry) -> list[tuple[str, str, str]]:
-    gone = leftovers(cluster)
-    for node, container_id, _job in gone:
+def remove_leftovers(cluster: ClusterEntry) -> NodeContainers:
+    found = leftovers(cluster)
+    for node, container_id, _job in found.ended:
         dk.remove_container_on(cluster.node(node).docker, container_id)
-    return gone
+    return found
 
 
 def forget(home: Path, run_id: str) -> None:

@@ -4,11 +4,13 @@ export only says how many GPUs)."""
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterator
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from typing import Any
 
+import labctl.run.backends.slurm.adopt as adopt
 import labctl.run.backends.slurm.jobs as jobs
 from labctl.catalog.clusters_file import ClusterEntry
 from labctl.catalog.hosts_file import HostEntry
@@ -88,7 +90,12 @@ class SlurmCluster:
         )
 
     def start(self, lab: Lab, runs: Runs, request: UpRequest, say: Say, progress: Say | None = None) -> Record:
-        return jobs.up_on_cluster(lab, runs.home, self.cluster, self.job_request(request), say)
+        job = self.job_request(request)
+        if request.fetch:  # the default, and nothing it could do here: said, not silently dropped
+            say(
+                f"note: on cluster {self.name} labctl fetches nothing: the job's engine reads the model from the nodes' own cache"
+            )
+        return jobs.up_on_cluster(lab, runs.home, self.cluster, job, say)
 
     def ready_lines(self, record: Record) -> list[str]:
         job = job_of(record)
@@ -151,7 +158,12 @@ class SlurmCluster:
         unreachable: list[str] = []
         found = jobs.cluster_runs(runs.home, self.cluster, unreachable)
         problem = unreachable[0] if unreachable else ""
-        return [self.section(found, empty=f"no run of this home on cluster {self.name}", problem=problem)]
+        notes: list[str] = []
+        if not problem and any(adopt.abandoned(r) for r in found):  # ups gone while queued or starting
+            notes = [adopt.settle(runs.home, self.cluster, r) for r in found if adopt.abandoned(r)]
+            found = [jobs.load(runs.home, r.run_id) for r in found]
+        section = self.section(found, empty=f"no run of this home on cluster {self.name}", problem=problem)
+        return [dataclasses.replace(section, notes=tuple(notes))]
 
     def section(self, found: list[Record], empty: str = "", problem: str = "") -> StatusSection:
         """`problem`: Slurm did not answer. The runs are listed as last recorded, the command exits 1."""
@@ -187,7 +199,10 @@ class SlurmCluster:
 
     def leftovers(self, remove: bool) -> list[Leftover]:
         found = jobs.remove_leftovers(self.cluster) if remove else jobs.leftovers(self.cluster)
-        return [Leftover(node, container, job, remove) for node, container, job in found]
+        kept = f"kept: Slurm did not answer ({found.why}), so its job is not known to have ended"
+        return [Leftover(node, container, job, remove) for node, container, job in found.ended] + [
+            Leftover(node, container, job, kept=kept) for node, container, job in found.unknown
+        ]
 
 
 def status_row(record: Record) -> tuple[str, ...]:
