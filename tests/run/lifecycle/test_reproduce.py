@@ -3,40 +3,68 @@
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 import httpx
 import pytest
 import yaml
 from helpers.harness_proc import free_port, wait_healthy
+from helpers.lab_copy import copy_folder, copy_lab
 from helpers.lifecycle_helpers import labctl, record, remove_runs, up, write_profile
 from helpers.registry_images import build_own_image, remove_own_image
-from helpers.support import LABCTL, REPO, run_labctl
+from helpers.support import LABCTL, REPO, _missing, compose_available, docker_available, run_labctl
 
 pytestmark = pytest.mark.docker
 
 
-@pytest.fixture
-def exported(lab: Path, home: Path, tmp_path: Path) -> Iterator[tuple[str, Path]]:
-    """A run of this test's own image (the shared harness image stays: the other tiers run on it meanwhile)."""
-    reference, image_id = build_own_image(tmp_path / "image", 1024, name="repro")
+@dataclass(frozen=True)
+class Made:
+    run_id: str
+    path: Path
+    record: dict
+
+
+@pytest.fixture(scope="module")
+def made(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Made]:
+    """One run of the module's own image, exported and taken down, for every test here (each gets a copy of the
+    export); the image is the module's, so the shared harness image stays: the other tiers run on it meanwhile."""
+    if not docker_available() or not compose_available():
+        _missing("no Docker Engine with the Compose v2 plugin answers")
+    root = tmp_path_factory.mktemp("made-export")
+    lab, home = root / "lab", root / "home"
+    copy_folder("engines", lab / "engines", skip=("Dockerfile",))
+    copy_lab(lab, ("templates", "workloads", "suites"))
+    (lab / "compose").mkdir()
+    home.mkdir()
+    reference, image_id = build_own_image(root / "image", 1024, name="repro")
     try:
         write_profile(lab, "rep", free_port(), image=reference)
         info = json.loads(up(lab, home, "rep").stdout)
-        path = tmp_path / "run.yaml"
+        path = root / "run.yaml"
         result = labctl(lab, home, "export", info["run_id"], "-o", str(path))
         assert result.code == 0, result.stderr
         assert labctl(lab, home, "down", info["run_id"]).code == 0
-        yield info["run_id"], path
+        yield Made(info["run_id"], path, record(home, info["run_id"]))
     finally:
+        remove_runs(home)
         remove_own_image(reference, image_id)
 
 
-def test_reproduce_elsewhere_pulls_by_digest(lab: Path, home: Path, exported: tuple[str, Path], tmp_path: Path) -> None:
+@pytest.fixture
+def exported(made: Made, tmp_path: Path) -> tuple[str, Path]:
+    """The module's export, as this test's own file to change."""
+    path = tmp_path / "run.yaml"
+    shutil.copyfile(made.path, path)
+    return made.run_id, path
+
+
+def test_reproduce_elsewhere_pulls_by_digest(lab: Path, made: Made, exported: tuple[str, Path], tmp_path: Path) -> None:
     run_id, path = exported
-    original = record(home, run_id)
+    original = made.record
     doc = yaml.safe_load(path.read_text())
     assert doc["labctl_export"] == 1 and doc["content_sha256"] and doc["host"]["port"] == original["endpoint"]["port"]
     assert "HF_TOKEN=" not in path.read_text()
@@ -91,11 +119,11 @@ def _rewrite(path: Path, change) -> None:  # type: ignore[no-untyped-def]
 def test_missing_digest_is_refused_with_nothing_started(lab: Path, home: Path, exported: tuple[str, Path]) -> None:
     _, path = exported
     _rewrite(path, lambda d: d["setup"]["image"].update(digest="sha256:" + "0" * 64))
-    before = sorted(p.name for p in (home / "runs").iterdir())
+    before = run_dirs(home)
     result = labctl(lab, home, "reproduce", str(path))
     assert result.code == 1
     assert "the recorded image digest cannot be had" in result.stderr and "Nothing was started." in result.stderr
-    assert sorted(p.name for p in (home / "runs").iterdir()) == before
+    assert run_dirs(home) == before
 
 
 def test_hand_edited_export_is_detected(lab: Path, home: Path, exported: tuple[str, Path]) -> None:
@@ -109,9 +137,9 @@ def test_hand_edited_export_is_detected(lab: Path, home: Path, exported: tuple[s
     assert "Nothing was started." in result.stderr
 
 
-def test_diff_of_different_setups_exits_1(lab: Path, home: Path, exported: tuple[str, Path]) -> None:
-    run_id, path = exported
-    write_profile(lab, "other", free_port(), extra=["--tpot-ms", "9"], image=record(home, run_id)["image"]["reference"])
+def test_diff_of_different_setups_exits_1(lab: Path, home: Path, made: Made, exported: tuple[str, Path]) -> None:
+    _, path = exported
+    write_profile(lab, "other", free_port(), extra=["--tpot-ms", "9"], image=made.record["image"]["reference"])
     info = json.loads(up(lab, home, "other").stdout)
     result = labctl(lab, home, "diff", str(path), info["run_id"])
     assert result.code == 1
@@ -211,14 +239,14 @@ def test_an_export_whose_extra_args_reset_a_rendered_flag_is_refused_by_reproduc
 ) -> None:
     run_id, path = exported
     _resign(path, lambda d: d["setup"]["resolved_profile"]["extra_args"].extend(words))
-    before = sorted(p.name for p in (home / "runs").iterdir())
+    before = run_dirs(home)
     for command in (["reproduce", str(path)], ["diff", str(path), run_id]):
         result = labctl(lab, home, *command)
         assert result.code == 2, result
         (line,) = result.stderr.splitlines()
         assert line.startswith(f"Error: {path}:") and ": setup.resolved_profile.extra_args[6]: " in line
         assert f"sets {flag}, which labctl renders (engines/harness/engine.yaml:" in line
-    assert sorted(p.name for p in (home / "runs").iterdir()) == before
+    assert run_dirs(home) == before
 
 
 @pytest.mark.parametrize(("field", "value"), [("revision", "../../x"), ("revision", "main/../../x"), ("id", "../x")])
@@ -231,3 +259,7 @@ def test_an_export_whose_model_names_are_paths_is_refused(
         result = labctl(lab, home, *command)
         assert result.code == 2, result
         assert f": setup.resolved_profile.model.{field}: {value!r} is not allowed" in result.stderr
+
+
+def run_dirs(home: Path) -> list[str]:
+    return sorted(p.name for p in (home / "runs").iterdir()) if (home / "runs").is_dir() else []
