@@ -89,7 +89,7 @@ bench-harness: $(STAMP)
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .hypothesis compose/*.yaml
 
-bench-up: $(STAMP) docker-lab harness-image
+bench-up: $(STAMP) docker-lab harness-image vllm-cpu-image tiny-models
 	$(PY) scripts/bench_up.py
 
 bench-client: $(STAMP)

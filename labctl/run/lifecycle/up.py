@@ -44,6 +44,7 @@ from labctl.run.images.pull import pull_for_up
 from labctl.run.lifecycle.down import project_name, save_logs, stop_run
 from labctl.run.lifecycle.live import base_url
 from labctl.run.lifecycle.log_cause import first_error_line
+from labctl.run.lifecycle.own_time import OwnTime
 from labctl.run.lifecycle.preflight import (
     Holder,
     check_cuda,
@@ -102,6 +103,7 @@ class Starter:
         self.key_volume = ""  # a remote host: the volume there holding this run's keys
         self.forward: Forward | None = None
         self.t0 = time.monotonic()
+        self.own = OwnTime()  # labctl's own time by part, recorded beside the engine's
         self.fetched: Fetched | None = None
         self.prep: dict[str, PrepPart] = {}
         self.http_contract: HttpContract | None = None
@@ -111,7 +113,10 @@ class Starter:
     # --- the pipeline ------------------------------------------------------------------------------
     def run(self) -> Record:
         request = self.request
-        checked = plan_up(self.lab, request)  # every refusal of the request itself, before anything is asked or written
+        with self.own.part("plan"):
+            checked = plan_up(
+                self.lab, request
+            )  # every refusal of the request itself, before anything is asked or written
         profile, self.contract, self.plan, self.owner = (
             checked.profile,
             checked.contract,
@@ -124,7 +129,7 @@ class Starter:
         if profile.legacy:
             self.say(f"warning: profile {profile.engine.name}/{profile.name} is legacy: {profile.legacy}")
         # The checks are independent Docker CLI calls: asking them at once saves their start-up costs.
-        with ThreadPoolExecutor(max_workers=4) as pool:
+        with self.own.part("docker checks"), ThreadPoolExecutor(max_workers=4) as pool:
             docker_ok = pool.submit(dk.check_docker)
             compose_ok = pool.submit(dk.check_compose)
             local_image = pool.submit(dk.image_facts, profile.image_text)
@@ -132,24 +137,30 @@ class Starter:
             docker_ok.result()
             compose_ok.result()
             self.daemon = daemon.result()
-        gpu_host = check_gpu_host(profile)
+        with self.own.part("gpu checks"):
+            gpu_host = check_gpu_host(profile)
         found_gpus = gpu_host.found
         self.simulated = gpu_host.simulated or request.host.simulated
         if self.simulated:
             self.say(f"simulated GPU host {request.host.name}: this run is labelled harness-check, never real-gpu")
-        self.driver_cuda = check_cuda(profile)
+        with self.own.part("gpu checks"):
+            self.driver_cuda = check_cuda(profile)
         self.fetched = self.fetch(profile)
-        self.memory_fit = check_memory_fit(
-            profile, found_gpus, request.cache_dir, request.allow_unfit, request.host.unified_memory_gib
-        )
+        with self.own.part("fit check"):
+            self.memory_fit = check_memory_fit(
+                profile, found_gpus, request.cache_dir, request.allow_unfit, request.host.unified_memory_gib
+            )
         image, image_pull = self.ensure_image(profile, local_image.result())
         self.prep["image_pull"] = image_pull
-        check_device_request(profile, gpu_host, image.runnable)
+        with self.own.part("gpu checks"):
+            check_device_request(profile, gpu_host, image.runnable)
         try:
             # A remote host's claims live on the host (host/gpus/claims.py); the lock file covers this machine only.
             with contextlib.nullcontext() if request.host.is_remote else host_lock():
-                profile, replaced = self.claim(profile, found_gpus, image.runnable)
-                compose_file = self.prepare(profile, image, image_pull, found_gpus, replaced)
+                with self.own.part("claims"):
+                    profile, replaced = self.claim(profile, found_gpus, image.runnable)
+                with self.own.part("render"):
+                    compose_file = self.prepare(profile, image, image_pull, found_gpus, replaced)
                 build = self.build_if_needed(profile, compose_file)
                 if build is not None:
                     self.prep["engine_build"] = PrepPart(
@@ -164,7 +175,8 @@ class Starter:
                     )
                 started = time.monotonic()
             if self.plan:
-                self.start_watcher(profile)
+                with self.own.part("watcher"):
+                    self.start_watcher(profile)
             self.update(
                 status="starting",
                 timings=dataclasses.replace(
@@ -632,6 +644,8 @@ class Starter:
         reported = read_report(base, rules.route, key) if rules is not None and rules.route else None
         assert readiness.ready is not None
         container_start = started
+        # Everything after the engine's first completion is labctl's: its checks (the record written below adds ms).
+        self.own.add("after ready", time.monotonic() - api.completion_at)
         timings = dataclasses.replace(
             self.current.timings,
             port_open_s=round((readiness.port_open or readiness.ready) - container_start, 3),
@@ -639,6 +653,8 @@ class Starter:
             first_completion_s=round(api.completion_at - container_start, 3),
             cold_start_s=round(api.completion_at - container_start, 3),
             total_s=round(time.monotonic() - self.t0, 3),
+            labctl_s=dict(self.own.parts),
+            poll_gap_s=readiness.poll_gap,
         )
         port_open = readiness.port_open or readiness.ready
         self.prep["engine_load"] = PrepPart(seconds=round(port_open - start, 3), detail="container start -> port open")

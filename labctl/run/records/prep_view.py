@@ -46,3 +46,10 @@ def cache_state(prep: dict[str, PrepPart]) -> str:
 def seconds(prep: dict[str, PrepPart], name: str) -> float | None:
     part = prep.get(name)
     return None if part is None else part.seconds
+
+
+def own_time_text(parts: dict[str, float], poll_gap: float | None) -> str:
+    """labctl's own time in an up, for `show`: `0.41 s: plan 0.05, docker checks 0.12, ...`."""
+    shown = ", ".join(f"{name} {seconds:g}" for name, seconds in parts.items())
+    polled = f"; the engine's readiness noticed within {poll_gap:g} s" if poll_gap is not None else ""
+    return f"{round(sum(parts.values()), 3):g} s ({shown}){polled}"

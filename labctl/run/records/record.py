@@ -74,6 +74,10 @@ class Timings:
     first_completion_s: float | None = None
     cold_start_s: float | None = None
     total_s: float | None = None
+    # labctl's own seconds in this up, by part (checks, claims, render, ...; `after_ready`: from the engine's
+    # first completion to the end of up), beside the engine's; None in records of an older labctl.
+    labctl_s: dict[str, float] | None = None
+    poll_gap_s: float | None = None  # the readiness probe's interval when the engine became ready: the most it lagged
 
 
 @dataclass(frozen=True)

@@ -20,7 +20,7 @@ from labctl.errors import BadInput, LabctlError
 from labctl.host.files.atomic import naming, write_atomically
 from labctl.host.gpus.lock import file_lock
 from labctl.host.identity import current_user
-from labctl.run.records.prep_view import prep_rows
+from labctl.run.records.prep_view import own_time_text, prep_rows
 from labctl.run.records.record import Record, now
 from labctl.run.records.typed import FutureSchema, ShapeError
 
@@ -299,6 +299,8 @@ def describe(record: Record) -> list[tuple[str, str]]:
     if record.container:
         rows.append(("command", " ".join(record.container.command_line)))
     rows.append(("timings", json.dumps(record.to_json()["timings"])))
+    if record.timings.labctl_s:
+        rows.append(("labctl's own time", own_time_text(record.timings.labctl_s, record.timings.poll_gap_s)))
     if record.engine_setup and record.engine_setup.model_commit:
         rows.append(("model commit", record.engine_setup.model_commit))
     for name, setting in (record.settings or {}).items():  # what the engine computed with, and whence

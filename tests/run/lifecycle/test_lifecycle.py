@@ -63,6 +63,12 @@ def test_up_status_down_with_complete_record(lab: Path, home: Path) -> None:
     for key in ("compose_up_s", "port_open_s", "ready_s", "first_completion_s", "cold_start_s"):
         assert rec["timings"][key] > 0
     assert rec["timings"]["ready_s"] >= 0.2  # the harness kept its port closed for its 0.2 s cold start
+    own = rec["timings"]["labctl_s"]  # labctl's own time by part, beside the engine's
+    assert {"plan", "docker checks", "gpu checks", "claims", "render", "after ready"} <= set(own), own
+    assert all(v >= 0 for v in own.values()) and sum(own.values()) < rec["timings"]["total_s"], rec["timings"]
+    assert rec["timings"]["poll_gap_s"] >= 0  # how late at most labctl noticed the engine's readiness
+    shown = labctl(lab, home, "show", info["run_id"]).stdout
+    assert "labctl's own time" in shown and "after ready" in shown, shown
     assert (home / "runs" / info["run_id"] / "compose.yaml").read_text().startswith("# Rendered by labctl")
     status = json.loads(labctl(lab, home, "status", "--json").stdout)
     mine = [s for s in status if s["run_id"] == info["run_id"]]
