@@ -23,6 +23,10 @@ settings.register_profile("ci", derandomize=True)
 if os.environ.get("CI") == "true":
     settings.load_profile("ci")
 
+# Every labctl the tests start gives a host 30 s to answer (status: 90 s for its runs), not 10: the tiers share
+# two cores, and labb's listing over SSH took over 30 s there. A test of the deadline itself sets its own.
+os.environ.setdefault("LABCTL_HOST_TIMEOUT_S", "30")
+
 
 @pytest.fixture
 def lab(tmp_path: Path) -> Path:

@@ -207,6 +207,9 @@ def status(
 ) -> None:
     """Every labctl engine on every host (or the --host one): run, engine/profile, GPUs, endpoint, health, owner.
 
+    Exits 1 when a host or cluster did not answer (LABCTL_HOST_TIMEOUT_S, default 10 s) or what it found could
+    not be recorded: the listing is then incomplete.
+
     Example: labctl status --json
     """
     from labctl.run.backends.kinds import status_sections

@@ -3,10 +3,12 @@ and the rule for tests that need Docker: skip loudly locally, fail under CI=true
 
 from __future__ import annotations
 
+import datetime
 import os
 import shutil
 import subprocess
 import sys
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -115,7 +117,34 @@ def labb_entry() -> dict[str, object]:
     if probe.returncode != 0:
         missing(f"`ssh labctl-remote@{LABB_ADDRESS} true` fails ({probe.stderr.strip()[-200:]})")
     entry: dict[str, object] = yaml.safe_load(LABB_REGISTERED.read_text())["hosts"]["labb"]
+    remove_orphans_on_labb()
     return entry
+
+
+_SESSION_STARTED = time.time()
+_orphans_checked = False
+
+
+def remove_orphans_on_labb() -> None:
+    """labctl containers on labb made before this test session began: left by an earlier session that was
+    killed mid-test (labb outlives it). Only the labb tier uses labb, one test at a time, so none is anyone's."""
+    global _orphans_checked
+    if _orphans_checked:
+        return
+    _orphans_checked = True
+    listed = remote_docker("ps", "-a", "--filter", "label=labctl.home", "--format", "{{.ID}} {{.CreatedAt}}")
+    listed_claims = remote_docker(
+        "ps", "-a", "--filter", "label=labctl.claim.home", "--format", "{{.ID}} {{.CreatedAt}}"
+    )
+    old = []
+    for line in (listed.stdout + listed_claims.stdout).splitlines():
+        container, _, created = line.partition(" ")
+        when = created.rsplit(" ", 1)[0]  # "2026-12-07 03:05:35 +0000 UTC" -> drop the zone name
+        stamp = datetime.datetime.strptime(when, "%Y-%m-%d %H:%M:%S %z").timestamp()
+        if stamp < _SESSION_STARTED - 5:
+            old.append(container)
+    if old:
+        remote_docker("rm", "-f", *old)
 
 
 def remote_docker(*args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:

@@ -3,6 +3,8 @@ holds each. Hosts are asked in parallel, each with its own deadline."""
 
 from __future__ import annotations
 
+import math
+import os
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -15,11 +17,26 @@ from labctl.host.remote.hosts import endpoint_url
 from labctl.run.records.store import Runs
 
 HOST_TIMEOUT_S = 10.0
+TIMEOUT_VARIABLE = "LABCTL_HOST_TIMEOUT_S"  # a lab whose hosts answer slowly (a long SSH link) sets more
+
+
+def host_timeout() -> float:
+    """Seconds a host's Docker may take to answer (status allows each host three times that for its runs)."""
+    text = os.environ.get(TIMEOUT_VARIABLE, "").strip()
+    if not text:
+        return HOST_TIMEOUT_S
+    try:
+        seconds = float(text)
+    except ValueError:
+        seconds = math.nan
+    if not 1 <= seconds <= 600:  # nan fails too
+        raise BadInput(f"{TIMEOUT_VARIABLE}={text[:40]!r}: give seconds from 1 to 600 (default {HOST_TIMEOUT_S:g}).")
+    return seconds
 
 
 def describe_host(entry: HostEntry) -> dict[str, Any]:
     url = endpoint_url(entry)
-    version = dk.server_version(url, HOST_TIMEOUT_S)
+    version = dk.server_version(url, host_timeout())
     gpus: list[gpus_mod.Gpu] = []
     held: dict[str, str] = {}
     if version is not None:

@@ -68,7 +68,10 @@ def host_sections(runs: Runs, hosts: list[HostEntry], timeout: float) -> list[Ho
     for thread in threads:
         thread.join(max(0.0, deadline - time.monotonic()))
     return [
-        found.get(h.name) or HostSection(h, False, problem=f"unreachable: no answer within {3 * timeout:g} s")
+        found.get(h.name)
+        or HostSection(
+            h, False, problem=f"unreachable: no answer within {3 * timeout:g} s (LABCTL_HOST_TIMEOUT_S={timeout:g})"
+        )
         for h in hosts
     ]
 

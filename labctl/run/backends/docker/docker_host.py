@@ -14,7 +14,7 @@ from labctl.catalog.lab import Lab
 from labctl.catalog.profiles import parse_gpu_ids
 from labctl.run.backends.backend import Leftover, Say, StatusSection, StopRequest
 from labctl.run.lifecycle.down import Stopped, stop, stop_run
-from labctl.run.lifecycle.host_inventory import HOST_TIMEOUT_S
+from labctl.run.lifecycle.host_inventory import host_timeout
 from labctl.run.lifecycle.reproduce import ReproduceRequest
 from labctl.run.lifecycle.reproduce import reproduce as rebuild
 from labctl.run.lifecycle.status import HostSection, engine_logs, host_sections
@@ -101,7 +101,7 @@ class DockerHost:
         )
 
     def status(self, runs: Runs) -> list[StatusSection]:
-        return [status_section(s) for s in host_sections(runs, [self.host], HOST_TIMEOUT_S)]
+        return [status_section(s) for s in host_sections(runs, [self.host], host_timeout())]
 
     def logs(self, runs: Runs, run_id: str, follow: bool, service: str) -> Iterator[str]:
         return engine_logs(runs, run_id, follow, service)
@@ -122,13 +122,17 @@ class DockerHost:
 def status_section(section: HostSection) -> StatusSection:
     host = section.host
     notes = list(section.notes)
-    if not section.reachable:
-        notes.append(f"host {host.name} ({host.docker}): {section.problem}")
-    skips = [
-        f"run {run['run_id']} is listed from its container labels alone: {run['record_problem']}"
-        for run in section.runs
-        if run.get("record_problem")
-    ] + list(section.unrecorded)
+    # A host that did not answer leaves the listing incomplete: said, and the command exits 1 (never [] and 0).
+    unreachable = [] if section.reachable else [f"host {host.name} ({host.docker}): {section.problem}"]
+    skips = (
+        unreachable
+        + [
+            f"run {run['run_id']} is listed from its container labels alone: {run['record_problem']}"
+            for run in section.runs
+            if run.get("record_problem")
+        ]
+        + list(section.unrecorded)
+    )
     return StatusSection(
         title=f"host {host.name} ({host.docker})",
         header=STATUS_HEADER,

@@ -9,7 +9,7 @@ from labctl.catalog.hosts_file import load_hosts
 from labctl.catalog.lab import Lab
 from labctl.run.backends.backend import StatusSection
 from labctl.run.backends.docker.docker_host import DockerHost, status_section
-from labctl.run.lifecycle.host_inventory import HOST_TIMEOUT_S, status_hosts
+from labctl.run.lifecycle.host_inventory import host_timeout, status_hosts
 from labctl.run.lifecycle.status import host_sections
 from labctl.run.records.record import Record
 from labctl.run.records.store import Runs
@@ -26,4 +26,4 @@ class DockerKind:
         return DockerHost(load_hosts(lab_root).get(record.host_entry))
 
     def status_all(self, lab: Lab, runs: Runs, only: str | None) -> list[StatusSection]:
-        return [status_section(s) for s in host_sections(runs, status_hosts(lab, runs, only), HOST_TIMEOUT_S)]
+        return [status_section(s) for s in host_sections(runs, status_hosts(lab, runs, only), host_timeout())]
