@@ -85,16 +85,16 @@ def cell(row: dict[str, Any], key: str) -> str:
 def checklist_lines(checks: list[Check]) -> list[str]:
     lines = []
     for check in checks:
-        mark = "✓" if check.ok else ("✗" if check.blocking else "!")
         distinct = sorted(set(check.values.values()))
         detail = distinct[0] if len(distinct) == 1 else "; ".join(f"{k}: {v}" for k, v in check.values.items())
-        lines.append(f"{mark} {check.rule}: {detail}")
+        unchecked = "" if check.checked else " (not checked: no result records it)"
+        lines.append(f"{check.mark} {check.rule}: {detail}{unchecked}")
     return lines
 
 
 def setup_rows(rows: list[dict[str, Any]], entries: list[Entry], checks: list[Check]) -> list[dict[str, Any]]:
     """One row per result: its first level's row carries the setup facts (and the rule marks)."""
-    failed = sorted(c.rule for c in checks if not c.ok)
+    failed = sorted(c.rule for c in checks if not c.ok and c.checked)
     out = []
     for index, entry in enumerate(entries):
         mine = [r for r in rows if r["id"] == entry.result.bench_id]
@@ -157,8 +157,12 @@ def render(checks: list[Check], rows: list[dict[str, Any]], entries: list[Entry]
     if fmt == "json":
         return json.dumps(
             {
-                "checklist": [{"rule": c.rule, "ok": c.ok, "values": c.values, "blocking": c.blocking} for c in checks],
+                "checklist": [
+                    {"rule": c.rule, "ok": c.ok, "checked": c.checked, "values": c.values, "blocking": c.blocking}
+                    for c in checks
+                ],
                 "same_rules": all(c.ok for c in checks if c.blocking),
+                "not_checked": [c.rule for c in checks if not c.checked],
                 "results": legend(entries),
                 "rows": rows,
                 "pivot": [

@@ -45,7 +45,7 @@ def markdown(checks: list[Check], rows: list[dict[str, Any]], entries: list[Entr
 def page(checks: list[Check], rows: list[dict[str, Any]], entries: list[Entry], plots: list[str]) -> str:
     esc = html.escape
     checklist = "".join(
-        f"<li class={'ok' if c.ok else 'bad'}>{esc(line)}</li>"
+        f"<li class={'ok' if c.ok else 'unchecked' if not c.checked else 'bad'}>{esc(line)}</li>"
         for c, line in zip(checks, checklist_lines(checks), strict=False)
     )
     setups = setup_rows(rows, entries, checks)
@@ -79,7 +79,7 @@ body {{ font-family: sans-serif; margin: 2em; color: #222; }}
 table {{ border-collapse: collapse; font-size: 12px; margin-bottom: 1.5em; }}
 td, th {{ border: 1px solid #ccc; padding: 3px 6px; text-align: left; }}
 th {{ background: #f0f0f0; }} tr.first td {{ border-top: 2px solid #888; }} tr.caveat td {{ color: #b00; }}
-li.ok::marker {{ color: green; }} li.bad {{ color: #b00; }}
+li.ok::marker {{ color: green; }} li.bad {{ color: #b00; }} li.unchecked {{ color: #777; }}
 code, ul.spec {{ font-size: 12px; word-break: break-all; }}
 figure {{ display: inline-block; margin: 0 1em 1em 0; }} img {{ max-width: 640px; border: 1px solid #ddd; }}
 </style></head><body>

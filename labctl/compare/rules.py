@@ -179,6 +179,26 @@ class Check:
     ok: bool
     values: dict[str, str]  # entry label -> value
     blocking: bool = True  # a failed blocking rule refuses the table (unless --allow-mismatch)
+    checked: bool = True  # False: no result says what the rule asks (unknown on every side): `ok` (no mismatch
+    # is known) but never a tick
+
+    @property
+    def mark(self) -> str:
+        if not self.checked:
+            return "?"
+        return "✓" if self.ok else ("✗" if self.blocking else "!")
+
+
+def _unknown(value: str) -> bool:
+    """A fact no result recorded: `unknown`, `?`, or a `?` part (`?@?`: neither family nor revision known)."""
+    return value in ("unknown", "?", "") or any(part == "?" for part in value.replace("@", " ").split())
+
+
+def _same(rule: str, values: dict[str, str], shown: dict[str, str] | None = None) -> Check:
+    """Equal values pass; values unknown on every side are not checked (equal, but nobody knows to what)."""
+    if all(_unknown(v) for v in values.values()):
+        return Check(rule, True, shown or values, blocking=False, checked=False)  # no mismatch known, no tick
+    return Check(rule, len(set(values.values())) == 1, shown or values)
 
 
 def checklist(entries: list[Entry]) -> list[Check]:
@@ -190,12 +210,12 @@ def checklist(entries: list[Entry]) -> list[Check]:
         values = {e.given: e.facts()[rule] for e in entries}
         if rule in SETTING_OF:  # equal values (unknown beside a known one is not), shown with how each was known
             shown = {e.given: e.setting(SETTING_OF[rule]).describe() for e in entries}
-            checks.append(Check(rule, len(set(values.values())) == 1, shown))
+            checks.append(_same(rule, values, shown))
             continue
         if rule == "concurrency within built max batch size":
             checks.append(Check(rule, all(v == "ok" for v in values.values()), values))
         else:
-            checks.append(Check(rule, len(set(values.values())) == 1, values))
+            checks.append(_same(rule, values))
     cached = {e.given: cache_state(e.record.prep) for e in entries}
     checks.append(Check(CACHE_RULE, len(set(cached.values())) == 1, cached, blocking=False))
     checks.append(_settings_check(entries))
@@ -281,7 +301,7 @@ def _prep(record: Record) -> dict[str, Any]:
 
 def rows(entries: list[Entry], checks: list[Check]) -> list[dict[str, Any]]:
     """One row per entry and concurrency level; `mismatch` names the columns whose rule failed."""
-    failed = {c.rule for c in checks if not c.ok}
+    failed = {c.rule for c in checks if not c.ok and c.checked}
     out = []
     for e in entries:
         facts = e.facts()

@@ -4,6 +4,7 @@ with how each was known, and a result carries its run's settings."""
 
 from __future__ import annotations
 
+import json
 from dataclasses import asdict
 from typing import Any
 
@@ -101,7 +102,7 @@ def test_the_other_settings_that_differ_are_shown_with_whence_not_enforced() -> 
 
 def test_equal_settings_pass_and_are_shown_once() -> None:
     checks = checklist([entry("a", "vllm", vllm_as_run()), entry("b", "vllm", vllm_as_run(), in_result=False)])
-    assert all(c.ok for c in checks), checklist_lines(checks)
+    assert all(c.ok for c in checks if c.checked), checklist_lines(checks)  # these records know no model or GPU
     lines = checklist_lines(checks)
     assert (
         "✓ other effective settings (shown, not enforced): chunked prefill on, speculative decoding off, batch cap 64, sampling defaults model"
@@ -121,3 +122,18 @@ def test_results_without_settings_say_unknown_and_unknown_beside_known_refuses()
     assert all(c.ok for c in checklist([old, entry("b", "vllm", None)]) if c.blocking)
     mixed = checklist([old, entry("b", "vllm", vllm_as_run())])
     assert not next(c for c in mixed if c.rule == "prefix caching").ok
+
+
+def test_facts_unknown_on_every_side_are_not_checked_never_ticked() -> None:
+    """Two results whose records say nothing of the model, the GPU or the thinking mode: equal as `?@?` and
+    `unknown`, but nobody knows to what, so the checklist says `not checked`, and the JSON lists them."""
+    a, b = entry("a", "vllm", vllm_as_run()), entry("b", "vllm", vllm_as_run())
+    checks = {c.rule: c for c in checklist([a, b])}
+    for rule in ("model family and revision", "GPU model", "thinking mode"):
+        assert not checks[rule].checked and checks[rule].mark == "?" and not checks[rule].blocking, checks[rule]
+    lines = checklist_lines(list(checks.values()))
+    assert "? model family and revision: ?@? (not checked: no result records it)" in lines
+    assert not any(line.startswith("✓ GPU model") for line in lines)
+    assert checks["environment label"].checked and checks["environment label"].mark == "✓"
+    as_json = json.loads(render(list(checks.values()), rows([a, b], list(checks.values())), [a, b], "json"))
+    assert {"model family and revision", "GPU model", "thinking mode"} <= set(as_json["not_checked"])
