@@ -158,18 +158,21 @@ def plan(
     """Check a study and expand it into cells before any GPU time: same rules, fit, levels, disk, estimate.
 
     A study whose cells would not compare under the same rules (model, revision, quantization, context,
-    thinking) exits 2 naming the field and the cells. Hosts that cannot give what the study expects (a gpu
-    study on simulated hosts) are findings here, and `study run` refuses them. Nothing is written or started.
+    thinking) exits 2 naming the field and the cells. What `study run` would refuse (a host that does not
+    answer, a gpu study on simulated hosts, a workload not fetched) is printed as a finding, and the plan exits
+    2 after printing it. Nothing is written or started.
 
-    Example: labctl study plan studies/h100-qwen3-32b.yaml
+    Example: labctl study plan studies/harness-demo.yaml
     """
     from labctl.study.plan import describe
 
     chosen = _plan(_load(file), port)
     if as_json:
         print(json.dumps(describe(chosen)))
-        return
-    _print_plan(chosen)
+    else:
+        _print_plan(chosen)
+    if chosen.refusals:  # `study run` would refuse it as it stands: a script reading the plan must see that
+        raise typer.Exit(2)
 
 
 def run(

@@ -245,7 +245,7 @@ def test_a_gpu_study_on_simulated_hosts_is_a_finding_of_plan_and_a_refusal_of_ru
     home = sim.parent / "home-gpu"
     study = REPO / "studies" / "h100-qwen3-32b.yaml"
     planned = run_labctl("--host", "sim-h100", "study", "plan", str(study), lab=sim, env={"LABCTL_HOME": str(home)})
-    assert planned.code == 0, planned.stderr
+    assert planned.code == 2, planned.stderr  # printed whole, then the exit `study run` would give
     assert "finding (run refuses): environment: the study expects gpu" in planned.stderr
     assert "long-context c=60,120,180,240,300,360,420,480,540,600 KV-bound (its KV cache holds about" in planned.stderr
     assert "long-context 60*,120*,180*,240*,300*,360*,420*,480*,540*,600*" in planned.stdout  # kept, marked
@@ -265,7 +265,7 @@ def test_the_spark_plan_names_the_levels_above_atlas_cap_and_shows_the_raised_on
     study = REPO / "studies" / "spark-four-engines.yaml"
     home = {"LABCTL_HOME": str(sim.parent / "home-spark")}
     planned = run_labctl("--host", "sim-gb10", "study", "plan", str(study), lab=sim, env=home)
-    assert planned.code == 0, planned.stderr
+    assert planned.code == 2 and "finding (run refuses): environment" in planned.stderr, planned.stderr
     assert (
         "atlas.qwen3.6-35b-a3b-fp8+args[--enable-prefix-caching]@sim-gb10: sharegpt c=16,32,64 above the batch cap "
         "of 8 (--max-batch-size 8 (sequences per decode step), its default: Atlas' crates/spark-server/src/cli/"
