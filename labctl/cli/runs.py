@@ -225,7 +225,12 @@ def status(
         for problem in section.skips:
             skip(problem)
     if as_json:
-        print(json.dumps([row for section in sections for row in section.json_rows]))
+        silent = [  # after the runs: a reader that wants them all sees at once that some are missing
+            {"run_id": None, "host": s.unreachable[0], "reachable": False, "problem": s.unreachable[1]}
+            for s in sections
+            if s.unreachable
+        ]
+        print(json.dumps([row for section in sections for row in section.json_rows] + silent))
         return
     for section in sections:
         if len(sections) > 1:

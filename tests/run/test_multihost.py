@@ -358,6 +358,8 @@ def test_status_reports_a_dead_and_a_hung_host_unreachable_without_hanging(
     assert "host labb" not in status.stderr and "host local" not in status.stderr
     as_json = labctl(homes[0], "status", "--json", lab=lab, timeout=150, env={"LABCTL_HOST_TIMEOUT_S": "20"})
     assert as_json.code == 1 and "host hung" in as_json.stderr, as_json
+    silent = {r["host"]: r["problem"] for r in json.loads(as_json.stdout) if r["run_id"] is None}
+    assert set(silent) == {"dead", "hung"} and all("unreachable" in p for p in silent.values()), silent
     bad = labctl(homes[0], "status", lab=lab, env={"LABCTL_HOST_TIMEOUT_S": "nan"})
     assert bad.code == 2 and "LABCTL_HOST_TIMEOUT_S='nan'" in bad.stderr and "Traceback" not in bad.stderr, bad
 

@@ -45,6 +45,8 @@ class StatusSection:
     notes: tuple[str, ...] = ()  # said before the tables
     skips: tuple[str, ...] = ()  # runs shown incompletely: the command exits 1
     problem: str = ""  # could not be asked: printed in place of the table
+    # The host or cluster did not answer: its name and why (`status --json` says so beside the runs it lists).
+    unreachable: tuple[str, str] | None = None
     empty: str = ""  # printed when there is no run
 
 

@@ -141,6 +141,7 @@ def status_section(section: HostSection) -> StatusSection:
         notes=tuple(notes),
         skips=tuple(skips),
         problem="" if section.reachable else section.problem,
+        unreachable=None if section.reachable else (host.name, section.problem),
         empty="no labctl engine is running on this host",
     )
 

@@ -175,6 +175,7 @@ class SlurmCluster:
             json_rows=tuple(self.summary(r) for r in found),
             empty=empty,
             skips=(f"cluster {self.name}: {said}",) if problem else (),
+            unreachable=(self.name, problem) if problem else None,
         )
 
     def logs(self, runs: Runs, run_id: str, follow: bool, service: str) -> Iterator[str]:
