@@ -10,7 +10,20 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from labctl.cli.context import HOST_HELP, SHARED_HELP, WAIT_HELP, Thinking, listing, out, skip, state, table, warn
+from labctl.cli.context import (
+    HOST_HELP,
+    SHARED_HELP,
+    WAIT_HELP,
+    Thinking,
+    bench_id_arg,
+    listing,
+    out,
+    run_id_arg,
+    skip,
+    state,
+    table,
+    warn,
+)
 from labctl.cli.groups import GroupWithDefault
 from labctl.cli.terminal import inert_value
 
@@ -77,7 +90,9 @@ def workloads(
 
 
 def run(
-    run_id: Annotated[str | None, typer.Argument(help="A running labctl run (or use --base-url and --model).")] = None,
+    run_id: Annotated[
+        str | None, typer.Argument(callback=run_id_arg, help="A running labctl run (or use --base-url and --model).")
+    ] = None,
     workload: Annotated[str | None, typer.Option(help="The workload name (workloads/NAME.yaml).")] = None,
     base_url: Annotated[
         str | None, typer.Option(help="Any OpenAI-compatible base URL, e.g. http://host:8000/v1.")
@@ -375,7 +390,7 @@ def _numbers(value: dict[str, Any], *keys: str) -> bool:
 
 
 def list_results(
-    run_id: Annotated[str, typer.Argument(help="The run whose results to list.")],
+    run_id: Annotated[str, typer.Argument(callback=run_id_arg, help="The run whose results to list.")],
     as_json: Annotated[bool, typer.Option("--json", help="Print a JSON list.")] = False,
 ) -> None:
     """List a run's bench results.
@@ -411,7 +426,7 @@ def list_results(
 
 
 def show(
-    bench_id: Annotated[str, typer.Argument(help="The bench result id.")],
+    bench_id: Annotated[str, typer.Argument(callback=bench_id_arg, help="The bench result id.")],
     as_json: Annotated[bool, typer.Option("--json", help="Print the whole result as JSON.")] = False,
 ) -> None:
     """Print one bench result.

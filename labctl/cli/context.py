@@ -195,3 +195,51 @@ def listing(rows: list[list[str]], header: list[str], as_json: bool, empty: str 
 class Thinking(StrEnum):
     on = "on"
     off = "off"
+
+
+# Id arguments: any unique prefix or suffix of an id, or `latest` (run/records/ids.py), made whole before the
+# command runs, so every command takes what `labctl runs`, `bench list` and `eval list` show, in part.
+def run_id_arg(value: str | None) -> str | None:
+    from labctl.run.records.ids import resolve
+
+    return None if value is None else resolve(state.runs(), value, "run")
+
+
+def bench_id_arg(value: str) -> str:
+    from labctl.run.records.ids import resolve
+
+    return resolve(state.runs(), value, "bench")
+
+
+def eval_id_arg(value: str) -> str:
+    from labctl.run.records.ids import resolve
+
+    return resolve(state.runs(), value, "eval")
+
+
+def result_ids_arg(values: list[str]) -> list[str]:
+    """Bench ids or run ids (compare): each made whole."""
+    from labctl.run.records.ids import resolve_bench_or_run
+
+    runs = state.runs()
+    return [resolve_bench_or_run(runs, value) for value in values]
+
+
+def run_or_file_arg(value: str) -> str:
+    """A run id (in part) or an export file: an existing file is taken as given."""
+    from pathlib import Path
+
+    return value if Path(value).exists() else str(run_id_arg(value))
+
+
+def run_or_engine_arg(value: str | None) -> str | None:
+    """A run id (in part) or an engine name: an engine of the lab is taken as given."""
+    from labctl.errors import LabctlError
+
+    try:
+        simple = value is not None and value.replace("-", "").replace("_", "").isalnum()
+        if simple and (state.lab().root / "engines" / str(value) / "engine.yaml").is_file():
+            return value
+    except LabctlError:
+        pass  # no lab here: only run ids can be meant
+    return run_id_arg(value)

@@ -9,7 +9,21 @@ from typing import Annotated, Any
 
 import typer
 
-from labctl.cli.context import HOST_HELP, SHARED_HELP, WAIT_HELP, Thinking, listing, out, skip, state, table, warn
+from labctl.cli.context import (
+    HOST_HELP,
+    SHARED_HELP,
+    WAIT_HELP,
+    Thinking,
+    eval_id_arg,
+    listing,
+    out,
+    result_ids_arg,
+    run_id_arg,
+    skip,
+    state,
+    table,
+    warn,
+)
 from labctl.cli.groups import GroupWithDefault
 
 
@@ -94,7 +108,9 @@ def _lm_eval_sets(name: str, answer_map: bool, as_json: bool) -> None:
 
 
 def evaluate(
-    run_id: Annotated[str | None, typer.Argument(help="A running labctl run (or use --base-url and --model).")] = None,
+    run_id: Annotated[
+        str | None, typer.Argument(callback=run_id_arg, help="A running labctl run (or use --base-url and --model).")
+    ] = None,
     suite: Annotated[
         str | None,
         typer.Option(
@@ -227,7 +243,9 @@ def _print_eval(result: dict[str, Any], path: Path) -> None:
 
 
 def compare(
-    ids: Annotated[list[str], typer.Argument(help="Bench ids (or run ids: their latest complete result).")],
+    ids: Annotated[
+        list[str], typer.Argument(callback=result_ids_arg, help="Bench ids (or run ids: their latest complete result).")
+    ],
     fmt: Annotated[str, typer.Option("--format", help="table, markdown, csv or json.")] = "table",
     allow_mismatch: Annotated[
         bool, typer.Option(help="Show results measured under different rules, cells marked ✗.")
@@ -260,8 +278,9 @@ def report(
     ids: Annotated[
         list[str],
         typer.Argument(
+            callback=result_ids_arg,
             help="Bench ids, or run ids: a run's newest complete result (with one id, the report names the run's "
-            "other results; give a bench id to report one of those)."
+            "other results; give a bench id to report one of those).",
         ),
     ],
     output: Annotated[str, typer.Option("-o", "--output", help="The report folder to write.")],
@@ -320,7 +339,7 @@ def _refuse_mixed(checks: list[Any], allow_mismatch: bool, message: str) -> None
 
 
 def list_evaluations(
-    run_id: Annotated[str, typer.Argument(help="The run whose evaluations to list.")],
+    run_id: Annotated[str, typer.Argument(callback=run_id_arg, help="The run whose evaluations to list.")],
     as_json: Annotated[bool, typer.Option("--json", help="Print a JSON list.")] = False,
 ) -> None:
     """List a run's evaluations.
@@ -365,8 +384,10 @@ def _interval(result: dict[str, Any]) -> str:
 
 
 def diff_evaluations(
-    first: Annotated[str, typer.Argument(help="An evaluation id.")],
-    second: Annotated[str, typer.Argument(help="Another evaluation id of the same suite version.")],
+    first: Annotated[str, typer.Argument(callback=eval_id_arg, help="An evaluation id.")],
+    second: Annotated[
+        str, typer.Argument(callback=eval_id_arg, help="Another evaluation id of the same suite version.")
+    ],
     as_json: Annotated[bool, typer.Option("--json", help="Print the flipped cases as JSON.")] = False,
 ) -> None:
     """List the cases that flipped between two evaluations of one suite version.

@@ -8,7 +8,18 @@ from typing import Annotated, Any
 
 import typer
 
-from labctl.cli.context import HOST_HELP, CopyImage, listing, out, skip, state, table, warn
+from labctl.cli.context import (
+    HOST_HELP,
+    CopyImage,
+    listing,
+    out,
+    run_id_arg,
+    run_or_engine_arg,
+    skip,
+    state,
+    table,
+    warn,
+)
 from labctl.cli.terminal import inert_value
 from labctl.host.files.disk import size_text
 
@@ -175,7 +186,10 @@ def _gc_cluster(name: str, yes: bool, as_json: bool) -> None:
 
 def down(
     target: Annotated[
-        str | None, typer.Argument(help="A run id or an engine name (default: your only running run in this home).")
+        str | None,
+        typer.Argument(
+            callback=run_or_engine_arg, help="A run id or an engine name (default: your only running run in this home)."
+        ),
     ] = None,
     reason: Annotated[str | None, typer.Option(help="Why (recorded).")] = None,
     force: Annotated[bool, typer.Option(help="Stop another owner's resident deployment (needs --reason).")] = False,
@@ -244,7 +258,7 @@ def status(
 
 
 def logs(
-    run_id: Annotated[str, typer.Argument(help="The run id.")],
+    run_id: Annotated[str, typer.Argument(callback=run_id_arg, help="The run id.")],
     follow: Annotated[bool, typer.Option("--follow", "-f", help="Keep printing new lines.")] = False,
     service: Annotated[str, typer.Option(help="serve (the engine) or build (TensorRT-LLM's engine build).")] = "serve",
     host: Annotated[str | None, typer.Option("--host", help=HOST_HELP)] = None,
@@ -292,7 +306,7 @@ def runs(
 
 
 def show(
-    run_id: Annotated[str, typer.Argument(help="The run id.")],
+    run_id: Annotated[str, typer.Argument(callback=run_id_arg, help="The run id.")],
     as_json: Annotated[bool, typer.Option("--json", help="Print the whole record as JSON.")] = False,
     docker_run: Annotated[
         bool, typer.Option("--docker-run", help="Print the equivalent plain `docker run` command.")
@@ -439,7 +453,7 @@ def gc(
 
 
 def share(
-    run_id: Annotated[str, typer.Argument(help="The resident run.")],
+    run_id: Annotated[str, typer.Argument(callback=run_id_arg, help="The resident run.")],
     as_json: Annotated[
         bool,
         typer.Option(
@@ -506,7 +520,7 @@ def share(
 
 
 def rotate_key(
-    run_id: Annotated[str, typer.Argument(help="The resident run.")],
+    run_id: Annotated[str, typer.Argument(callback=run_id_arg, help="The resident run.")],
     key_file: Annotated[str | None, typer.Option(help="Take the new keys from this file (mode 600).")] = None,
     keys: Annotated[int | None, typer.Option(help="Generate N new keys (default: as many as before).")] = None,
     force: Annotated[bool, typer.Option(help="Rotate another owner's deployment (needs --reason).")] = False,
