@@ -259,29 +259,60 @@ def status(
 
 def logs(
     run_id: Annotated[str, typer.Argument(callback=run_id_arg, help="The run id.")],
-    follow: Annotated[bool, typer.Option("--follow", "-f", help="Keep printing new lines.")] = False,
+    follow: Annotated[bool, typer.Option("--follow", "-f", help="Keep printing new lines (a live engine).")] = False,
+    tail: Annotated[int | None, typer.Option("--tail", "-n", help="Only the last N lines.")] = None,
+    since: Annotated[
+        str | None,
+        typer.Option(help="Only lines since: a time ago (30m, 2h, 3d) or a date or time (2026-12-07T04:00, UTC)."),
+    ] = None,
     service: Annotated[str, typer.Option(help="serve (the engine) or build (TensorRT-LLM's engine build).")] = "serve",
     host: Annotated[str | None, typer.Option("--host", help=HOST_HELP)] = None,
 ) -> None:
     """Print an engine's logs (live from the container, or saved with the record once it stopped).
 
-    Example: labctl logs 20261203-015815-a1b2c3
+    Example: labctl logs latest --tail 50 --follow
     """
+    import datetime as dt
+
+    from labctl.errors import BadInput
+    from labctl.run.lifecycle.status import LogView
+    from labctl.run.records.run_filter import parse_since
+
+    if tail is not None and not 1 <= tail <= 1_000_000:
+        raise BadInput(f"--tail {tail}: give a number of lines from 1 to 1000000.")
+    start = parse_since(since, dt.datetime.now(dt.UTC)) if since is not None else None
+    view = LogView(follow=follow, tail=tail, since=start)
     state.choose_host(host)
-    for text in state.backend_of_run(run_id).logs(state.runs(), run_id, follow, service):
+    for text in state.backend_of_run(run_id).logs(state.runs(), run_id, view, service):
         sys.stdout.write(text)
         sys.stdout.flush()
 
 
 def runs(
     as_json: Annotated[bool, typer.Option("--json", help="Print a JSON list.")] = False,
+    mine: Annotated[bool, typer.Option("--mine", help="Only the runs you own.")] = False,
+    engine: Annotated[str | None, typer.Option(help="Only this engine's runs.")] = None,
+    status: Annotated[str | None, typer.Option(help="Only runs in this state (running, stopped, failed, ...).")] = None,
+    since: Annotated[
+        str | None, typer.Option(help="Only runs made since: a time ago (30m, 2h, 3d, 1w) or a date (2026-12-07).")
+    ] = None,
 ) -> None:
-    """List run records, newest last.
+    """List run records, newest last, with when each was made.
 
-    Example: labctl runs
+    Example: labctl runs --mine --since 2d
     """
-    from labctl.errors import BadInput
+    import datetime as dt
 
+    from labctl.errors import BadInput
+    from labctl.host.identity import current_user
+    from labctl.run.records.run_filter import RunFilter, parse_since
+
+    wanted = RunFilter(
+        owner=current_user() if mine else None,
+        engine=engine,
+        status=status,
+        since=parse_since(since, dt.datetime.now(dt.UTC)) if since is not None else None,
+    )
     store = state.runs()
     rows = []
     preps: list[dict[str, Any]] = []
@@ -291,18 +322,22 @@ def runs(
         except BadInput as exc:
             skip(f"skipped run {run_id}: {exc}")
             continue
-        rows.append([run_id, f"{r.engine}/{r.profile}", r.status, r.environment_label, r.owner, r.image.digest or "-"])
+        if not wanted.keeps(r):
+            continue
+        created = r.created_at[:19].replace("T", " ")
+        engine_profile = f"{r.engine}/{r.profile}"
+        rows.append([run_id, created, engine_profile, r.status, r.environment_label, r.owner, r.image.digest or "-"])
         preps.append({name: part.to_json() for name, part in r.prep.items()})
-    header = ["RUN", "ENGINE/PROFILE", "STATUS", "ENVIRONMENT", "OWNER", "DIGEST"]
+    header = ["RUN", "CREATED (UTC)", "ENGINE/PROFILE", "STATUS", "ENVIRONMENT", "OWNER", "DIGEST"]
     if as_json:  # each run's prep parts too, as the record holds them
-        keys = ["run", "engine_profile", "status", "environment", "owner", "digest"]
+        keys = ["run", "created_at", "engine_profile", "status", "environment", "owner", "digest"]
         print(
             json.dumps(
                 [{**dict(zip(keys, row, strict=True)), "prep": prep} for row, prep in zip(rows, preps, strict=True)]
             )
         )
         return
-    listing([[*row[:5], row[5][:19]] for row in rows], header, as_json, empty=f"no runs under {store.root}")
+    listing([[*row[:6], row[6][:19]] for row in rows], header, as_json, empty=f"no runs under {store.root}")
 
 
 def show(

@@ -3,6 +3,7 @@ names several runs is one `Error:` line, exit 2."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -28,3 +29,33 @@ def test_a_run_by_a_part_of_its_id_or_latest(tmp_path: Path) -> None:
     assert listed.code == 0, listed
     several = run_labctl("show", "20261207-04", env=env)
     assert several.code == 2 and several.stderr.count("\n") == 1 and "names 2 run ids" in several.stderr, several
+
+
+def test_runs_filters_by_owner_engine_status_and_date_and_shows_the_date(tmp_path: Path) -> None:
+    runs = Runs(tmp_path / "home")
+    made = [
+        ("20261201-100000-aaaaa1", "harness", None, "stopped", "2026-12-01T10:00:00Z"),
+        ("20261206-100000-aaaaa2", "vllm", None, "failed", "2026-12-06T10:00:00Z"),
+        ("20261207-010000-aaaaa3", "harness", "colleague", "stopped", "2026-12-07T01:00:00Z"),
+    ]
+    for run_id, engine, owner, status, created in made:
+        record = new_record(
+            run_id, engine, "p", "m", Endpoint(), owner, "harness-check", status=status, created_at=created
+        )
+        runs.save(record)
+    env = {"LABCTL_HOME": str(runs.root.parent)}
+
+    def listed(*flags: str) -> list[str]:
+        done = run_labctl("runs", "--json", *flags, env=env)
+        assert done.code == 0, done
+        return [row["run"] for row in json.loads(done.stdout)]
+
+    assert listed("--mine") == [made[0][0], made[1][0]]
+    assert listed("--engine", "harness") == [made[0][0], made[2][0]]
+    assert listed("--status", "failed") == [made[1][0]]
+    assert listed("--since", "2026-12-06") == [made[1][0], made[2][0]]
+    assert listed("--mine", "--engine", "harness", "--since", "2026-12-01T09:00") == [made[0][0]]
+    table = run_labctl("runs", env=env).stdout
+    assert "CREATED (UTC)" in table and "2026-12-06 10:00:00" in table, table
+    bad = run_labctl("runs", "--since", "yesterday", env=env)
+    assert bad.code == 2 and "--since 'yesterday'" in bad.stderr and bad.stderr.count("\n") == 1, bad

@@ -6,6 +6,7 @@ the Engine API's socket for the two answers the CLI does not give."""
 
 from __future__ import annotations
 
+import datetime as dt
 import subprocess
 import threading
 from collections.abc import Iterator
@@ -335,8 +336,8 @@ def refresh(container: Container) -> None:
     container.reload()  # type: ignore[no-untyped-call]
 
 
-def follow_logs(container: Container) -> Iterator[bytes]:
-    stream: Any = client().container.logs(container, follow=True, stream=True)
+def follow_logs(container: Container, tail: int | None = None, since: dt.datetime | None = None) -> Iterator[bytes]:
+    stream: Any = client().container.logs(container, follow=True, stream=True, tail=tail, since=since)
     for _source, line in stream:
         yield line if isinstance(line, bytes) else str(line).encode()
 
@@ -374,6 +375,12 @@ def read_logs(container: Container, lines: int) -> str | None:
         return str(client().container.logs(container, tail=lines))
     except DockerException:
         return None
+
+
+def logs_part(container: Container, lines: int, since: dt.datetime | None) -> str:
+    """The last `lines` lines written since `since` (None: from the start)."""
+    with docker_errors("reading the engine's logs"):
+        return str(client().container.logs(container, tail=lines, since=since))
 
 
 def logs_tail(container: Container, lines: int = 30) -> str:

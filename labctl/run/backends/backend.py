@@ -14,6 +14,7 @@ from labctl.catalog.hosts_file import HostEntry
 from labctl.catalog.lab import Lab
 from labctl.run.lifecycle.down import Stopped
 from labctl.run.lifecycle.reproduce import ReproduceRequest
+from labctl.run.lifecycle.status import LogView
 from labctl.run.lifecycle.up_plan import UpRequest
 from labctl.run.records.record import Record
 from labctl.run.records.store import Runs
@@ -96,7 +97,7 @@ class Backend(Protocol):
     def status(self, runs: Runs) -> list[StatusSection]:
         """This backend's runs now (`status --host NAME`)."""
 
-    def logs(self, runs: Runs, run_id: str, follow: bool, service: str) -> Iterator[str]:
+    def logs(self, runs: Runs, run_id: str, view: LogView, service: str) -> Iterator[str]:
         """A run's engine logs, live while it runs, else the copy saved with its record."""
 
     def run_host(self, record: Record) -> HostEntry | None:

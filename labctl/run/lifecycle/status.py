@@ -3,6 +3,7 @@ run was started from this home)."""
 
 from __future__ import annotations
 
+import datetime as dt
 import threading
 import time
 from collections.abc import Iterator
@@ -76,7 +77,16 @@ def host_sections(runs: Runs, hosts: list[HostEntry], timeout: float) -> list[Ho
     ]
 
 
-def engine_logs(runs: Runs, run_id: str, follow: bool, service: str = "serve") -> Iterator[str]:
+@dataclass(frozen=True)
+class LogView:
+    """What part of an engine's log to print: the last `tail` lines, those since `since` (UTC), then `follow`."""
+
+    follow: bool = False
+    tail: int | None = None
+    since: dt.datetime | None = None
+
+
+def engine_logs(runs: Runs, run_id: str, view: LogView, service: str = "serve") -> Iterator[str]:
     """A service's logs (the engine, or TensorRT-LLM's build step): live from its container, else the copy
     saved beside the record when it stopped."""
     runs.dir(run_id)  # a malformed run id is refused before Docker is asked
@@ -84,12 +94,19 @@ def engine_logs(runs: Runs, run_id: str, follow: bool, service: str = "serve") -
         raise BadInput(f"--service {service!r}: serve or build.")
     containers = [c for c in dk.labctl_containers(run_id=run_id) if dk.service_of(c) == service]
     if containers:
-        if follow:
-            yield from (line.decode(errors="replace") for line in dk.follow_logs(containers[0]))
+        if view.follow:
+            lines = dk.follow_logs(containers[0], view.tail, view.since)
+            yield from (line.decode(errors="replace") for line in lines)
         else:
-            yield dk.logs_tail(containers[0], 1_000_000)
+            yield dk.logs_part(containers[0], view.tail or 1_000_000, view.since)
         return
     saved = runs.dir(run_id) / f"{service}.log"
     if not saved.is_file():
         raise BadInput(f"no {service} container and no saved {service} logs for run {run_id}. See `labctl runs`.")
-    yield read_tail(saved, MAX_LOG_BYTES)
+    if view.since is not None or view.follow:  # the copy saved at down holds no times, and grows no more
+        raise BadInput(
+            f"run {run_id} has stopped: its saved {service} log has no times and no new lines, so --since and "
+            "--follow apply only to a live engine; use --tail N."
+        )
+    text = read_tail(saved, MAX_LOG_BYTES)
+    yield "".join(text.splitlines(keepends=True)[-view.tail :]) if view.tail else text

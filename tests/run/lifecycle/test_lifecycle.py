@@ -236,3 +236,22 @@ def test_pinned_profile_is_pulled_by_digest_when_absent(lab: Path, home: Path) -
             ["docker", "tag", f"127.0.0.1:5000/labctl/harness@{digest}", "127.0.0.1:5000/labctl/harness:dev"],
             capture_output=True,
         )
+
+
+def test_logs_tail_since_and_a_stopped_runs_saved_log(lab: Path, home: Path) -> None:
+    write_profile(lab, "tl", free_port())
+    info = json.loads(up(lab, home, "tl").stdout)
+    run_id = info["run_id"]
+    whole = labctl(lab, home, "logs", run_id).stdout.splitlines()
+    assert len(whole) >= 2, whole
+    last = labctl(lab, home, "logs", run_id[-6:], "--tail", "1")  # a part of the id, as people type it
+    assert last.code == 0 and last.stdout.splitlines() == whole[-1:], last
+    assert labctl(lab, home, "logs", run_id, "--since", "10m").stdout.splitlines() == whole
+    assert labctl(lab, home, "logs", run_id, "--since", "2099-01-01").stdout == ""
+    assert labctl(lab, home, "down", run_id).code == 0
+    saved = labctl(lab, home, "logs", run_id, "--tail", "1")
+    assert saved.code == 0 and saved.stdout.splitlines() == whole[-1:], saved
+    live_only = labctl(lab, home, "logs", run_id, "--since", "1h")
+    assert live_only.code == 2 and "--since and --follow apply only to a live engine" in live_only.stderr
+    bad = labctl(lab, home, "logs", run_id, "--tail", "0")
+    assert bad.code == 2 and "--tail 0" in bad.stderr

@@ -17,7 +17,7 @@ from labctl.run.lifecycle.down import Stopped, stop, stop_run
 from labctl.run.lifecycle.host_inventory import host_timeout
 from labctl.run.lifecycle.reproduce import ReproduceRequest
 from labctl.run.lifecycle.reproduce import reproduce as rebuild
-from labctl.run.lifecycle.status import HostSection, engine_logs, host_sections
+from labctl.run.lifecycle.status import HostSection, LogView, engine_logs, host_sections
 from labctl.run.lifecycle.up import up
 from labctl.run.lifecycle.up_plan import UpRequest
 from labctl.run.records.prep_view import prep_rows
@@ -103,8 +103,8 @@ class DockerHost:
     def status(self, runs: Runs) -> list[StatusSection]:
         return [status_section(s) for s in host_sections(runs, [self.host], host_timeout())]
 
-    def logs(self, runs: Runs, run_id: str, follow: bool, service: str) -> Iterator[str]:
-        return engine_logs(runs, run_id, follow, service)
+    def logs(self, runs: Runs, run_id: str, view: LogView, service: str) -> Iterator[str]:
+        return engine_logs(runs, run_id, view, service)
 
     def run_host(self, record: Record) -> HostEntry | None:
         return self.host

@@ -21,7 +21,7 @@ from labctl.run.backends.backend import Leftover, Say, StatusSection, StopReques
 from labctl.run.backends.slurm.job_record import job_of
 from labctl.run.lifecycle.down import Stopped
 from labctl.run.lifecycle.reproduce import ReproduceRequest, checked_source, reproduction
-from labctl.run.lifecycle.status import engine_logs
+from labctl.run.lifecycle.status import LogView, engine_logs
 from labctl.run.lifecycle.up_plan import UpRequest
 from labctl.run.records.record import Record
 from labctl.run.records.store import Runs, is_run_id
@@ -178,13 +178,13 @@ class SlurmCluster:
             unreachable=(self.name, problem) if problem else None,
         )
 
-    def logs(self, runs: Runs, run_id: str, follow: bool, service: str) -> Iterator[str]:
+    def logs(self, runs: Runs, run_id: str, view: LogView, service: str) -> Iterator[str]:
         host = self.run_host(jobs.load(runs.home, run_id))
         if host is None:
-            yield from engine_logs(runs, run_id, follow, service)
+            yield from engine_logs(runs, run_id, view, service)
             return
         with dk.on_endpoint(host.docker):
-            yield from engine_logs(runs, run_id, follow, service)
+            yield from engine_logs(runs, run_id, view, service)
 
     def run_host(self, record: Record) -> HostEntry | None:
         node = record.slurm.node if record.slurm is not None else ""

@@ -26,6 +26,7 @@ from labctl.host.identity import current_user
 from labctl.run.backends.backend import Backend, BackendKind, Leftover, Say, StatusSection, StopRequest
 from labctl.run.lifecycle.down import Stopped
 from labctl.run.lifecycle.reproduce import ReproduceRequest
+from labctl.run.lifecycle.status import LogView
 from labctl.run.lifecycle.up_plan import UpRequest
 from labctl.run.records.record import Endpoint, Record, new_record, now
 from labctl.run.records.store import Runs, new_run_id
@@ -123,7 +124,7 @@ class LocalProcess:
             )
         ]
 
-    def logs(self, runs: Runs, run_id: str, follow: bool, service: str) -> Iterator[str]:
+    def logs(self, runs: Runs, run_id: str, view: LogView, service: str) -> Iterator[str]:
         yield (runs.dir(run_id) / "serve.log").read_text(encoding="utf-8", errors="replace")
 
     def run_host(self, record: Record) -> HostEntry | None:
