@@ -11,7 +11,7 @@ from typing import Annotated
 import typer
 
 from labctl.cli import bench, catalog, fetch, hosts, init, quality, reproduce, runs, study
-from labctl.cli.context import state
+from labctl.cli.context import complete_host, state
 from labctl.cli.terminal import inert
 
 app = typer.Typer(
@@ -48,7 +48,12 @@ def _global(
         ),
     ] = None,
     host: Annotated[
-        str | None, typer.Option("--host", help="The Docker host to drive (see `labctl hosts`; default: local).")
+        str | None,
+        typer.Option(
+            "--host",
+            autocompletion=complete_host,
+            help="The Docker host to drive (see `labctl hosts`; default: local).",
+        ),
     ] = None,
     home: Annotated[
         str | None,

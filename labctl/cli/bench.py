@@ -16,6 +16,9 @@ from labctl.cli.context import (
     WAIT_HELP,
     Thinking,
     bench_id_arg,
+    complete_host,
+    complete_run_id,
+    complete_workload,
     listing,
     out,
     run_id_arg,
@@ -91,9 +94,16 @@ def workloads(
 
 def run(
     run_id: Annotated[
-        str | None, typer.Argument(callback=run_id_arg, help="A running labctl run (or use --base-url and --model).")
+        str | None,
+        typer.Argument(
+            callback=run_id_arg,
+            autocompletion=complete_run_id,
+            help="A running labctl run (or use --base-url and --model).",
+        ),
     ] = None,
-    workload: Annotated[str | None, typer.Option(help="The workload name (workloads/NAME.yaml).")] = None,
+    workload: Annotated[
+        str | None, typer.Option(autocompletion=complete_workload, help="The workload name (workloads/NAME.yaml).")
+    ] = None,
     base_url: Annotated[
         str | None, typer.Option(help="Any OpenAI-compatible base URL, e.g. http://host:8000/v1.")
     ] = None,
@@ -151,7 +161,7 @@ def run(
         bool, typer.Option(help="Sample the GPUs (nvidia-smi) and the engine's /metrics once a second.")
     ] = True,
     as_json: Annotated[bool, typer.Option("--json", help="Print the whole result as one JSON document.")] = False,
-    host: Annotated[str | None, typer.Option("--host", help=HOST_HELP)] = None,
+    host: Annotated[str | None, typer.Option("--host", autocompletion=complete_host, help=HOST_HELP)] = None,
     allow_shared_engine: Annotated[bool, typer.Option(help=SHARED_HELP)] = False,
     wait_for_engine: Annotated[float, typer.Option(help=WAIT_HELP)] = 0.0,
     max_error_rate: Annotated[
@@ -390,7 +400,9 @@ def _numbers(value: dict[str, Any], *keys: str) -> bool:
 
 
 def list_results(
-    run_id: Annotated[str, typer.Argument(callback=run_id_arg, help="The run whose results to list.")],
+    run_id: Annotated[
+        str, typer.Argument(callback=run_id_arg, autocompletion=complete_run_id, help="The run whose results to list.")
+    ],
     as_json: Annotated[bool, typer.Option("--json", help="Print a JSON list.")] = False,
 ) -> None:
     """List a run's bench results.

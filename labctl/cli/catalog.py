@@ -6,7 +6,7 @@ from typing import Annotated
 
 import typer
 
-from labctl.cli.context import listing, out, state, warn
+from labctl.cli.context import complete_engine, complete_profile, listing, out, state, warn
 
 
 def register(app: typer.Typer) -> None:
@@ -35,7 +35,9 @@ def engines(
 
 
 def profiles(
-    engine: Annotated[str | None, typer.Argument(help="Only this engine's profiles.")] = None,
+    engine: Annotated[
+        str | None, typer.Argument(autocompletion=complete_engine, help="Only this engine's profiles.")
+    ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print a JSON list.")] = False,
 ) -> None:
     """List launch profiles with their pinning and support-matrix status.
@@ -66,8 +68,12 @@ def profiles(
 
 
 def validate(
-    engine: Annotated[str | None, typer.Argument(help="Only this engine (default: every engine).")] = None,
-    profile: Annotated[str | None, typer.Option("--profile", "-p", help="Only this profile.")] = None,
+    engine: Annotated[
+        str | None, typer.Argument(autocompletion=complete_engine, help="Only this engine (default: every engine).")
+    ] = None,
+    profile: Annotated[
+        str | None, typer.Option("--profile", "-p", autocompletion=complete_profile, help="Only this profile.")
+    ] = None,
     allow_unsupported: Annotated[
         bool, typer.Option(help="Accept family x quantization outside the support matrix.")
     ] = False,
@@ -95,8 +101,11 @@ def validate(
 
 
 def render(
-    engine: Annotated[str, typer.Argument(help="The engine, e.g. sglang.")],
-    profile: Annotated[str, typer.Option("--profile", "-p", help="The launch profile, e.g. qwen3-32b.")],
+    engine: Annotated[str, typer.Argument(autocompletion=complete_engine, help="The engine, e.g. sglang.")],
+    profile: Annotated[
+        str,
+        typer.Option("--profile", "-p", autocompletion=complete_profile, help="The launch profile, e.g. qwen3-32b."),
+    ],
     stdout: Annotated[bool, typer.Option("--stdout", help="Print the compose file instead of writing it.")] = False,
     allow_unsupported: Annotated[
         bool, typer.Option(help="Render a family x quantization outside the support matrix (labelled).")

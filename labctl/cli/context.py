@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
@@ -243,3 +244,48 @@ def run_or_engine_arg(value: str | None) -> str | None:
     except LabctlError:
         pass  # no lab here: only run ids can be meant
     return run_id_arg(value)
+
+
+# Shell completion (`labctl --install-completion`): ids from the home, names from the lab. A completion must
+# never fail or print: whatever cannot be read completes nothing.
+def _quietly(find: Callable[[], list[str]], incomplete: str) -> list[str]:
+    try:
+        return [value for value in find() if value.startswith(incomplete)][:200]
+    except Exception:  # noqa: BLE001 - a broken home or lab must not break the user's shell
+        return []
+
+
+def complete_run_id(incomplete: str) -> list[str]:
+    return _quietly(lambda: [*reversed(state.runs().all_ids()), "latest"], incomplete)
+
+
+def complete_engine(incomplete: str) -> list[str]:
+    return _quietly(lambda: sorted(p.parent.name for p in state.lab().engines_dir.glob("*/engine.yaml")), incomplete)
+
+
+def complete_host(incomplete: str) -> list[str]:
+    """Hosts and clusters of the hosts files."""
+    from labctl.catalog.clusters_file import load_clusters
+    from labctl.catalog.hosts_file import LOCAL, load_hosts
+
+    def names() -> list[str]:
+        root = state.lab().root
+        return sorted({LOCAL, *load_hosts(root).entries, *load_clusters(root)})
+
+    return _quietly(names, incomplete)
+
+
+def complete_workload(incomplete: str) -> list[str]:
+    return _quietly(lambda: sorted(p.stem for p in (state.lab().root / "workloads").glob("*.yaml")), incomplete)
+
+
+def complete_profile(ctx: typer.Context, incomplete: str) -> list[str]:
+    """The profiles of the engine already on the command line (every engine's when none is)."""
+
+    def names() -> list[str]:
+        engine = ctx.params.get("engine")
+        engines = state.lab().engines_dir
+        folders = [engines / engine] if isinstance(engine, str) else [p.parent for p in engines.glob("*/engine.yaml")]
+        return sorted({p.stem for folder in folders for p in (folder / "profiles").glob("*.yaml")})
+
+    return _quietly(names, incomplete)

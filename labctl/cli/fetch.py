@@ -8,7 +8,16 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from labctl.cli.context import HOST_HELP, out, state, warn
+from labctl.cli.context import (
+    HOST_HELP,
+    complete_engine,
+    complete_host,
+    complete_profile,
+    complete_workload,
+    out,
+    state,
+    warn,
+)
 
 if TYPE_CHECKING:
     from labctl.run.models.fetch import Fetched
@@ -50,9 +59,12 @@ def hub_serve(
 
 
 def fetch(
-    engine: Annotated[str | None, typer.Argument(help="The engine, e.g. vllm.")] = None,
+    engine: Annotated[str | None, typer.Argument(autocompletion=complete_engine, help="The engine, e.g. vllm.")] = None,
     profile: Annotated[
-        str | None, typer.Option("--profile", "-p", help="The launch profile whose model to fetch.")
+        str | None,
+        typer.Option(
+            "--profile", "-p", autocompletion=complete_profile, help="The launch profile whose model to fetch."
+        ),
     ] = None,
     task: Annotated[
         str | None,
@@ -62,13 +74,16 @@ def fetch(
     ] = None,
     workload: Annotated[
         str | None,
-        typer.Option(help="Instead: a workload whose Hub dataset to fetch (workloads/NAME.yaml: dataset.repo)."),
+        typer.Option(
+            autocompletion=complete_workload,
+            help="Instead: a workload whose Hub dataset to fetch (workloads/NAME.yaml: dataset.repo).",
+        ),
     ] = None,
     cache_dir: Annotated[
         str | None, typer.Option(help="Host model cache (default: $LABCTL_CACHE_DIR or ~/.cache/huggingface).")
     ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="End with what was fetched as one JSON object.")] = False,
-    host: Annotated[str | None, typer.Option("--host", help=HOST_HELP)] = None,
+    host: Annotated[str | None, typer.Option("--host", autocompletion=complete_host, help=HOST_HELP)] = None,
 ) -> None:
     """Download a profile's model at its pinned revision into the cache its engine mounts (resumable; HF_TOKEN from the environment); or, with --task, a quality task set's dataset, read offline by `labctl eval run --suite lm-eval:NAME`; or, with --workload, a workload's Hub dataset file, read offline by `labctl bench`.
 

@@ -14,6 +14,8 @@ from labctl.cli.context import (
     SHARED_HELP,
     WAIT_HELP,
     Thinking,
+    complete_host,
+    complete_run_id,
     eval_id_arg,
     listing,
     out,
@@ -109,7 +111,12 @@ def _lm_eval_sets(name: str, answer_map: bool, as_json: bool) -> None:
 
 def evaluate(
     run_id: Annotated[
-        str | None, typer.Argument(callback=run_id_arg, help="A running labctl run (or use --base-url and --model).")
+        str | None,
+        typer.Argument(
+            callback=run_id_arg,
+            autocompletion=complete_run_id,
+            help="A running labctl run (or use --base-url and --model).",
+        ),
     ] = None,
     suite: Annotated[
         str | None,
@@ -128,7 +135,7 @@ def evaluate(
     concurrency: Annotated[int, typer.Option(help="Cases asked at once.")] = 8,
     timeout: Annotated[float, typer.Option(help="Seconds one answer may take.")] = 300.0,
     as_json: Annotated[bool, typer.Option("--json", help="Print the whole result as JSON.")] = False,
-    host: Annotated[str | None, typer.Option("--host", help=HOST_HELP)] = None,
+    host: Annotated[str | None, typer.Option("--host", autocompletion=complete_host, help=HOST_HELP)] = None,
     allow_shared_engine: Annotated[bool, typer.Option(help=SHARED_HELP)] = False,
     wait_for_engine: Annotated[float, typer.Option(help=WAIT_HELP)] = 0.0,
     max_error_rate: Annotated[
@@ -339,7 +346,10 @@ def _refuse_mixed(checks: list[Any], allow_mismatch: bool, message: str) -> None
 
 
 def list_evaluations(
-    run_id: Annotated[str, typer.Argument(callback=run_id_arg, help="The run whose evaluations to list.")],
+    run_id: Annotated[
+        str,
+        typer.Argument(callback=run_id_arg, autocompletion=complete_run_id, help="The run whose evaluations to list."),
+    ],
     as_json: Annotated[bool, typer.Option("--json", help="Print a JSON list.")] = False,
 ) -> None:
     """List a run's evaluations.

@@ -8,7 +8,18 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from labctl.cli.context import HOST_HELP, CopyImage, out, run_id_arg, run_or_file_arg, state, table, warn
+from labctl.cli.context import (
+    HOST_HELP,
+    CopyImage,
+    complete_host,
+    complete_run_id,
+    out,
+    run_id_arg,
+    run_or_file_arg,
+    state,
+    table,
+    warn,
+)
 
 if TYPE_CHECKING:
     pass
@@ -21,7 +32,9 @@ def register(app: typer.Typer) -> None:
 
 
 def export(
-    run_id: Annotated[str, typer.Argument(callback=run_id_arg, help="The run to export.")],
+    run_id: Annotated[
+        str, typer.Argument(callback=run_id_arg, autocompletion=complete_run_id, help="The run to export.")
+    ],
     output: Annotated[str | None, typer.Option("-o", "--output", help="Write here (default: print).")] = None,
     overwrite: Annotated[
         bool,
@@ -47,7 +60,10 @@ def export(
 
 
 def reproduce(
-    source: Annotated[str, typer.Argument(callback=run_or_file_arg, help="An export file or a run id.")],
+    source: Annotated[
+        str,
+        typer.Argument(callback=run_or_file_arg, autocompletion=complete_run_id, help="An export file or a run id."),
+    ],
     gpus: Annotated[str | None, typer.Option(help="GPU ids on this host (default: the original's).")] = None,
     port: Annotated[int | None, typer.Option(help="Port on this host (default: the original's).")] = None,
     cache_dir: Annotated[str | None, typer.Option(help="Model cache on this host.")] = None,
@@ -64,7 +80,7 @@ def reproduce(
     ] = False,
     timeout: Annotated[float, typer.Option(help="Seconds to wait for readiness.")] = 900.0,
     as_json: Annotated[bool, typer.Option("--json", help="End with the new run's summary as JSON.")] = False,
-    host: Annotated[str | None, typer.Option("--host", help=HOST_HELP)] = None,
+    host: Annotated[str | None, typer.Option("--host", autocompletion=complete_host, help=HOST_HELP)] = None,
     copy_image: CopyImage = False,
     fetch: Annotated[
         bool,
@@ -111,8 +127,14 @@ def reproduce(
 
 
 def diff(
-    a: Annotated[str, typer.Argument(callback=run_or_file_arg, help="A run id or an export file.")],
-    b: Annotated[str, typer.Argument(callback=run_or_file_arg, help="Another run id or export file.")],
+    a: Annotated[
+        str,
+        typer.Argument(callback=run_or_file_arg, autocompletion=complete_run_id, help="A run id or an export file."),
+    ],
+    b: Annotated[
+        str,
+        typer.Argument(callback=run_or_file_arg, autocompletion=complete_run_id, help="Another run id or export file."),
+    ],
     as_json: Annotated[bool, typer.Option("--json", help="Print the rows and the verdict as JSON.")] = False,
 ) -> None:
     """Compare two setups field by field; exit 0 when identical, 1 when they differ.

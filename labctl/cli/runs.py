@@ -11,6 +11,11 @@ import typer
 from labctl.cli.context import (
     HOST_HELP,
     CopyImage,
+    complete_engine,
+    complete_host,
+    complete_profile,
+    complete_run_id,
+    complete_workload,
     listing,
     out,
     run_id_arg,
@@ -53,8 +58,10 @@ def _progress() -> Any:
 
 
 def up(
-    engine: Annotated[str, typer.Argument(help="The engine, e.g. sglang.")],
-    profile: Annotated[str, typer.Option("--profile", "-p", help="The launch profile.")],
+    engine: Annotated[str, typer.Argument(autocompletion=complete_engine, help="The engine, e.g. sglang.")],
+    profile: Annotated[
+        str, typer.Option("--profile", "-p", autocompletion=complete_profile, help="The launch profile.")
+    ],
     gpus: Annotated[str | None, typer.Option(help="GPU ids on this host, e.g. 0,1 (default: the profile's).")] = None,
     port: Annotated[int | None, typer.Option(help="Port on this host (default: the profile's).")] = None,
     timeout: Annotated[float, typer.Option(help="Seconds to wait for readiness.")] = 900.0,
@@ -87,7 +94,7 @@ def up(
     allow_no_auth: Annotated[
         bool, typer.Option(help="Resident: serve an engine without key support beyond loopback.")
     ] = False,
-    host: Annotated[str | None, typer.Option("--host", help=HOST_HELP)] = None,
+    host: Annotated[str | None, typer.Option("--host", autocompletion=complete_host, help=HOST_HELP)] = None,
     copy_image: CopyImage = False,
     fetch: Annotated[
         bool,
@@ -188,13 +195,15 @@ def down(
     target: Annotated[
         str | None,
         typer.Argument(
-            callback=run_or_engine_arg, help="A run id or an engine name (default: your only running run in this home)."
+            callback=run_or_engine_arg,
+            autocompletion=complete_run_id,
+            help="A run id or an engine name (default: your only running run in this home).",
         ),
     ] = None,
     reason: Annotated[str | None, typer.Option(help="Why (recorded).")] = None,
     force: Annotated[bool, typer.Option(help="Stop another owner's resident deployment (needs --reason).")] = False,
     all_runs: Annotated[bool, typer.Option("--all", help="With an engine name: stop all your runs of it.")] = False,
-    host: Annotated[str | None, typer.Option("--host", help=HOST_HELP)] = None,
+    host: Annotated[str | None, typer.Option("--host", autocompletion=complete_host, help=HOST_HELP)] = None,
 ) -> None:
     """Stop and remove a run's containers; the record gets stopped_at and who.
 
@@ -217,7 +226,9 @@ def down(
 
 def status(
     as_json: Annotated[bool, typer.Option("--json", help="Print a JSON list.")] = False,
-    host: Annotated[str | None, typer.Option("--host", help="Only this host (default: every host).")] = None,
+    host: Annotated[
+        str | None, typer.Option("--host", autocompletion=complete_host, help="Only this host (default: every host).")
+    ] = None,
 ) -> None:
     """Every labctl engine on every host (or the --host one): run, engine/profile, GPUs, endpoint, health, owner.
 
@@ -258,7 +269,7 @@ def status(
 
 
 def logs(
-    run_id: Annotated[str, typer.Argument(callback=run_id_arg, help="The run id.")],
+    run_id: Annotated[str, typer.Argument(callback=run_id_arg, autocompletion=complete_run_id, help="The run id.")],
     follow: Annotated[bool, typer.Option("--follow", "-f", help="Keep printing new lines (a live engine).")] = False,
     tail: Annotated[int | None, typer.Option("--tail", "-n", help="Only the last N lines.")] = None,
     since: Annotated[
@@ -266,7 +277,7 @@ def logs(
         typer.Option(help="Only lines since: a time ago (30m, 2h, 3d) or a date or time (2026-12-07T04:00, UTC)."),
     ] = None,
     service: Annotated[str, typer.Option(help="serve (the engine) or build (TensorRT-LLM's engine build).")] = "serve",
-    host: Annotated[str | None, typer.Option("--host", help=HOST_HELP)] = None,
+    host: Annotated[str | None, typer.Option("--host", autocompletion=complete_host, help=HOST_HELP)] = None,
 ) -> None:
     """Print an engine's logs (live from the container, or saved with the record once it stopped).
 
@@ -341,7 +352,7 @@ def runs(
 
 
 def show(
-    run_id: Annotated[str, typer.Argument(callback=run_id_arg, help="The run id.")],
+    run_id: Annotated[str, typer.Argument(callback=run_id_arg, autocompletion=complete_run_id, help="The run id.")],
     as_json: Annotated[bool, typer.Option("--json", help="Print the whole record as JSON.")] = False,
     docker_run: Annotated[
         bool, typer.Option("--docker-run", help="Print the equivalent plain `docker run` command.")
@@ -369,17 +380,23 @@ def show(
 
 
 def pin(
-    engine: Annotated[str | None, typer.Argument(help="The engine.")] = None,
-    profile: Annotated[str | None, typer.Option("--profile", "-p", help="The profile to pin.")] = None,
+    engine: Annotated[str | None, typer.Argument(autocompletion=complete_engine, help="The engine.")] = None,
+    profile: Annotated[
+        str | None, typer.Option("--profile", "-p", autocompletion=complete_profile, help="The profile to pin.")
+    ] = None,
     workload: Annotated[
         str | None,
         typer.Option(
-            help="Instead: a workload whose Hub dataset revision to resolve to a commit and write into its file."
+            autocompletion=complete_workload,
+            help="Instead: a workload whose Hub dataset revision to resolve to a commit and write into its file.",
         ),
     ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print what was pinned as one JSON object.")] = False,
     host: Annotated[
-        str | None, typer.Option("--host", help="The host whose platform (os/architecture) picks the digest.")
+        str | None,
+        typer.Option(
+            "--host", autocompletion=complete_host, help="The host whose platform (os/architecture) picks the digest."
+        ),
     ] = None,
 ) -> None:
     """Ask the registry for the digest of the profile's image tag (this host's platform) and write it into the profile; nothing is pulled. It shows the commit the model's revision names now (each run records the commit it fetched). With --workload, ask the Hub which commit the workload's dataset revision names and write that instead; nothing is downloaded.
@@ -488,7 +505,9 @@ def gc(
 
 
 def share(
-    run_id: Annotated[str, typer.Argument(callback=run_id_arg, help="The resident run.")],
+    run_id: Annotated[
+        str, typer.Argument(callback=run_id_arg, autocompletion=complete_run_id, help="The resident run.")
+    ],
     as_json: Annotated[
         bool,
         typer.Option(
@@ -555,7 +574,9 @@ def share(
 
 
 def rotate_key(
-    run_id: Annotated[str, typer.Argument(callback=run_id_arg, help="The resident run.")],
+    run_id: Annotated[
+        str, typer.Argument(callback=run_id_arg, autocompletion=complete_run_id, help="The resident run.")
+    ],
     key_file: Annotated[str | None, typer.Option(help="Take the new keys from this file (mode 600).")] = None,
     keys: Annotated[int | None, typer.Option(help="Generate N new keys (default: as many as before).")] = None,
     force: Annotated[bool, typer.Option(help="Rotate another owner's deployment (needs --reason).")] = False,

@@ -59,3 +59,30 @@ def test_runs_filters_by_owner_engine_status_and_date_and_shows_the_date(tmp_pat
     assert "CREATED (UTC)" in table and "2026-12-06 10:00:00" in table, table
     bad = run_labctl("runs", "--since", "yesterday", env=env)
     assert bad.code == 2 and "--since 'yesterday'" in bad.stderr and bad.stderr.count("\n") == 1, bad
+
+
+@pytest.mark.parametrize(
+    ("words", "expected"),
+    [
+        ("labctl show 2026", {OLD, NEW}),
+        ("labctl show la", {"latest"}),
+        ("labctl up sgl", {"sglang"}),
+        ("labctl up sglang --profile qwen3", {"qwen3-32b", "qwen3-32b-engine", "qwen3.6-35b-a3b-fp8"}),
+        ("labctl bench 2026 --workload chat-", {"chat-sweep"}),
+        ("labctl status --host lo", {"local"}),
+    ],
+)
+def test_shell_completion_offers_ids_engines_profiles_workloads_and_hosts(
+    tmp_path: Path, words: str, expected: set[str]
+) -> None:
+    runs = Runs(tmp_path / "home")
+    for run_id in (OLD, NEW):
+        runs.save(new_record(run_id, "harness", "smoke", "m", Endpoint(), None, "harness-check", status="stopped"))
+    env = {
+        "LABCTL_HOME": str(runs.root.parent),
+        "_LABCTL_COMPLETE": "complete_bash",
+        "COMP_WORDS": words,
+        "COMP_CWORD": str(len(words.split()) - 1),
+    }
+    done = run_labctl(env=env)
+    assert done.code == 0 and set(done.stdout.split()) == expected, done
