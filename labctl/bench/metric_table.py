@@ -156,3 +156,14 @@ def value_in(metric: Metric, figures: Mapping[str, Any], telemetry: Mapping[str,
         return metric.derive(figures, telemetry or {})
     value = figures.get(metric.key)
     return float(value) if isinstance(value, int | float) and math.isfinite(value) else None
+
+
+def metric_columns() -> list[str]:
+    """Every metric of the table, each followed by its interval's bounds when it has one (the exports' columns)."""
+    return [
+        key
+        for metric in METRICS
+        for key in (
+            [metric.key, f"{metric.key}_ci95_low", f"{metric.key}_ci95_high"] if metric.interval else [metric.key]
+        )
+    ]

@@ -136,6 +136,17 @@ class Level:
     def interval(self, metric: Metric) -> tuple[float, float] | None:
         return self.intervals.get(metric.key)
 
+    def metric_cells(self) -> dict[str, float | None]:
+        """Every metric of the table, and for those with an interval `<key>_ci95_low` and `_high` (exports)."""
+        cells: dict[str, float | None] = {}
+        for metric in METRICS:
+            cells[metric.key] = self.value(metric)
+            if metric.interval:
+                bounds = self.interval(metric)
+                cells[f"{metric.key}_ci95_low"] = bounds[0] if bounds else None
+                cells[f"{metric.key}_ci95_high"] = bounds[1] if bounds else None
+        return cells
+
     @property
     def interval_basis(self) -> str:
         """What the level's 95 % intervals are over: `n=3 runs` (Student-t) or `n=200 requests` (bootstrap)."""

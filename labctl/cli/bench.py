@@ -439,16 +439,31 @@ def list_results(
 
 def show(
     bench_id: Annotated[str, typer.Argument(callback=bench_id_arg, help="The bench result id.")],
-    as_json: Annotated[bool, typer.Option("--json", help="Print the whole result as JSON.")] = False,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the whole result file as JSON.")] = False,
+    fmt: Annotated[
+        str,
+        typer.Option(
+            "--format",
+            help="table (for people), or one row per level with every metric and its 95 % interval: csv, "
+            "markdown or json.",
+        ),
+    ] = "table",
 ) -> None:
-    """Print one bench result.
+    """Print one bench result (or export its levels: --format csv|markdown|json).
 
-    Example: labctl bench show b20261203-020000-abcdef
+    Example: labctl bench show latest --format csv
     """
     from labctl.bench.results import find_result
+    from labctl.compare import result_export as export
+    from labctl.errors import BadInput
 
+    if fmt not in export.FORMATS:
+        raise BadInput(f"--format {fmt[:40]!r}: one of {', '.join(export.FORMATS)}.")
     result, path = find_result(state.runs(), bench_id)
     if as_json:
         print(json.dumps(result.to_json(), indent=1))
-    else:
+    elif fmt == "table":
         print_result(result, str(path))
+    else:
+        rows = export.result_rows(result)
+        sys.stdout.write({"csv": export.as_csv, "markdown": export.as_markdown, "json": export.as_json}[fmt](rows))

@@ -154,6 +154,13 @@ class State:
 
         return Runs(home_dir(self.lab(), self.home_option))
 
+    def home_runs(self) -> Runs:
+        """The home's runs, found without choosing the host this command drives (its --host is read later)."""
+        from labctl.catalog.lab import find_lab
+        from labctl.run.records.store import Runs, home_dir
+
+        return Runs(home_dir(self._lab or find_lab(self.lab_option), self.home_option))
+
 
 state = State()
 
@@ -203,26 +210,26 @@ class Thinking(StrEnum):
 def run_id_arg(value: str | None) -> str | None:
     from labctl.run.records.ids import resolve
 
-    return None if value is None else resolve(state.runs(), value, "run")
+    return None if value is None else resolve(state.home_runs(), value, "run")
 
 
 def bench_id_arg(value: str) -> str:
     from labctl.run.records.ids import resolve
 
-    return resolve(state.runs(), value, "bench")
+    return resolve(state.home_runs(), value, "bench")
 
 
 def eval_id_arg(value: str) -> str:
     from labctl.run.records.ids import resolve
 
-    return resolve(state.runs(), value, "eval")
+    return resolve(state.home_runs(), value, "eval")
 
 
 def result_ids_arg(values: list[str]) -> list[str]:
     """Bench ids or run ids (compare): each made whole."""
     from labctl.run.records.ids import resolve_bench_or_run
 
-    runs = state.runs()
+    runs = state.home_runs()
     return [resolve_bench_or_run(runs, value) for value in values]
 
 
@@ -239,7 +246,7 @@ def run_or_engine_arg(value: str | None) -> str | None:
 
     try:
         simple = value is not None and value.replace("-", "").replace("_", "").isalnum()
-        if simple and (state.lab().root / "engines" / str(value) / "engine.yaml").is_file():
+        if simple and (state.lab_root() / "engines" / str(value) / "engine.yaml").is_file():
             return value
     except LabctlError:
         pass  # no lab here: only run ids can be meant
@@ -256,11 +263,13 @@ def _quietly(find: Callable[[], list[str]], incomplete: str) -> list[str]:
 
 
 def complete_run_id(incomplete: str) -> list[str]:
-    return _quietly(lambda: [*reversed(state.runs().all_ids()), "latest"], incomplete)
+    return _quietly(lambda: [*reversed(state.home_runs().all_ids()), "latest"], incomplete)
 
 
 def complete_engine(incomplete: str) -> list[str]:
-    return _quietly(lambda: sorted(p.parent.name for p in state.lab().engines_dir.glob("*/engine.yaml")), incomplete)
+    return _quietly(
+        lambda: sorted(p.parent.name for p in (state.lab_root() / "engines").glob("*/engine.yaml")), incomplete
+    )
 
 
 def complete_host(incomplete: str) -> list[str]:
@@ -269,14 +278,14 @@ def complete_host(incomplete: str) -> list[str]:
     from labctl.catalog.hosts_file import LOCAL, load_hosts
 
     def names() -> list[str]:
-        root = state.lab().root
+        root = state.lab_root()
         return sorted({LOCAL, *load_hosts(root).entries, *load_clusters(root)})
 
     return _quietly(names, incomplete)
 
 
 def complete_workload(incomplete: str) -> list[str]:
-    return _quietly(lambda: sorted(p.stem for p in (state.lab().root / "workloads").glob("*.yaml")), incomplete)
+    return _quietly(lambda: sorted(p.stem for p in (state.lab_root() / "workloads").glob("*.yaml")), incomplete)
 
 
 def complete_profile(ctx: typer.Context, incomplete: str) -> list[str]:
@@ -284,7 +293,7 @@ def complete_profile(ctx: typer.Context, incomplete: str) -> list[str]:
 
     def names() -> list[str]:
         engine = ctx.params.get("engine")
-        engines = state.lab().engines_dir
+        engines = state.lab_root() / "engines"
         folders = [engines / engine] if isinstance(engine, str) else [p.parent for p in engines.glob("*/engine.yaml")]
         return sorted({p.stem for folder in folders for p in (folder / "profiles").glob("*.yaml")})
 

@@ -12,7 +12,7 @@ import re
 import textwrap
 from typing import Any
 
-from labctl.bench.metric_table import View, shown_in
+from labctl.bench.metric_table import View, metric_columns, shown_in
 from labctl.compare.pivot import (
     INTERVALS_SAID,
     OVERLAP_SAID,
@@ -177,9 +177,13 @@ def render(checks: list[Check], rows: list[dict[str, Any]], entries: list[Entry]
     if fmt == "csv":
         buffer = io.StringIO()
         writer = csv.writer(buffer)
-        writer.writerow([title for _, title in COLUMNS] + ["mismatch"])
+        shown = {key for key, _ in COLUMNS}
+        more = [key for key in metric_columns() if key not in shown]  # every other metric, every interval bound
+        writer.writerow([title for _, title in COLUMNS] + more + ["mismatch"])
         for row in rows:
-            writer.writerow([row.get(key) for key, _ in COLUMNS] + ["; ".join(row["mismatch"])])
+            cells = row.get("cells") or {}
+            values = [row.get(key) for key, _ in COLUMNS] + [cells.get(key) for key in more]
+            writer.writerow(values + ["; ".join(row["mismatch"])])
         return buffer.getvalue()
     if fmt == "markdown":
         return markdown_tables(checks, rows, entries)

@@ -344,6 +344,7 @@ def rows(entries: list[Entry], checks: list[Check]) -> list[dict[str, Any]]:
                     "engine_shared": level.engine_shared,
                     **{k: level.figures.get(k) for k in LEVEL_KEYS},
                     **{f"{k}_ci95": ci for k, ci in level.intervals.items() if k in LEVEL_KEYS},
+                    "cells": level.metric_cells(),  # every metric and interval bound, for the CSV
                     "repeat": level.repeat,
                     "quality": quality,
                     "suite_version": suites,

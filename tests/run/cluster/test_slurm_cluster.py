@@ -137,7 +137,7 @@ def test_disjoint_gpus_pending_resources_and_down(
     assert c.node == "n1" and sorted(c.gpu_indexes) == sorted(a.gpu_indexes) and c.queue_wait_s is not None
     for run_id in (b_run_id, c_run.run_id):
         cr.take_down(home, cluster, cr.load(home, run_id))
-    assert cr.leftovers(cluster) == []
+    assert cr.leftovers(cluster).ended == []
 
 
 def test_time_limit_and_node_failure(
@@ -163,7 +163,7 @@ def test_time_limit_and_node_failure(
         failed = cr.finish(home, cluster, failed_run).slurm
         assert failed.state == "NODE_FAIL", failed
         # The container is Docker's process, not the job's: it outlived the job, and gc finds it.
-        assert ("n2", failed.job_id) in {(node, job) for node, _c, job in cr.leftovers(cluster)}
+        assert ("n2", failed.job_id) in {(node, job) for node, _c, job in cr.leftovers(cluster).ended}
         cr.remove_leftovers(cluster)
         assert cr.node_containers(cluster, "n2", failed.job_id) == []
     finally:

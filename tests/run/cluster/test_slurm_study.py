@@ -78,4 +78,4 @@ def test_a_study_of_two_cells_across_the_two_nodes(tmp_path: Path) -> None:
     assert all(c["times"]["queue_wait_s"] > 0 and c["times"]["cold_start_s"] > 0 for c in found)
     report = "\n".join(p.read_text() for p in (home / "studies" / "on-slurm").rglob("*.md"))
     assert "Slurm queue wait (not GPU-hours)" in report and "queue wait s" in report, report[-3000:]
-    assert cr.leftovers(cluster) == []
+    assert cr.leftovers(cluster).ended == []

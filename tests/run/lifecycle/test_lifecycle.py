@@ -244,7 +244,8 @@ def test_logs_tail_since_and_a_stopped_runs_saved_log(lab: Path, home: Path) -> 
     run_id = info["run_id"]
     whole = labctl(lab, home, "logs", run_id).stdout.splitlines()
     assert len(whole) >= 2, whole
-    last = labctl(lab, home, "logs", run_id[-6:], "--tail", "1")  # a part of the id, as people type it
+    # a part of the id, as people type it, beside the command's own --host (read after the id was made whole)
+    last = labctl(lab, home, "logs", run_id[-6:], "--tail", "1", "--host", "local")
     assert last.code == 0 and last.stdout.splitlines() == whole[-1:], last
     assert labctl(lab, home, "logs", run_id, "--since", "10m").stdout.splitlines() == whole
     assert labctl(lab, home, "logs", run_id, "--since", "2099-01-01").stdout == ""
