@@ -278,6 +278,9 @@ class Record:
         data["prep"] = {name: part.to_json() for name, part in self.prep.items()}
         if data["settings"] is None:  # not known (a record of an older labctl reads and writes back unchanged)
             del data["settings"]
+        for newer in ("labctl_s", "poll_gap_s"):  # likewise: an up of an older labctl did not measure them
+            if data["timings"].get(newer) is None:
+                data["timings"].pop(newer, None)
         return {**data.pop("extra"), **data}
 
     @classmethod
