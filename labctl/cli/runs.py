@@ -281,7 +281,7 @@ def logs(
 ) -> None:
     """Print an engine's logs (live from the container, or saved with the record once it stopped).
 
-    Example: labctl logs latest --tail 50 --follow
+    Example: labctl logs latest --tail 50
     """
     import datetime as dt
 

@@ -10,13 +10,13 @@ from __future__ import annotations
 import json
 import os
 import re
-import socket
 import subprocess
 import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from helpers.harness_proc import free_port_in
 from helpers.installed_tool import built
 from helpers.lifecycle_helpers import remove_runs
 from helpers.support import REPO, Result
@@ -78,11 +78,8 @@ def untouched(installed: Installed) -> object:
 
 
 def free_port() -> int:
-    for port in PORTS:
-        with socket.socket() as s:
-            if s.connect_ex(("127.0.0.1", port)) != 0:
-                return port
-    raise AssertionError("no free port in 42000-42099")
+    """One labctl can bind (nothing listening is not enough: a client's own socket may hold the port)."""
+    return free_port_in(PORTS.start, PORTS.stop - 1)
 
 
 def test_the_wheel_carries_the_lab(installed: Installed, untouched: object) -> None:
