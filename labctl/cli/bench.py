@@ -17,11 +17,10 @@ from labctl.cli.context import (
     Thinking,
     bench_id_arg,
     complete_host,
-    complete_run_id,
     complete_workload,
     listing,
     out,
-    run_id_arg,
+    run_argument,
     skip,
     state,
     table,
@@ -95,11 +94,7 @@ def workloads(
 def run(
     run_id: Annotated[
         str | None,
-        typer.Argument(
-            callback=run_id_arg,
-            autocompletion=complete_run_id,
-            help="A running labctl run (or use --base-url and --model).",
-        ),
+        run_argument("A running labctl run (or use --base-url and --model)."),
     ] = None,
     workload: Annotated[
         str | None, typer.Option(autocompletion=complete_workload, help="The workload name (workloads/NAME.yaml).")
@@ -400,9 +395,7 @@ def _numbers(value: dict[str, Any], *keys: str) -> bool:
 
 
 def list_results(
-    run_id: Annotated[
-        str, typer.Argument(callback=run_id_arg, autocompletion=complete_run_id, help="The run whose results to list.")
-    ],
+    run_id: Annotated[str, run_argument("The run whose results to list.")],
     as_json: Annotated[bool, typer.Option("--json", help="Print a JSON list.")] = False,
 ) -> None:
     """List a run's bench results.

@@ -8,7 +8,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
@@ -235,8 +235,6 @@ def result_ids_arg(values: list[str]) -> list[str]:
 
 def run_or_file_arg(value: str) -> str:
     """A run id (in part) or an export file: an existing file is taken as given."""
-    from pathlib import Path
-
     return value if Path(value).exists() else str(run_id_arg(value))
 
 
@@ -298,3 +296,8 @@ def complete_profile(ctx: typer.Context, incomplete: str) -> list[str]:
         return sorted({p.stem for folder in folders for p in (folder / "profiles").glob("*.yaml")})
 
     return _quietly(names, incomplete)
+
+
+def run_argument(help: str, callback: Callable[..., Any] = run_id_arg) -> Any:
+    """A run id argument: typed in part or as `latest` (made whole by `callback`), completed from the home."""
+    return typer.Argument(callback=callback, autocompletion=complete_run_id, help=help)

@@ -15,12 +15,11 @@ from labctl.cli.context import (
     WAIT_HELP,
     Thinking,
     complete_host,
-    complete_run_id,
     eval_id_arg,
     listing,
     out,
     result_ids_arg,
-    run_id_arg,
+    run_argument,
     skip,
     state,
     table,
@@ -112,11 +111,7 @@ def _lm_eval_sets(name: str, answer_map: bool, as_json: bool) -> None:
 def evaluate(
     run_id: Annotated[
         str | None,
-        typer.Argument(
-            callback=run_id_arg,
-            autocompletion=complete_run_id,
-            help="A running labctl run (or use --base-url and --model).",
-        ),
+        run_argument("A running labctl run (or use --base-url and --model)."),
     ] = None,
     suite: Annotated[
         str | None,
@@ -348,7 +343,7 @@ def _refuse_mixed(checks: list[Any], allow_mismatch: bool, message: str) -> None
 def list_evaluations(
     run_id: Annotated[
         str,
-        typer.Argument(callback=run_id_arg, autocompletion=complete_run_id, help="The run whose evaluations to list."),
+        run_argument("The run whose evaluations to list."),
     ],
     as_json: Annotated[bool, typer.Option("--json", help="Print a JSON list.")] = False,
 ) -> None:

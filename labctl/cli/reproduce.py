@@ -12,9 +12,8 @@ from labctl.cli.context import (
     HOST_HELP,
     CopyImage,
     complete_host,
-    complete_run_id,
     out,
-    run_id_arg,
+    run_argument,
     run_or_file_arg,
     state,
     table,
@@ -32,9 +31,7 @@ def register(app: typer.Typer) -> None:
 
 
 def export(
-    run_id: Annotated[
-        str, typer.Argument(callback=run_id_arg, autocompletion=complete_run_id, help="The run to export.")
-    ],
+    run_id: Annotated[str, run_argument("The run to export.")],
     output: Annotated[str | None, typer.Option("-o", "--output", help="Write here (default: print).")] = None,
     overwrite: Annotated[
         bool,
@@ -62,7 +59,7 @@ def export(
 def reproduce(
     source: Annotated[
         str,
-        typer.Argument(callback=run_or_file_arg, autocompletion=complete_run_id, help="An export file or a run id."),
+        run_argument("An export file or a run id.", run_or_file_arg),
     ],
     gpus: Annotated[str | None, typer.Option(help="GPU ids on this host (default: the original's).")] = None,
     port: Annotated[int | None, typer.Option(help="Port on this host (default: the original's).")] = None,
@@ -129,11 +126,11 @@ def reproduce(
 def diff(
     a: Annotated[
         str,
-        typer.Argument(callback=run_or_file_arg, autocompletion=complete_run_id, help="A run id or an export file."),
+        run_argument("A run id or an export file.", run_or_file_arg),
     ],
     b: Annotated[
         str,
-        typer.Argument(callback=run_or_file_arg, autocompletion=complete_run_id, help="Another run id or export file."),
+        run_argument("Another run id or export file.", run_or_file_arg),
     ],
     as_json: Annotated[bool, typer.Option("--json", help="Print the rows and the verdict as JSON.")] = False,
 ) -> None:

@@ -14,11 +14,10 @@ from labctl.cli.context import (
     complete_engine,
     complete_host,
     complete_profile,
-    complete_run_id,
     complete_workload,
     listing,
     out,
-    run_id_arg,
+    run_argument,
     run_or_engine_arg,
     skip,
     state,
@@ -194,11 +193,7 @@ def _gc_cluster(name: str, yes: bool, as_json: bool) -> None:
 def down(
     target: Annotated[
         str | None,
-        typer.Argument(
-            callback=run_or_engine_arg,
-            autocompletion=complete_run_id,
-            help="A run id or an engine name (default: your only running run in this home).",
-        ),
+        run_argument("A run id or an engine name (default: your only running run in this home).", run_or_engine_arg),
     ] = None,
     reason: Annotated[str | None, typer.Option(help="Why (recorded).")] = None,
     force: Annotated[bool, typer.Option(help="Stop another owner's resident deployment (needs --reason).")] = False,
@@ -269,7 +264,7 @@ def status(
 
 
 def logs(
-    run_id: Annotated[str, typer.Argument(callback=run_id_arg, autocompletion=complete_run_id, help="The run id.")],
+    run_id: Annotated[str, run_argument("The run id.")],
     follow: Annotated[bool, typer.Option("--follow", "-f", help="Keep printing new lines (a live engine).")] = False,
     tail: Annotated[int | None, typer.Option("--tail", "-n", help="Only the last N lines.")] = None,
     since: Annotated[
@@ -352,7 +347,7 @@ def runs(
 
 
 def show(
-    run_id: Annotated[str, typer.Argument(callback=run_id_arg, autocompletion=complete_run_id, help="The run id.")],
+    run_id: Annotated[str, run_argument("The run id.")],
     as_json: Annotated[bool, typer.Option("--json", help="Print the whole record as JSON.")] = False,
     docker_run: Annotated[
         bool, typer.Option("--docker-run", help="Print the equivalent plain `docker run` command.")
@@ -505,9 +500,7 @@ def gc(
 
 
 def share(
-    run_id: Annotated[
-        str, typer.Argument(callback=run_id_arg, autocompletion=complete_run_id, help="The resident run.")
-    ],
+    run_id: Annotated[str, run_argument("The resident run.")],
     as_json: Annotated[
         bool,
         typer.Option(
@@ -574,9 +567,7 @@ def share(
 
 
 def rotate_key(
-    run_id: Annotated[
-        str, typer.Argument(callback=run_id_arg, autocompletion=complete_run_id, help="The resident run.")
-    ],
+    run_id: Annotated[str, run_argument("The resident run.")],
     key_file: Annotated[str | None, typer.Option(help="Take the new keys from this file (mode 600).")] = None,
     keys: Annotated[int | None, typer.Option(help="Generate N new keys (default: as many as before).")] = None,
     force: Annotated[bool, typer.Option(help="Rotate another owner's deployment (needs --reason).")] = False,
