@@ -14,6 +14,7 @@ from labctl.catalog.hosts_file import HostEntry
 from labctl.errors import BadInput, LabctlError, describe_error
 from labctl.host.docker import daemon as dk
 from labctl.host.remote.hosts import endpoint_url
+from labctl.run.lifecycle.host_inventory import TIMEOUT_VARIABLE
 from labctl.run.lifecycle.live import live_runs
 from labctl.run.lifecycle.reconcile import reconcile
 from labctl.run.records.store import MAX_LOG_BYTES, Runs, read_tail
@@ -71,7 +72,7 @@ def host_sections(runs: Runs, hosts: list[HostEntry], timeout: float) -> list[Ho
     return [
         found.get(h.name)
         or HostSection(
-            h, False, problem=f"unreachable: no answer within {3 * timeout:g} s (LABCTL_HOST_TIMEOUT_S={timeout:g})"
+            h, False, problem=f"unreachable: no answer within {3 * timeout:g} s ({TIMEOUT_VARIABLE}={timeout:g})"
         )
         for h in hosts
     ]

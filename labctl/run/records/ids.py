@@ -12,9 +12,8 @@ from labctl.run.records.store import Runs, is_result_id, is_run_id
 
 LATEST = "latest"
 MIN_PART = 4  # a shorter part matches too many ids to be what anyone meant
-_PART = re.compile(r"[0-9a-f-]{4,24}")  # what a part of an id can hold (prefix digits, the hex suffix)
+_PART = re.compile(rf"[0-9a-f-]{{{MIN_PART},24}}")  # what a part of an id can hold (its digits, its hex suffix)
 KINDS = {"run": "", "bench": "b", "eval": "e"}
-FOLDERS = {"bench": "bench", "eval": "eval"}
 LISTED_BY = {"run": "labctl runs", "bench": "labctl bench list RUN_ID", "eval": "labctl eval list RUN_ID"}
 
 
@@ -61,7 +60,7 @@ def _ids(runs: Runs, kind: str) -> list[tuple[str, str]]:
         return [(run_id, run_id) for run_id in runs.all_ids()]
     found = []
     for run_id in runs.all_ids():
-        folder = runs.root / run_id / FOLDERS[kind]
+        folder = runs.root / run_id / kind  # runs/<id>/bench, runs/<id>/eval
         for path in sorted(folder.glob(f"{KINDS[kind]}*.json")) if folder.is_dir() else []:
             if is_result_id(path.stem, KINDS[kind]):
                 found.append((path.stem, run_id))

@@ -12,7 +12,7 @@ import labctl.run.backends.slurm.jobs as jobs
 from labctl.catalog.clusters_file import ClusterEntry
 from labctl.host.engine.probes import probe_now
 from labctl.host.identity import process_alive
-from labctl.host.remote.forward import close_forward, open_forward
+from labctl.host.remote.forward import close_forward
 from labctl.host.slurm import commands as slurm
 from labctl.host.slurm.parse import JobState
 from labctl.run.backends.slurm.job_record import job_of, with_event, with_job
@@ -54,11 +54,7 @@ def _adopt(home: Path, cluster: ClusterEntry, record: Record, state: JobState) -
     job = job_of(record)
     if job.resident_keys and not any(" keys delivered to " in event for event in job.events):
         return False  # the job waits for keys its up never delivered: its engine cannot have started
-    node, port = cluster.node(job.node), record.endpoint.port or 0
-    forward = (
-        open_forward(node, "127.0.0.1", port, home / "runs" / record.run_id / "forward.log") if node.is_remote else None
-    )
-    base = forward.base if forward else f"http://127.0.0.1:{port}"
+    base, forward = jobs.reach_engine(home, cluster, record)
     if probe_now(base, record.probe, record.probe_timeout_s) != "healthy":
         close_forward(forward)
         return False

@@ -271,13 +271,7 @@ def wait_ready(
     """The engine on the node Slurm chose answers: directly when the node's loopback is this machine's, else
     through a managed SSH forward, as for any SSH host."""
     job = job_of(record)
-    node = cluster.node(job.node)
-    port = record.endpoint.port or 0
-    forward = None
-    base = f"http://127.0.0.1:{port}"
-    if node.is_remote:
-        forward = open_forward(node, "127.0.0.1", port, home / "runs" / record.run_id / "forward.log")
-        base = forward.base
+    base, forward = reach_engine(home, cluster, record)
     t0 = time.monotonic()
 
     def watch() -> None:
@@ -292,6 +286,16 @@ def wait_ready(
         raise
     timings = dataclasses.replace(record.timings, ready_s=round(time.monotonic() - t0, 3))
     return save(home, record.changed(timings=timings)), forward
+
+
+def reach_engine(home: Path, cluster: ClusterEntry, record: Record) -> tuple[str, Forward | None]:
+    """The engine's address from here (without /v1): the node's loopback when it is this machine's, else a
+    managed SSH forward to it (the caller closes it when it does not keep it)."""
+    node, port = cluster.node(job_of(record).node), record.endpoint.port or 0
+    if not node.is_remote:
+        return f"http://127.0.0.1:{port}", None
+    forward = open_forward(node, "127.0.0.1", port, home / "runs" / record.run_id / "forward.log")
+    return forward.base, forward
 
 
 def node_containers(cluster: ClusterEntry, node: str, job_id: str | None = None) -> list[Any]:
@@ -345,21 +349,20 @@ class NodeContainers:
 def leftovers(cluster: ClusterEntry) -> NodeContainers:
     """Every labctl container whose Slurm job has ended: after a node failure or a SIGKILL the container,
     Docker's process, can outlive its job. When Slurm does not answer, no job is proven ended: all are kept."""
-    found = NodeContainers([], [])
+    ended, unknown, why = [], [], ""
     for node in sorted(cluster.nodes):
         for container in node_containers(cluster, node):
             job_id = dk.labels_of(container).get(JOB_LABEL, "")
             entry = (node, container.id, job_id)
-            if job_id and found.why:  # asked once: the next jobs would only wait for it again
-                found.unknown.append(entry)
-                continue
-            try:
-                if not job_id or slurm.job_state(cluster, job_id).ended:
-                    found.ended.append(entry)
+            try:  # once Slurm did not answer, it is not asked again: the next jobs would only wait for it too
+                if job_id and why:
+                    unknown.append(entry)
+                elif not job_id or slurm.job_state(cluster, job_id).ended:
+                    ended.append(entry)
             except slurm.SlurmUnreachable as exc:
-                found = dataclasses.replace(found, why=str(exc))
-                found.unknown.append(entry)
-    return found
+                why = str(exc)
+                unknown.append(entry)
+    return NodeContainers(ended, unknown, why)
 
 
 def remove_leftovers(cluster: ClusterEntry) -> NodeContainers:
