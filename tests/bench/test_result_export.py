@@ -7,14 +7,14 @@ from __future__ import annotations
 import csv
 import io
 import json
-import shutil
 from pathlib import Path
 from typing import Any
 
 import pytest
 from helpers.harness_proc import harness
+from helpers.lab_copy import copy_lab
 from helpers.records import harness_run_record
-from helpers.support import REPO, Result, run_labctl
+from helpers.support import Result, run_labctl
 
 from labctl.bench.metric_table import METRICS, metric_columns
 
@@ -29,8 +29,7 @@ def labctl(world: dict[str, Any], *args: str) -> Result:
 def world(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     root = tmp_path_factory.mktemp("export")
     lab, home = root / "lab", root / "home"
-    for folder in ("engines", "templates", "workloads", "suites"):
-        shutil.copytree(REPO / folder, lab / folder)
+    copy_lab(lab)
     world: dict[str, Any] = {"lab": lab, "home": home, "ids": []}
     with harness("--ttft-ms", "5", "--tpot-ms", "1", model="harness-smoke") as (base, _):
         for _ in range(2):

@@ -6,13 +6,12 @@ import subprocess
 import uuid
 
 import pytest
+from helpers.lifecycle_helpers import IMAGE
 from helpers.support import _missing, docker_available
 
 from labctl.host.docker import daemon as dk
 
 pytestmark = [pytest.mark.docker, pytest.mark.own_containers]
-
-IMAGE = "127.0.0.1:5000/labctl/harness:dev"
 
 
 def test_a_container_gone_before_its_removal_is_removed_without_an_error() -> None:

@@ -11,13 +11,13 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from helpers.lifecycle_helpers import IMAGE
 from helpers.support import _missing, docker_available, run_labctl
 
 from labctl.host.slurm.job_script import JOB_LABEL
 
 pytestmark = [pytest.mark.docker, pytest.mark.own_containers]
 
-IMAGE = "127.0.0.1:5000/labctl/harness:dev"
 HOSTS = (
     "clusters:\n  lab-gc:\n    login: ssh://me@127.0.0.1:1\n    partition: gpu\n    time: 20\n"
     "    nodes:\n      n1: {docker: 'unix:///var/run/docker.sock'}\n"
