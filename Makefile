@@ -7,7 +7,7 @@ STAMP := $(VENV)/.installed
 # labctl's ~230 modules again in every one of the thousands of labctl processes the tests start.
 unexport PYTHONDONTWRITEBYTECODE
 
-.PHONY: demo test check docs format test-deps vllm-cpu-image auth-proxy-image tiny-models test-fast venv docker-lab harness-image bench-cli bench-harness bench-up bench-client bench-real typecheck lint clean
+.PHONY: demo test check docs dist format test-deps vllm-cpu-image auth-proxy-image tiny-models test-fast venv docker-lab harness-image bench-cli bench-harness bench-up bench-client bench-real typecheck lint clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -48,8 +48,15 @@ check: $(STAMP)
 # The tiers side by side (scripts/test_tiers.py; tests/conftest.py says which test is in which), then the
 # exclusive tests alone; it ends with each tier's time, the 15 slowest tests and the totals. The real-engine tier
 # makes vllm-cpu-image and tiny-models itself, first, while the other tiers already test.
-test: $(STAMP) check docs docker-lab harness-image auth-proxy-image sim-lab remote-lab slurm-lab test-deps
+test: $(STAMP) check docs dist docker-lab harness-image auth-proxy-image sim-lab remote-lab slurm-lab test-deps
 	$(PY) scripts/test_tiers.py
+
+# The distribution as it would be published (llm-labctl on PyPI; the command is labctl): the sdist, then the
+# wheel built from that sdist (so the sdist is shown complete), both checked by twine as PyPI would check them.
+dist: $(STAMP)
+	rm -rf dist
+	$(PY) -m build --quiet --outdir dist .
+	$(PY) -m twine check --strict dist/*
 
 # The documentation site (mkdocs.yml, docs/) into build/site, offline and strict: a broken link, a broken
 # anchor or a page missing from the nav fails. Open build/site/index.html, or `.venv/bin/mkdocs serve`.
@@ -87,7 +94,7 @@ bench-harness: $(STAMP)
 	$(PY) scripts/bench_harness.py
 
 clean:
-	rm -rf $(VENV) .pytest_cache .mypy_cache .hypothesis compose/*.yaml
+	rm -rf $(VENV) dist .pytest_cache .mypy_cache .hypothesis compose/*.yaml
 
 bench-up: $(STAMP) docker-lab harness-image vllm-cpu-image tiny-models
 	$(PY) scripts/bench_up.py
@@ -133,10 +140,12 @@ remote-lab: docker-lab
 remote-lab-down:
 	bash scripts/remote-lab.sh down
 
-# The CLI reference page (docs/reference/cli.md), from the CLI itself; a unit test keeps them equal.
+# The CLI reference page (docs/reference/cli.md), from the CLI itself, and the environment variables' page
+# (docs/reference/environment.md), from their table; unit tests keep them equal.
 .PHONY: reference
 reference: $(STAMP)
 	$(PY) -c 'from pathlib import Path; from labctl.cli import app; from labctl.cli.reference import write_reference; print("docs/reference/cli.md", "updated" if write_reference(app, Path("docs/reference/cli.md")) else "unchanged")'
+	$(PY) -c 'from pathlib import Path; from labctl.cli.environment import reference_page as page; p = Path("docs/reference/environment.md"); old = p.read_text() if p.exists() else ""; p.write_text(page()); print(p, "updated" if page() != old else "unchanged")'
 
 # The generated part of docs/development/architecture.md (the layers and every module's first docstring sentence);
 # a unit test fails when it is stale.

@@ -85,7 +85,9 @@ def pyplot() -> Any:
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
     except ImportError:
-        raise LabctlError("labctl report needs matplotlib: pip install 'labctl[report]'.") from None
+        raise LabctlError(
+            "labctl report needs matplotlib: pip install 'llm-labctl[report]' (or pipx inject llm-labctl matplotlib)."
+        ) from None
     return plt
 
 

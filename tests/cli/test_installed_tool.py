@@ -29,8 +29,10 @@ PORTS = range(42000, 42100)
 
 @dataclass(frozen=True)
 class Installed:
-    labctl: Path
+    labctl: Path  # the command pipx put on the PATH
     shipped: Path  # the lab inside the installed wheel
+    python: Path  # the venv pipx made for the distribution
+    wheel: Path
 
 
 @pytest.fixture(scope="module")
@@ -49,7 +51,7 @@ def installed() -> Installed:
     ).stdout.strip()
     package = Path(where)
     assert package.is_relative_to(venv) and not package.is_relative_to(REPO), package
-    return Installed(venv / "bin" / "labctl", package / "_lab")
+    return Installed(made.command, package / "_lab", python, made.wheel)
 
 
 def clean_env(root: Path) -> dict[str, str]:
@@ -80,6 +82,37 @@ def untouched(installed: Installed) -> object:
 def free_port() -> int:
     """One labctl can bind (nothing listening is not enough: a client's own socket may hold the port)."""
     return free_port_in(PORTS.start, PORTS.stop - 1)
+
+
+def test_pipx_installs_the_distribution_llm_labctl_whose_command_is_labctl(
+    installed: Installed, tmp_path: Path
+) -> None:
+    """The name on PyPI is llm-labctl (labctl is an unrelated tool there); the command and the import stay labctl."""
+    assert installed.wheel.name == "llm_labctl-0.1.0-py3-none-any.whl"
+    version = run(installed, tmp_path, "--version")
+    assert (version.code, version.stdout) == (0, "labctl 0.1.0\n"), version
+    meta = subprocess.run(
+        [
+            str(installed.python),
+            "-c",
+            "import json, importlib.metadata as m; d = m.distribution('llm-labctl'); "
+            "print(json.dumps({'name': d.metadata['Name'], 'version': d.version, 'license': d.metadata['License-Expression'], "
+            "'scripts': [e.value for e in d.entry_points if e.group == 'console_scripts'], "
+            "'files': [str(f) for f in d.files if 'licenses' in str(f)]}))",
+        ],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,  # not the checkout, whose egg-info the current folder would put first
+        env=clean_env(tmp_path),
+        check=True,
+    )
+    assert json.loads(meta.stdout) == {
+        "name": "llm-labctl",
+        "version": "0.1.0",
+        "license": "MIT",
+        "scripts": ["labctl.cli:main"],
+        "files": ["llm_labctl-0.1.0.dist-info/licenses/LICENSE"],
+    }
 
 
 def test_the_wheel_carries_the_lab(installed: Installed, untouched: object) -> None:

@@ -1,10 +1,12 @@
-"""labctl installed as a user installs it (tests/cli/test_installed_tool.py): a wheel built from a copy of this
-checkout, installed into a fresh venv outside it. Building it is minutes of pip work that waits on nothing, so
+"""labctl installed as a user installs it (tests/cli/test_installed_tool.py): the sdist and the wheel built from it
+(`python -m build`, as `make dist` does) from a copy of this checkout, the wheel installed by pipx into a home of
+its own outside it, as the README says. Building it is minutes of pip work that waits on nothing, so
 it starts in a thread as soon as collection finds the module's tests (tests/conftest.py) and the module runs
 last in its tier: the build overlaps the tier's other tests instead of adding to them."""
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 import sys
@@ -21,6 +23,8 @@ SOURCE = (
     "setup.py",
     "MANIFEST.in",
     "README.md",
+    "LICENSE",
+    "CHANGELOG.md",
     "labctl",
     "engines",
     "templates",
@@ -32,8 +36,10 @@ SOURCE = (
 
 @dataclass(frozen=True)
 class Built:
-    root: Path  # the folder holding source/, dist/ and venv/
-    venv: Path
+    root: Path  # the folder holding source/, dist/ and pipx's home
+    venv: Path  # the venv pipx made for the distribution
+    command: Path  # the `labctl` pipx put on the user's PATH
+    wheel: Path
 
 
 _pool: ThreadPoolExecutor | None = None
@@ -57,33 +63,41 @@ def built() -> Built:
 
 
 def _build_venv(root: Path) -> Built:
-    """Built from a copy of the sources (pip builds in the source folder: never in this checkout's build/)."""
-    source, dist, venv = root / "source", root / "dist", root / "venv"
+    """Built from a copy of the sources (the build writes into its source folder: never into this checkout)."""
+    source, dist = root / "source", root / "dist"
     source.mkdir()
     for name in SOURCE:
         if (REPO / name).is_dir():
             shutil.copytree(REPO / name, source / name, ignore=shutil.ignore_patterns("__pycache__"))
         else:
             shutil.copy2(REPO / name, source / name)
-    quiet = ["-q", "--disable-pip-version-check"]
-    for argv in (
-        [sys.executable, "-m", "pip", "wheel", *quiet, "--no-deps", "-w", str(dist), str(source)],
-        [sys.executable, "-m", "venv", str(venv)],
-    ):
-        done = subprocess.run(argv, capture_output=True, text=True, cwd=root, timeout=600)
-        assert done.returncode == 0, done.stderr[-2000:]
-    (wheel,) = dist.glob("labctl-*.whl")
     done = subprocess.run(
-        # --no-compile: byte-compiling every installed module (scipy, matplotlib) was most of the build on a
-        # loaded 2-core machine; Python compiles what labctl imports when it first runs.
-        [str(venv / "bin" / "pip"), "install", *quiet, "--no-compile", str(wheel)],
+        [sys.executable, "-m", "build", "--quiet", "--outdir", str(dist), str(source)],
         capture_output=True,
         text=True,
         cwd=root,
+        timeout=600,
+    )
+    assert done.returncode == 0, (done.stdout + done.stderr)[-2000:]
+    (wheel,) = dist.glob("llm_labctl-*.whl")
+    pipx_env = {
+        **os.environ,
+        "PIPX_HOME": str(root / "pipx"),
+        "PIPX_BIN_DIR": str(root / "bin"),
+        "PIPX_MAN_DIR": str(root / "man"),
+    }
+    done = subprocess.run(
+        # --no-compile: byte-compiling every installed module (scipy, matplotlib) was most of the install on a
+        # loaded 2-core machine; Python compiles what labctl imports when it first runs.
+        [sys.executable, "-m", "pipx", "install", "--pip-args=--no-compile --disable-pip-version-check", str(wheel)],
+        capture_output=True,
+        text=True,
+        cwd=root,
+        env=pipx_env,
         timeout=1200,
     )
-    assert done.returncode == 0, done.stderr[-2000:]
-    return Built(root, venv)
+    assert done.returncode == 0, (done.stdout + done.stderr)[-2000:]
+    return Built(root, root / "pipx" / "venvs" / "llm-labctl", root / "bin" / "labctl", wheel)
 
 
 def remove() -> None:
