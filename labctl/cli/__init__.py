@@ -3,14 +3,13 @@ inside the function, so `labctl --help` stays fast."""
 
 from __future__ import annotations
 
-import os
 import signal
 import sys
 from typing import Annotated
 
 import typer
 
-from labctl.cli import bench, catalog, fetch, hosts, init, quality, reproduce, runs, study
+from labctl.cli import bench, catalog, environment, fetch, hosts, init, quality, reproduce, runs, study
 from labctl.cli.context import complete_host, state
 from labctl.cli.terminal import inert
 
@@ -34,15 +33,17 @@ def _print_version(value: bool) -> None:
 
 @app.callback()
 def _global(
+    ctx: typer.Context,
     version: Annotated[
         bool,
         typer.Option("--version", callback=_print_version, is_eager=True, help="Print labctl's version and exit."),
     ] = False,
-    debug: Annotated[bool, typer.Option("--debug", help="Show tracebacks.")] = False,
+    debug: Annotated[bool, typer.Option("--debug", envvar="LABCTL_DEBUG", help="Show tracebacks.")] = False,
     lab: Annotated[
         str | None,
         typer.Option(
             "--lab",
+            envvar="LABCTL_LAB",
             help="The lab folder (default: $LABCTL_LAB, else the nearest parent of this folder holding engines/ "
             "and templates/, else your default lab from `labctl init`, else the read-only lab that ships with labctl).",
         ),
@@ -59,13 +60,16 @@ def _global(
         str | None,
         typer.Option(
             "--home",
+            envvar="LABCTL_HOME",
             help="Where runs/ live (default: $LABCTL_HOME, else the lab folder; for the lab that ships with "
             "labctl, $XDG_DATA_HOME/labctl or ~/.local/share/labctl).",
         ),
     ] = None,
 ) -> None:
-    state.debug = debug or os.environ.get("LABCTL_DEBUG") == "1"
-    state.lab_option = lab
+    state.debug = debug
+    # The lab search names where it found the lab ("LABCTL_LAB=…" or "--lab …") and reads the variable itself.
+    source = ctx.get_parameter_source("lab")
+    state.lab_option = lab if source is not None and source.name == "COMMANDLINE" else None
     state.home_option = home
     state.host_option = host
 
@@ -79,6 +83,7 @@ bench.register(app)
 quality.register(app)
 hosts.register(app)
 study.register(app)
+environment.annotate(app)
 
 
 _signalled: list[int] = []  # the signal that interrupted the command: its exit code is 128 + it (SIGTERM 143)

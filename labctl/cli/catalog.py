@@ -113,7 +113,7 @@ def render(
     gpus: Annotated[str | None, typer.Option(help="GPU ids on this host, e.g. 0,1 (default: the profile's).")] = None,
     port: Annotated[int | None, typer.Option(help="Port on this host (default: the profile's).")] = None,
     cache_dir: Annotated[
-        str | None, typer.Option(help="Host model cache (default: $LABCTL_CACHE_DIR or ~/.cache/huggingface).")
+        str | None, typer.Option(envvar="LABCTL_CACHE_DIR", help="Host model cache (default: ~/.cache/huggingface).")
     ] = None,
 ) -> None:
     """Render compose/ENGINE-PROFILE.yaml from a profile and print its path.

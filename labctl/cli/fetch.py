@@ -80,7 +80,7 @@ def fetch(
         ),
     ] = None,
     cache_dir: Annotated[
-        str | None, typer.Option(help="Host model cache (default: $LABCTL_CACHE_DIR or ~/.cache/huggingface).")
+        str | None, typer.Option(envvar="LABCTL_CACHE_DIR", help="Host model cache (default: ~/.cache/huggingface).")
     ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="End with what was fetched as one JSON object.")] = False,
     host: Annotated[str | None, typer.Option("--host", autocompletion=complete_host, help=HOST_HELP)] = None,

@@ -73,7 +73,7 @@ def up(
     ] = False,
     owner: Annotated[str | None, typer.Option(help="Who owns this run (default: your user name).")] = None,
     cache_dir: Annotated[
-        str | None, typer.Option(help="Host model cache (default: $LABCTL_CACHE_DIR or ~/.cache/huggingface).")
+        str | None, typer.Option(envvar="LABCTL_CACHE_DIR", help="Host model cache (default: ~/.cache/huggingface).")
     ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="End with the run's summary as one JSON object.")] = False,
     resident: Annotated[
