@@ -141,11 +141,13 @@ remote-lab-down:
 	bash scripts/remote-lab.sh down
 
 # The CLI reference page (docs/reference/cli.md), from the CLI itself, and the environment variables' page
-# (docs/reference/environment.md), from their table; unit tests keep them equal.
+# (docs/reference/environment.md), from their table, and the editors' JSON Schemas (labctl/schemas/), from the
+# loaders' field tables; unit tests keep each equal to what it is made from.
 .PHONY: reference
 reference: $(STAMP)
 	$(PY) -c 'from pathlib import Path; from labctl.cli import app; from labctl.cli.reference import write_reference; print("docs/reference/cli.md", "updated" if write_reference(app, Path("docs/reference/cli.md")) else "unchanged")'
 	$(PY) -c 'from pathlib import Path; from labctl.cli.environment import reference_page as page; p = Path("docs/reference/environment.md"); old = p.read_text() if p.exists() else ""; p.write_text(page()); print(p, "updated" if page() != old else "unchanged")'
+	$(PY) -c 'from labctl.cli.schemas import write_schemas; print("labctl/schemas:", ", ".join(write_schemas()) or "unchanged")'
 
 # The generated part of docs/development/architecture.md (the layers and every module's first docstring sentence);
 # a unit test fails when it is stale.

@@ -9,7 +9,7 @@ from typing import Annotated
 
 import typer
 
-from labctl.cli import bench, catalog, environment, fetch, hosts, init, quality, reproduce, runs, study
+from labctl.cli import bench, catalog, environment, fetch, hosts, init, quality, reproduce, runs, schemas, study
 from labctl.cli.context import complete_host, state
 from labctl.cli.terminal import inert
 
@@ -83,6 +83,7 @@ bench.register(app)
 quality.register(app)
 hosts.register(app)
 study.register(app)
+schemas.register(app)
 environment.annotate(app)
 
 

@@ -129,6 +129,8 @@ def test_the_wheel_carries_the_lab(installed: Installed, untouched: object) -> N
     ):
         assert (shipped / rel).is_file(), rel
     assert sorted(p.name for p in shipped.iterdir()) == ["engines", "studies", "suites", "templates", "workloads"]
+    schemas = sorted(p.name for p in (shipped.parent / "schemas").iterdir())  # for editors: labctl schema
+    assert schemas == [f"{k}.schema.json" for k in ("hosts", "profile", "study", "suite", "workload")]
 
 
 def test_init_validate_profiles_from_anywhere(installed: Installed, tmp_path: Path, untouched: object) -> None:

@@ -120,6 +120,7 @@ BEFORE_A_RUN = [
     "labctl hosts add",
     "labctl hosts remove",
     "labctl suites",
+    "labctl schema",
     "labctl pin",
     "labctl fetch",
     "labctl study",
