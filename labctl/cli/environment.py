@@ -74,6 +74,11 @@ VARIABLES: tuple[Variable, ...] = (
     Variable("LABCTL_CLIENT_IMAGE", "the image of the bench client on a remote host", ("bench run", "study run")),
     Variable("LABCTL_SANDBOX_IMAGE", "the image the code checks of `eval` run in", ("eval run", "study run")),
     Variable("LABCTL_WATCH_IMAGE", "the image of the restart watcher of resident runs", ("up",)),
+    Variable(
+        "DOCKER_CONFIG",
+        "Docker's client configuration folder (default ~/.docker): the registry logins pin and pulls use",
+        ("pin", "up", "reproduce", "study plan", "study run"),
+    ),
     Variable("HF_TOKEN", "your Hub token, sent only to the Hub (gated models and datasets)", (*_FETCH, "eval run")),
     Variable("HF_ENDPOINT", "a Hub mirror instead of huggingface.co", (*_FETCH, "eval run")),
 )

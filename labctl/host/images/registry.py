@@ -1,10 +1,12 @@
-"""A registry at the edge: the Registry HTTP API v2, asked for manifests only (never layers), anonymously,
-with the token flow registries such as Docker Hub demand. Every answer is untrusted: bodies are bounded,
+"""A registry at the edge: the Registry HTTP API v2, asked for manifests only (never layers): anonymously first,
+then, when it answers 401, with the login Docker already has for it (host/images/logins.py), through Basic
+authentication or the token flow registries such as Docker Hub and NGC demand. Every answer is untrusted: bodies are bounded,
 each manifest must hash to the digest it is served under, and plain http is used only where Docker itself
 would (a loopback registry, or one the daemon lists as insecure)."""
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import ipaddress
 import json
@@ -16,6 +18,7 @@ import httpx
 
 from labctl.catalog.image import DIGEST, ImageRef
 from labctl.errors import BadInput, LabctlError
+from labctl.host.images.logins import Login, config_path, login_for
 
 INDEX_TYPES = (
     "application/vnd.oci.image.index.v1+json",
@@ -160,25 +163,23 @@ def _image(
 class _Session:
     def __init__(self, client: httpx.Client, registry: Registry, what: str) -> None:
         self.client, self.registry, self.what = client, registry, what
-        self.token: str | None = None
+        self.authorization: str | None = None  # the header a 401 led to: a Bearer token, or Basic with a login
+        self.login: Login | None = None  # the login Docker has for this registry, once a 401 asked for one
 
     def manifest(self, reference: str, expected: str | None) -> tuple[str, dict[str, Any]]:
         """(digest, parsed manifest). The digest is the hash of the bytes received: a registry's header
         that disagrees with it, or an answer to a digest request that hashes to another digest, is refused."""
         url = f"{self.registry.api}/v2/{self.registry.path}/manifests/{reference}"
         status, headers, body = self.get(url, {"Accept": ACCEPT}, MAX_MANIFEST_BYTES, "manifest")
-        if status == 401 and self.token is None and self.authenticate(headers.get("www-authenticate", "")):
+        if status == 401 and self.authorization is None and self.authenticate(headers.get("www-authenticate", "")):
             status, headers, body = self.get(url, {"Accept": ACCEPT}, MAX_MANIFEST_BYTES, "manifest")
         if status == 404:
             raise BadInput(
                 f"{self.what}: the registry {self.registry.host} has no such image (HTTP 404 for "
                 f"{self.registry.path}:{reference}). Check the image's name and tag in the profile, or push it first."
             )
-        if status == 401:
-            raise LabctlError(
-                f"{self.what}: the registry {self.registry.host} refused anonymous access (HTTP 401). labctl pin asks "
-                "anonymously; pin this image by hand (repo:tag@sha256:…) after `docker login` and `docker pull`."
-            )
+        if status in (401, 403):
+            raise LabctlError(self.refused(status))
         if status != 200:
             raise LabctlError(
                 f"{self.what}: the registry {self.registry.host} answered HTTP {status} for its manifest."
@@ -205,9 +206,23 @@ class _Session:
             )
         return actual, parsed
 
+    def refused(self, status: int) -> str:
+        host = self.registry.host
+        if self.login is None:
+            return (
+                f"{self.what}: the registry {host} refused anonymous access (HTTP {status}) and Docker has no login "
+                f"for it: run `docker login {host}` (labctl uses the logins in {config_path()} and its credential "
+                "helpers), then again."
+            )
+        return (
+            f"{self.what}: the registry {host} refused the login Docker has for it (user {self.login.username!r}, "
+            f"from {self.login.source}; HTTP {status}): run `docker login {host}` again, or ask for pull access to "
+            f"{self.registry.path}."
+        )
+
     def get(self, url: str, headers: dict[str, str], limit: int, what: str) -> tuple[int, httpx.Headers, bytes]:
-        if self.token:
-            headers = {**headers, "Authorization": f"Bearer {self.token}"}
+        if self.authorization:
+            headers = {**headers, "Authorization": self.authorization}
         try:
             with self.client.stream("GET", url, headers=headers) as response:
                 declared = response.headers.get("content-length", "0")
@@ -232,8 +247,16 @@ class _Session:
         )
 
     def authenticate(self, challenge: str) -> bool:
-        """The anonymous token flow: a Bearer challenge names a realm to ask for a pull token."""
+        """After a 401: Basic with Docker's login for this registry, or the token flow (a Bearer challenge names a
+        realm that hands out a pull token; Docker's login, if any, is shown to it). False when nothing applies."""
         scheme, _, params = challenge.partition(" ")
+        self.login = login_for(self.registry.host)
+        if scheme.lower() == "basic":
+            if self.login is None:
+                return False
+            pair = f"{self.login.username}:{self.login.secret}".encode()
+            self.authorization = "Basic " + base64.b64encode(pair).decode()
+            return True
         if scheme.lower() != "bearer":
             return False
         fields = dict(_CHALLENGE.findall(params))
@@ -251,7 +274,11 @@ class _Session:
         query = {"scope": f"repository:{self.registry.path}:pull"}
         if "service" in fields:
             query["service"] = fields["service"]
-        status, _headers, body = self.get(str(realm_url.copy_merge_params(query)), {}, MAX_TOKEN_BYTES, "token")
+        basic = {}
+        if self.login is not None:
+            pair = f"{self.login.username}:{self.login.secret}".encode()
+            basic = {"Authorization": "Basic " + base64.b64encode(pair).decode()}
+        status, _headers, body = self.get(str(realm_url.copy_merge_params(query)), basic, MAX_TOKEN_BYTES, "token")
         if status != 200:
             return False
         try:
@@ -261,5 +288,5 @@ class _Session:
         token = answer.get("token") or answer.get("access_token") if isinstance(answer, dict) else None
         if not isinstance(token, str) or not token or len(token) > MAX_TOKEN_BYTES:
             return False
-        self.token = token
+        self.authorization = f"Bearer {token}"
         return True

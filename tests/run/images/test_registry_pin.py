@@ -207,6 +207,8 @@ def token_registry() -> Iterator[tuple[int, list[str]]]:
             port = self.server.server_address[1]
             if self.path.startswith("/token?"):
                 asked.append(self.path)
+                if self.headers.get("Authorization"):  # the login Docker has, shown to the token service
+                    asked.append(self.headers["Authorization"])
                 self._send(200, json.dumps({"token": "hc-anonymous-pull"}).encode(), {})
             elif self.headers.get("Authorization") != "Bearer hc-anonymous-pull":
                 challenge = f'Bearer realm="http://127.0.0.1:{port}/token",service="hc-registry"'
@@ -232,3 +234,20 @@ def test_a_registry_that_demands_a_token(lab: Path, home: Path) -> None:
     assert result.code == 0, result.stderr
     assert json.loads(result.stdout)["digest"] == "sha256:" + hashlib.sha256(MANIFEST).hexdigest()
     assert asked == ["/token?scope=repository%3Ateam%2Fengine%3Apull&service=hc-registry"]
+
+
+def test_a_token_service_is_shown_the_login_docker_has(lab: Path, home: Path, tmp_path: Path) -> None:
+    """As NGC and Docker Hub want it for private images: the realm gets Basic with Docker's login, over loopback."""
+    import base64
+
+    from helpers.support import run_labctl
+
+    with token_registry() as (port, asked):
+        point_at(lab, f"127.0.0.1:{port}/team/engine:v1")
+        auth = base64.b64encode(b"$oauthtoken:nvapi-test-key").decode()
+        (tmp_path / "docker").mkdir()
+        (tmp_path / "docker" / "config.json").write_text(json.dumps({"auths": {f"127.0.0.1:{port}": {"auth": auth}}}))
+        env = {"LABCTL_HOME": str(home), "DOCKER_CONFIG": str(tmp_path / "docker")}
+        result = run_labctl("pin", "harness", "--profile", "smoke", lab=lab, env=env)
+    assert result.code == 0, result.stderr
+    assert asked[1:] == [f"Basic {auth}"] and "nvapi-test-key" not in result.stdout + result.stderr
