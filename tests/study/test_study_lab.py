@@ -137,7 +137,7 @@ def test_two_hosts_in_parallel_and_a_crash_that_stops_only_its_cell(sim: Path, f
     assert len(found) == 4
     crashed = {k: v for k, v in found.items() if "crash-after" in k[0]}
     fine = {k: v for k, v in found.items() if "crash-after" not in k[0]}
-    assert {v["state"] for v in fine.values()} == {"done"}
+    assert {v["state"] for v in fine.values()} == {"done"}, {k: v.get("failure") for k, v in fine.items()}
     for data in crashed.values():
         assert data["state"] == "failed" and data["failure"]["class"] == "crash", data["failure"]
         assert data["censored"] == {"chat-sweep": [4, 8]}  # the crash level and every higher one
