@@ -51,6 +51,7 @@ class RequestResult:
     ok: bool = False
     error: str | None = None
     scheduled: float = 0.0  # when the request was due (open loop); queue time = sent - scheduled
+    dispatched: float = 0.0  # when the open-loop sender let it go: its own lag = dispatched - scheduled
     sent: float = 0.0
     first_token: float | None = None
     # arrivals of token-bearing chunks: every chunk with a choice after the role chunk, text or not (a special

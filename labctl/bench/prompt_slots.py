@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from labctl.bench.hub_dataset import hub_dataset_of
-from labctl.bench.prompts import Prompt, build_prompts, dataset_pool
+from labctl.bench.prompts import Prompt, build_prompts, dataset_file, dataset_pool, trace_arrivals
 from labctl.bench.runner import LevelPrompts
 from labctl.bench.sharegpt import RULE
 from labctl.bench.sweep_plan import PlannedLevel, plan_levels
@@ -105,8 +105,24 @@ def shortage(workload: Workload, needed: int, available: int | None, what: str) 
     )
 
 
+def check_trace(workload: Workload, slots: PromptSlots) -> None:
+    """Refuses a trace that does not read, or a level that replays more arrivals than the trace holds (each level
+    replays the trace's first ones, its prompts its own)."""
+    hub = hub_dataset_of(workload.name, workload.hub_dataset)
+    path = hub.locate() if hub else None
+    arrivals = len(trace_arrivals(path or dataset_file(workload.spec["dataset"], workload.name, workload.folder)))
+    most = max((max(w, m) for w, m in slots.levels), default=0)
+    if most > arrivals:
+        raise BadInput(
+            f"workload {workload.name}: a level asks for {most} requests but its trace holds {arrivals} arrivals; "
+            "set requests (and warm-up) to at most that."
+        )
+
+
 def check_enough(workload: Workload, slots: PromptSlots) -> int | None:
     """Refuses a bench that needs more distinct prompts than its dataset holds; returns the pool's size."""
+    if workload.dataset_kind == "trace":
+        check_trace(workload, slots)
     available = available_prompts(workload)
     after = f" (after the {slots.first} its study's earlier benches sent)" if slots.first else ""
     problem = shortage(workload, slots.first + slots.total, available, "this bench" + after)

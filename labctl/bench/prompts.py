@@ -1,5 +1,5 @@
 """What a workload sends, request by request: random prompts, prompts sharing a prefix, multi-turn
-sessions, and prompts read from a dataset file (jsonl, ShareGPT). Pure and deterministic from the
+sessions, prompts read from a dataset file (jsonl, ShareGPT), and a trace's arrivals (labctl.bench.traces). Pure and deterministic from the
 workload's seed; lengths in the model's tokens when its tokenizer is cached (labctl.bench.tokens)."""
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ from typing import Any
 
 from labctl.bench.sharegpt import RULE, sample_pool
 from labctl.bench.tokens import Counter
+from labctl.bench.traces import Arrival, read_trace
 from labctl.catalog.sourcefile import read_bounded
 from labctl.errors import BadInput
 
@@ -105,6 +106,7 @@ class Prompt:
     messages: tuple[dict[str, str], ...] = ()  # a whole conversation (multi-turn); empty: one user message
     session: int = -1  # turns of one session go in order on one connection; -1: a request on its own
     think_s: float = 0.0  # the user's pause before this turn
+    at_s: float | None = None  # a trace's arrival: seconds after the level's start (None: the level's own schedule)
 
 
 def sessions(prompts: list[Prompt]) -> list[list[Prompt]]:
@@ -166,6 +168,8 @@ def build_prompts(
         return list(_shared_prefix(spec, counter, count, salt, rng))
     if kind == "multi-turn":
         return list(_multi_turn(spec, counter, count, salt, rng))[:count]
+    if kind == "trace":
+        return _trace_prompts(spec, name, path or dataset_file(dataset, name, folder), counter, count, salt, rng)
     pool = dataset_pool(spec, name, folder, counter, path)
     if start + count > len(pool) and not spec.get("repeat_prompts"):
         raise BadInput(
@@ -213,6 +217,39 @@ def dataset_pool(spec: dict[str, Any], name: str, folder: Path, counter: Counter
     _POOLS.clear()  # one dataset at a time: ShareGPT's pool alone holds hundreds of MB of text
     _POOLS[key] = pool
     return pool
+
+
+_TRACES: dict[tuple[Any, ...], list[Arrival]] = {}
+
+
+def trace_arrivals(path: Path) -> list[Arrival]:
+    """A trace file's arrivals, read once per process."""
+    stat = path.stat()
+    key = (str(path), stat.st_size, stat.st_mtime_ns)
+    if key not in _TRACES:
+        _TRACES.clear()
+        _TRACES[key] = read_trace(_read_text(path), str(path))
+    return _TRACES[key]
+
+
+def _trace_prompts(
+    spec: dict[str, Any], name: str, path: Path, counter: Counter, count: int, salt: int | str, rng: random.Random
+) -> list[Prompt]:
+    """The trace's first `count` arrivals, each a prompt of its own (synthetic text of the trace's input length,
+    salted like the random kind's: never sent twice) asking for its output length, due at its timestamp."""
+    arrivals = trace_arrivals(path)
+    if count > len(arrivals):
+        raise BadInput(
+            f"workload {name}: a level asks for {count} requests but the trace {path.name} holds {len(arrivals)} "
+            "arrivals; set requests (and warm-up) to at most that."
+        )
+    speedup = float(spec["dataset"]["speedup"] or 1.0)
+    prompts = []
+    for i, arrival in enumerate(arrivals[:count]):
+        text, used = _text(rng, counter, arrival.input_len, f"t{salt}x{i}")
+        max_tokens = min(arrival.output_len, int(spec["max_tokens"]))
+        prompts.append(Prompt(text, used, max_tokens, at_s=arrival.at_ms / 1000.0 / speedup))
+    return prompts
 
 
 def _shared_prefix(

@@ -123,6 +123,10 @@ class Level:
     chunks_unlike_usage: int = 0
     meets_slo: bool | None = None  # a capacity search's level: whether it met the SLO
     over_max_batch_size: bool = False
+    duration_limit_s: float | None = None  # the workload's duration_s: nothing was sent after it
+    unsent: int = 0  # prompts the duration left unsent
+    send_lag_p99_ms: float | None = None  # open loop: the sender's own lateness against the schedule
+    send_lag_max_ms: float | None = None
     kv_bound: KvBound | None = None
     warnings: tuple[str, ...] = ()
     telemetry: dict[str, Any] | None = None

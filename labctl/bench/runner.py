@@ -1,5 +1,7 @@
 """Running a workload against a target: warm-up, then each concurrency level, closed loop (a
-semaphore, infinite rate) or open loop (gamma-distributed arrivals), measuring the client too."""
+semaphore, infinite rate) or open loop (gamma-distributed arrivals, or a trace's own timestamps), bounded by
+its requests and, when the workload says so, by a duration, its load rising over a ramp; measuring the client
+too."""
 
 from __future__ import annotations
 
@@ -9,7 +11,7 @@ import os
 import random
 import resource
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -22,6 +24,7 @@ from labctl.errors import BadInput
 Progress = Callable[[str, int, int], None]  # (phase, done, total)
 SATURATED_CPU = 0.85  # share of one core above which the client's own timing is suspect
 KEPT_UP = 0.95  # an open loop kept up when it sent at >= this share of its own schedule's rate
+RAMP_FLOOR = 0.05  # an open-loop ramp starts at this share of the target rate (a rate of 0 never sends)
 
 
 def send_rate(times: list[float]) -> float | None:
@@ -41,6 +44,8 @@ class LevelOutcome:
     interrupted: bool = False
     warnings: list[str] = field(default_factory=list)
     started: float | None = None  # perf_counter when measuring began (telemetry windows)
+    duration_limit_s: float | None = None  # the workload's duration_s: no request was sent after it
+    unsent: int = 0  # prompts the duration left unsent
 
     def summary(self, slo: dict[str, float] | None) -> dict[str, Any]:
         metrics = level_metrics(self.results, self.duration_s, slo)
@@ -65,6 +70,12 @@ class LevelOutcome:
             warnings.append("the server sent no usage: output tokens were counted from chunks (may be wrong)")
         if metrics["failed"]:
             warnings.append(f"{metrics['failed']} request(s) failed: see failures")
+        if self.duration_limit_s and not self.unsent and not self.interrupted:
+            warnings.append(
+                f"the level sent all its {len(self.results)} requests before its duration of {self.duration_limit_s:g} "
+                "s ended: it measured fewer seconds than asked; raise requests to fill the duration"
+            )
+        lags = sorted((r.dispatched - r.scheduled) * 1000 for r in sent if r.scheduled and r.dispatched)
         return {
             "concurrency": self.concurrency,
             "requests": len(self.results),
@@ -75,6 +86,12 @@ class LevelOutcome:
             "achieved_rate": achieved,  # first send to last send: the draining tail is not sending
             "scheduled_rate": scheduled,
             "interrupted": self.interrupted,
+            "duration_limit_s": self.duration_limit_s,
+            "unsent": self.unsent,
+            # the sender's own lateness: due time to the moment it let the request go (a concurrency cap's wait
+            # after that is queue time, above)
+            "send_lag_p99_ms": lags[min(len(lags) - 1, int(0.99 * len(lags)))] if lags else None,
+            "send_lag_max_ms": lags[-1] if lags else None,
             "warnings": warnings,
         }
 
@@ -158,12 +175,20 @@ async def _closed_loop(
     timeout: float | None,
     tick: Callable[[], None],
     results: list[RequestResult],
+    deadline: float | None = None,
+    ramp_s: float = 0.0,
 ) -> None:
+    """Each stream sends its next prompt when its last answer is done, until the prompts (or the deadline) run
+    out; with a ramp, stream i starts i/concurrency of the way through it."""
     chat = workload.endpoint == "chat"
     queue = list(reversed(sessions(prompts)))
 
-    async def worker(connection: Connection) -> None:
+    async def worker(connection: Connection, index: int) -> None:
+        if ramp_s and index:
+            await asyncio.sleep(ramp_s * index / concurrency)
         while queue:
+            if deadline is not None and time.perf_counter() >= deadline:
+                return
             for prompt in queue.pop():  # a multi-turn session's turns in order, after the user's pause
                 if prompt.think_s:
                     await asyncio.sleep(prompt.think_s)
@@ -172,7 +197,17 @@ async def _closed_loop(
                 results.append(result)
                 tick()
 
-    await asyncio.gather(*(worker(c) for c in connections[:concurrency]))
+    await asyncio.gather(*(worker(c, i) for i, c in enumerate(connections[:concurrency])))
+
+
+def arrival_offsets(rate: float, shape: float, rng: random.Random, ramp_s: float = 0.0) -> Iterator[float]:
+    """Seconds from the level's start at which requests are due: gamma gaps at `rate` (shape 1 = Poisson); over a
+    ramp, each gap is drawn at the rate of its moment, rising linearly from RAMP_FLOOR of the target."""
+    offset = 0.0
+    while True:
+        yield offset
+        current = rate if not ramp_s or offset >= ramp_s else rate * max(RAMP_FLOOR, offset / ramp_s)
+        offset += rng.gammavariate(shape, 1.0 / (current * shape))
 
 
 async def _open_loop(
@@ -183,18 +218,19 @@ async def _open_loop(
     connections: list[Connection],
     timeout: float | None,
     tick: Callable[[], None],
-    rate: float,
-    rng: random.Random,
+    offsets: Iterator[float],
     results: list[RequestResult],
-) -> None:
+    deadline: float | None = None,
+) -> int:
+    """Each prompt goes at its due time (the level's start + its offset), at most `concurrency` in flight; none
+    is sent at or after the deadline. Returns how many prompts the deadline left unsent."""
     chat = workload.endpoint == "chat"
-    shape = workload.burstiness
     idle = list(connections[:concurrency])
     free = asyncio.Semaphore(concurrency)
-    tasks = []
+    tasks: list[asyncio.Task[None]] = []
 
     async def one(prompt: Prompt, due: float) -> None:
-        result = RequestResult(input_len=prompt.input_len, scheduled=due)
+        result = RequestResult(input_len=prompt.input_len, scheduled=due, dispatched=time.perf_counter())
         async with free:
             connection = idle.pop()
             try:
@@ -204,14 +240,18 @@ async def _open_loop(
         results.append(result)
         tick()
 
-    due = time.perf_counter()
-    for prompt in prompts:
+    start = time.perf_counter()
+    for sent, (prompt, offset) in enumerate(zip(prompts, offsets, strict=False)):
+        due = start + offset
+        if deadline is not None and due >= deadline:
+            await asyncio.gather(*tasks)
+            return len(prompts) - sent
         delay = due - time.perf_counter()
         if delay > 0:
             await asyncio.sleep(delay)
         tasks.append(asyncio.create_task(one(prompt, due)))
-        due += rng.gammavariate(shape, 1.0 / (rate * shape))
     await asyncio.gather(*tasks)
+    return 0
 
 
 @dataclass
@@ -269,22 +309,30 @@ async def run_level(
             )
         partial.cpu_started, partial.started = time.process_time(), time.perf_counter()
         tick = ticker(f"measure c={concurrency}", len(measured))
-        if spec["request_rate"]:
-            await _open_loop(
-                target,
-                workload,
-                measured,
-                concurrency,
-                connections,
-                timeout,
-                tick,
-                spec["request_rate"],
-                random.Random(f"{spec['seed']}:arrivals:{level_index}"),
-                partial.results,
+        limit = spec.get("duration_s")
+        deadline = partial.started + limit if limit else None
+        ramp = float(spec.get("ramp_up_s") or 0.0)
+        unsent = 0
+        if measured and measured[0].at_s is not None:  # a trace: its own arrival times
+            offsets = iter([p.at_s or 0.0 for p in measured])
+            unsent = await _open_loop(
+                target, workload, measured, concurrency, connections, timeout, tick, offsets, partial.results, deadline
+            )
+        elif spec["request_rate"]:
+            rng = random.Random(f"{spec['seed']}:arrivals:{level_index}")
+            offsets = arrival_offsets(spec["request_rate"], workload.burstiness, rng, ramp)
+            unsent = await _open_loop(
+                target, workload, measured, concurrency, connections, timeout, tick, offsets, partial.results, deadline
             )
         else:
-            await _closed_loop(target, workload, measured, concurrency, connections, timeout, tick, partial.results)
-        return outcome_of(concurrency, partial, spec["request_rate"])
+            results = partial.results
+            await _closed_loop(
+                target, workload, measured, concurrency, connections, timeout, tick, results, deadline, ramp
+            )
+            unsent = len(measured) - len(results) if deadline is not None else 0
+        outcome = outcome_of(concurrency, partial, spec["request_rate"])
+        outcome.duration_limit_s, outcome.unsent = limit, unsent
+        return outcome
     finally:
         for connection in connections:
             connection.close()

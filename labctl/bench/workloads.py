@@ -29,7 +29,7 @@ from labctl.catalog.limits import (
 from labctl.catalog.sourcefile import SourceFile, load_yaml_mapping
 from labctl.errors import BadInput
 
-DATASET_KINDS = ("random", "shared-prefix", "multi-turn", "jsonl", "sharegpt")
+DATASET_KINDS = ("random", "shared-prefix", "multi-turn", "jsonl", "sharegpt", "trace")
 LENGTH_KINDS = ("random", "shared-prefix", "multi-turn")
 SLO_KEYS = ("ttft_ms", "tpot_ms", "e2e_ms")
 
@@ -105,6 +105,12 @@ WORKLOAD_FIELDS: dict[str, Field] = {
                 "(letters, digits, '.', '_', '-' and '/'; no '..', no absolute path)",
                 check=lambda v: len(v) <= 255 and _DATASET_PATH.fullmatch(v) is not None,
             ),
+            "speedup": Field(
+                "float",
+                "trace: replay the arrivals this many times faster (2 = twice the trace's rate), 0.001 to 1000",
+                check=lambda v: v >= 0.001,
+                high=1000.0,
+            ),
             "repo": Field("str", "instead of path: " + REPO_ID_RULE + ", a Hub dataset repository", check=is_repo_id),
             "revision": Field(
                 "str",
@@ -118,6 +124,20 @@ WORKLOAD_FIELDS: dict[str, Field] = {
                 check=lambda v: len(v) <= 255 and _DATASET_PATH.fullmatch(v) is not None,
             ),
         },
+    ),
+    "duration_s": Field(
+        "float",
+        "each level stops sending after this many seconds of measuring, 1 to 86400 (requests in flight finish); "
+        "its requests stay the most it sends",
+        check=lambda v: v >= 1,
+        high=86400.0,
+    ),
+    "ramp_up_s": Field(
+        "float",
+        "seconds over which each level's load rises, 0 to 3600: closed loop starts its streams one by one over "
+        "them, open loop raises its arrival rate linearly to the target over them",
+        check=lambda v: v >= 0,
+        high=3600.0,
     ),
     "repeat_prompts": Field(
         "bool",
@@ -313,7 +333,7 @@ def _flag_value(value: Any) -> str:
 
 # Fields added after workloads were first hashed: left out of the hash while unset, so a workload that
 # does not use them keeps the hash its earlier results were stored under.
-LATER_FIELDS = {"tools", "tool_choice", "repeat_prompts"}
+LATER_FIELDS = {"tools", "tool_choice", "repeat_prompts", "duration_s", "ramp_up_s"}
 LATER_DATASET_FIELDS = {
     "prefix_len",
     "prefix_count",
@@ -323,6 +343,7 @@ LATER_DATASET_FIELDS = {
     "repo",
     "revision",
     "file",
+    "speedup",
 }
 
 
@@ -341,12 +362,18 @@ def check_workload(src: SourceFile, data: dict[str, Any]) -> dict[str, Any]:
         spec["request_rate"] = check_value(src, ("request_rate",), spec["request_rate"], rate_field)
     dataset = spec["dataset"]
     _check_dataset(src, spec)
-    if spec["requests"] is None and spec["requests_per_concurrency"] is None:
+    if spec["requests"] is None and spec["requests_per_concurrency"] is None and dataset["kind"] != "trace":
         spec["requests_per_concurrency"] = 10
     if spec["requests"] is not None and spec["requests_per_concurrency"] is not None:
         raise src.problem(("requests",), "give requests or requests_per_concurrency, not both.")
+    if dataset["kind"] == "trace" and spec["requests"] is None:
+        raise src.problem(
+            ("requests",),
+            "a trace needs requests: N, the number of its first arrivals each level replays (its timestamps set "
+            "when each is sent).",
+        )
     if spec["max_tokens"] is None:
-        recorded = dataset["kind"] == "sharegpt" and dataset["recorded_output"] is not False
+        recorded = dataset["kind"] in ("sharegpt", "trace") and dataset["recorded_output"] is not False
         spec["max_tokens"] = dataset["output_len"] or (RECORDED_CAP if recorded else 256)
     if spec["slo"] is not None:
         spec["slo"] = {k: v for k, v in spec["slo"].items() if v is not None}
@@ -365,15 +392,17 @@ NEEDS = {
     "multi-turn": ("input_len", "output_len", "turns"),
     "jsonl": (),
     "sharegpt": (),
+    "trace": (),
 }
 ONLY = {
     "prefix_len": "shared-prefix",
     "prefix_count": "shared-prefix",
     "turns": "multi-turn",
-    "path": "jsonl or sharegpt",
-    "repo": "jsonl or sharegpt",
-    "revision": "jsonl or sharegpt",
-    "file": "jsonl or sharegpt",
+    "path": "jsonl or sharegpt or trace",
+    "repo": "jsonl or sharegpt or trace",
+    "revision": "jsonl or sharegpt or trace",
+    "file": "jsonl or sharegpt or trace",
+    "speedup": "trace",
 }
 HUB_KEYS = ("repo", "revision", "file")
 
@@ -387,7 +416,7 @@ def _check_dataset(src: SourceFile, spec: dict[str, Any]) -> None:
     for key, kinds in ONLY.items():
         if dataset[key] is not None and kind not in kinds.split(" or "):
             raise src.problem(("dataset", key), f"{key} belongs to {kinds} datasets, not {kind}.")
-    if kind in ("jsonl", "sharegpt"):
+    if kind in ("jsonl", "sharegpt", "trace"):
         hub = [k for k in HUB_KEYS if dataset[k] is not None]
         if dataset["path"] is not None and hub:
             raise src.problem(
@@ -399,6 +428,12 @@ def _check_dataset(src: SourceFile, spec: dict[str, Any]) -> None:
                 ("dataset",),
                 f"a {kind} dataset needs path (a file in the lab) or repo, revision and file: no {lacking}.",
             )
+    if kind == "trace" and spec["request_rate"] is not None:
+        raise src.problem(
+            ("request_rate",), "a trace sets its own arrival times (open loop, its timestamps): drop request_rate."
+        )
+    if kind == "trace" and spec["ramp_up_s"]:
+        raise src.problem(("ramp_up_s",), "a trace sets its own arrival times: drop ramp_up_s (or use speedup).")
     if kind == "multi-turn":
         if spec["request_rate"] is not None:
             raise src.problem(

@@ -330,6 +330,9 @@ def print_result(result: BenchResult, path: str) -> None:
         out(f"prompts: {p.sent} sent, {p.distinct} distinct{held}; seed {p.seed}{again}")
     for level in result.levels:
         out(_level_detail(level))
+        schedule = _schedule_line(level)
+        if schedule:
+            out(schedule)
     missing = (result.telemetry or {}).get("missing")
     for name, why in (missing if isinstance(missing, dict) else {}).items():
         out(f"telemetry {name}: {why}")
@@ -353,6 +356,21 @@ def print_result(result: BenchResult, path: str) -> None:
 
 def _ci(interval: tuple[float, ...] | None) -> str:
     return "-" if not interval else f"[{interval[0]:.1f}, {interval[1]:.1f}]"
+
+
+def _schedule_line(level: Level) -> str | None:
+    """How the level's sending went where its shape says more than its table row: the duration that stopped it,
+    and the open-loop sender's own lateness against its schedule (rates and traces)."""
+    parts = []
+    if level.duration_limit_s and level.unsent:
+        parts.append(
+            f"stopped sending at its duration of {level.duration_limit_s:g} s, {level.unsent} prompt(s) unsent"
+        )
+    elif level.duration_limit_s:
+        parts.append(f"every prompt sent within its duration of {level.duration_limit_s:g} s")
+    if level.send_lag_p99_ms is not None and level.send_lag_max_ms is not None:
+        parts.append(f"send lag p99 {level.send_lag_p99_ms:.1f} ms, max {level.send_lag_max_ms:.1f} ms")
+    return f"c={level.concurrency} schedule: " + "; ".join(parts) if parts else None
 
 
 def _level_detail(level: Level) -> str:
