@@ -27,7 +27,8 @@ from labctl.bench.runner import LevelProgress, LevelPrompts, run_level
 from labctl.bench.workloads import Workload
 from labctl.host.remote.lifeline import Lifeline, read_job
 
-PROTOCOL = 2  # the job's shape; a controller and a client image that disagree say so instead of guessing
+PROTOCOL = 3  # the job's shape (3: a prompt may carry its trace arrival, at_s); a controller and a client image that
+# disagree say so instead of guessing
 MAX_JOB_BYTES = 64 * 1024 * 1024  # a level's prompts
 PROGRESS_EVERY_S = 0.5
 
@@ -46,6 +47,7 @@ def prompts_of(job: dict[str, Any]) -> LevelPrompts:
                 messages=tuple({str(k): str(v) for k, v in m.items()} for m in p["messages"]),
                 session=int(p["session"]),
                 think_s=float(p["think_s"]),
+                at_s=None if p.get("at_s") is None else float(p["at_s"]),
             )
             for p in items
         ]

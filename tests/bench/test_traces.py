@@ -3,8 +3,14 @@ with seven fractional digits), read into arrivals from 0 ms, in time order; a ba
 
 from __future__ import annotations
 
+import dataclasses
+import json
+
 import pytest
 
+from labctl.bench.bench_job import prompts_of
+from labctl.bench.prompts import Prompt
+from labctl.bench.runner import LevelPrompts
 from labctl.bench.traces import Arrival, read_trace
 from labctl.errors import BadInput
 
@@ -63,3 +69,11 @@ def test_a_bad_trace_is_one_line_naming_where(text: str, says: str) -> None:
     with pytest.raises(BadInput, match=says) as caught:
         read_trace(text, "trace.jsonl")
     assert "\n" not in str(caught.value) and "trace.jsonl" in str(caught.value)
+
+
+def test_a_remote_client_gets_each_prompts_arrival() -> None:
+    """The bench client beside a remote engine is sent the prompts as the controller made them: a trace's arrival
+    times travel with them (else it would send the trace as a closed loop)."""
+    made = LevelPrompts(warm=[], measured=[Prompt("a b", 2, 3, at_s=0.25), Prompt("c", 1, 2)])
+    job = {"prompts": {"warm": [], "measured": [dataclasses.asdict(p) for p in made.measured]}}
+    assert prompts_of(json.loads(json.dumps(job))).measured == made.measured
