@@ -40,6 +40,12 @@ class Metric:
     views: frozenset[View]
     spelled: str | None = None  # the long name of plots and prose, where the label is too terse
     derive: Derive | None = None  # a derived metric: how it is computed from the level
+    per_gpu_of: str | None = None  # a per-GPU metric: the total it divides by the GPUs the engine held
+
+    @property
+    def stored(self) -> bool:
+        """The result file holds it (a derived or per-GPU metric is computed when the level is read)."""
+        return self.derive is None and self.per_gpu_of is None
 
     @property
     def titled(self) -> str:
@@ -116,6 +122,17 @@ METRICS: tuple[Metric, ...] = (
         0,
         COMPARED | _views(View.BENCH_TABLE, View.BENCH_INTERVALS, View.PROGRESS, View.VERDICT),
         spelled="output tokens/s",
+    ),
+    Metric(
+        "output_throughput_per_gpu",
+        "out tok/s/GPU",
+        "tok/s",
+        "higher",
+        True,
+        0,
+        COMPARED | _views(View.BENCH_TABLE, View.VERDICT),
+        spelled="output tokens/s per GPU",
+        per_gpu_of="output_throughput",
     ),
     Metric(
         "tokens_per_user",

@@ -49,6 +49,7 @@ class Target:
     max_batch_size: int | None = None
     batch_cap: BatchCap | None = None  # the engine's cap on sequences at once, and where it was read
     settings: dict[str, Effective] | None = None  # what the engine computed with (engine_settings.py)
+    gpus: int | None = None  # GPUs the engine held (real or simulated); None: none, or not known (older results)
 
 
 @dataclass(frozen=True)
@@ -246,7 +247,25 @@ def parse_result(data: Any) -> BenchResult:
     if any(repeat_intervals(raw, ()) is not None for raw in data["levels"]):
         method = f"{REQUEST_METHOD} within a run; across repeats {repeat_method(result.repeat)}, recomputed on reading"
         result = dataclasses.replace(result, interval_method=method)
+    if result.target.gpus is not None:
+        levels = tuple(per_gpu(level, result.target.gpus) for level in levels)
     return dataclasses.replace(result, levels=levels, data=data)
+
+
+def per_gpu(level: Level, gpus: int) -> Level:
+    """A level with its per-GPU figures: each total over the GPUs the engine held, its interval scaled alike."""
+    if gpus < 1:
+        raise ShapeError("target.gpus", f"{gpus}: an engine that held GPUs held at least one")
+    figures, intervals = dict(level.figures), dict(level.intervals)
+    for metric in METRICS:
+        if metric.per_gpu_of is None:
+            continue
+        total = level.figures.get(metric.per_gpu_of)
+        figures[metric.key] = None if total is None else total / gpus
+        if metric.per_gpu_of in level.intervals:
+            bounds = level.intervals[metric.per_gpu_of]
+            intervals[metric.key] = None if bounds is None else (bounds[0] / gpus, bounds[1] / gpus)
+    return dataclasses.replace(level, figures=figures, intervals=intervals)
 
 
 def with_metrics(level: Level, data: dict[str, Any], where: str) -> Level:
@@ -255,7 +274,7 @@ def with_metrics(level: Level, data: dict[str, Any], where: str) -> Level:
     figures: dict[str, float | None] = {}
     intervals: dict[str, tuple[float, float] | None] = {}
     for metric in METRICS:
-        if metric.derive is not None:
+        if not metric.stored:
             continue
         from_json(float | None, data.get(metric.key), f"{where}.{metric.key}")
         figures[metric.key] = _possible(data.get(metric.key), f"{where}.{metric.key}")

@@ -127,6 +127,10 @@ def _run_held(
             "image_digest": record.image.digest,
             "engine_version": record.engine_version,
             "accelerator": record.accelerator_kind,
+            # what per-GPU figures divide by: the GPUs the engine held (none for a CPU engine or an endpoint)
+            "gpus": len(record.gpus.ids)
+            if record.gpus.ids and record.accelerator_kind in ("gpu", "simulated")
+            else None,
             "record": record.record_path,
             "max_batch_size": limit,
             "batch_cap": run_batch_cap(record, request.batch_caps).to_json(),

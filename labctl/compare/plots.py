@@ -310,15 +310,19 @@ def _overlap(a: tuple[float, float, float, float], b: tuple[float, float, float,
 
 
 def _pareto(plt: Any, folder: Path, entries: list[Entry], frame: Frame, colors: list[str]) -> str:
-    """Output tokens/s per user against total output tokens/s: up and to the right is better."""
+    """Output tokens/s per user against output tokens/s per GPU (total where a side's GPUs are not known, said on the
+    axis): up and to the right is better."""
     figure, axis = plt.subplots(figsize=(7.5, 5.2), dpi=110)
     failed = set(frame.failed)
     labels: list[tuple[float, float, str, str]] = []
+    every = [lv for entry in entries for lv in levels_of(entry)]
+    per_gpu = bool(every) and all(lv.value(M["output_throughput_per_gpu"]) is not None for lv in every)
+    across = M["output_throughput_per_gpu"] if per_gpu else M["output_throughput"]
     for index, entry in enumerate(entries):
         points = [
             (x, y, lv)
             for lv in levels_of(entry)
-            if (x := lv.value(M["output_throughput"])) is not None and (y := lv.value(M["tokens_per_user"])) is not None
+            if (x := lv.value(across)) is not None and (y := lv.value(M["tokens_per_user"])) is not None
         ]
         if not points:
             continue
@@ -333,7 +337,11 @@ def _pareto(plt: Any, folder: Path, entries: list[Entry], frame: Frame, colors: 
             labels.append((x, y, f"c≥{min(entry.censored)} censored", color))
     axis.margins(0.08)  # room for the labels of the outermost points
     _label_points(figure, axis, labels)
-    axis.set_xlabel("total output tokens/s")
+    axis.set_xlabel(
+        "output tokens/s per GPU (total / the GPUs each engine held)"
+        if per_gpu
+        else "total output tokens/s (not per GPU: a side's GPU count is not known)"
+    )
     axis.set_ylabel("output tokens/s per user (1000 / TPOT p50)")
     axis.set_title("Throughput vs interactivity (points: their level)" + (" ✗" if frame.failed else ""))
     axis.grid(True, alpha=0.3)

@@ -36,7 +36,7 @@ OTHER_SETTINGS = tuple(name for name in SHOWN if name not in SAME_RULES)
 # prep times (fetch, pull, build) do not compare; the checklist says so instead of comparing them silently.
 CACHE_RULE = "what a cache served (prep times compare only when equal)"
 # The metrics of a comparison's row: every schema-1 result holds them, so a level without one is refused.
-LEVEL_KEYS = tuple(metric.key for metric in shown_in(View.COMPARE_ROW))
+LEVEL_KEYS = tuple(metric.key for metric in shown_in(View.COMPARE_ROW) if metric.stored)
 REQUIRED_RESULT_KEYS = ("bench_id", "run_id", "target", "workload", "levels")
 
 

@@ -5,12 +5,15 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
 from labctl.bench.metric_table import BY_KEY, METRICS, View, shown_in
 from labctl.bench.results import level_from_json, parse_result
 from labctl.compare.pivot import pivot
 from labctl.compare.rules import Entry, checklist
 from labctl.compare.single import OneResult, level_head, level_rows
 from labctl.run.records.record import Record
+from labctl.run.records.typed import ShapeError
 
 HITS = BY_KEY["prefix_cache_hit_rate"]
 
@@ -57,3 +60,32 @@ def test_the_report_and_the_pivot_show_it_as_one_row_of_the_table_says() -> None
     entries = [entry("b20261204-100000-aaaaaa", 0.5), entry("b20261204-110000-cccccc", None)]
     row = next(p for p in pivot(entries, checklist(entries)) if p.metric == "prefix hits %")
     assert row.cells == ["50.0", "-"] and row.deltas == ["-"]
+
+
+PER_GPU = BY_KEY["output_throughput_per_gpu"]
+
+
+def result_on(gpus: int | None) -> dict[str, Any]:
+    figures = {"output_throughput": 900.0, "output_throughput_ci95": [840.0, 960.0]}
+    return {
+        "bench_id": "b20261204-100000-aaaaaa",
+        "run_id": "20261204-100000-bbbbbb",
+        "levels": [{**level(None), **figures}],
+        "workload": {"name": "chat-sweep", "sha256": "1" * 64},
+        "target": {"environment_label": "real-gpu", "model": "q", "gpus": gpus},
+    }
+
+
+def test_throughput_per_gpu_divides_the_total_and_its_interval_by_the_gpus_the_engine_held() -> None:
+    [two] = parse_result(result_on(2)).levels
+    assert two.value(PER_GPU) == 450.0 and two.interval(PER_GPU) == (420.0, 480.0)
+    assert two.value(BY_KEY["output_throughput"]) == 900.0  # the total stays beside it
+    [unknown] = parse_result(result_on(None)).levels  # a CPU engine, an endpoint, or a result from before
+    assert unknown.value(PER_GPU) is None and unknown.interval(PER_GPU) is None
+    assert "output_throughput_per_gpu_ci95_low" in two.metric_cells()
+    assert PER_GPU.titled == "out tok/s/GPU" and View.PIVOT in PER_GPU.views and View.BENCH_TABLE in PER_GPU.views
+
+
+def test_a_result_that_held_no_gpu_but_says_gpus_0_is_refused() -> None:
+    with pytest.raises(ShapeError, match="target.gpus"):
+        parse_result(result_on(0))

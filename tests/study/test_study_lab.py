@@ -158,6 +158,7 @@ def test_two_hosts_in_parallel_and_a_crash_that_stops_only_its_cell(sim: Path, f
         assert record["prep"]["image_pull"]["cached"] is True
         result = json.loads(next((home / "runs" / data["run_id"] / "bench").glob("b*[0-9a-f].json")).read_text())
         assert result["study"]["study"] == "two-hosts" and result["study"]["cell"] == data["cell"]
+        assert result["target"]["gpus"] == (len(record["gpus"]["ids"]) or None)  # what per-GPU figures divide by
     report = (home / "studies" / "two-hosts" / "report" / "report.md").read_text()
     assert "crash: the engine exited at c=4" in report and "chat-sweep c≥4" in report
     assert (home / "studies" / "two-hosts" / "report" / ".labctl-report").is_file()
