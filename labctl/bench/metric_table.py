@@ -41,11 +41,12 @@ class Metric:
     spelled: str | None = None  # the long name of plots and prose, where the label is too terse
     derive: Derive | None = None  # a derived metric: how it is computed from the level
     per_gpu_of: str | None = None  # a per-GPU metric: the total it divides by the GPUs the engine held
+    cost_of: str | None = None  # a cost metric: the throughput it prices at the host's GPU-hour price
 
     @property
     def stored(self) -> bool:
         """The result file holds it (a derived or per-GPU metric is computed when the level is read)."""
-        return self.derive is None and self.per_gpu_of is None
+        return self.derive is None and self.per_gpu_of is None and self.cost_of is None
 
     @property
     def titled(self) -> str:
@@ -79,6 +80,31 @@ def _prefix_hits(figures: Mapping[str, Any], telemetry: Mapping[str, Any]) -> fl
     if isinstance(found, bool) or not isinstance(found, int | float) or not math.isfinite(found):
         return None
     return 100.0 * found
+
+
+def _gpu_watts(telemetry: Mapping[str, Any]) -> float | None:
+    """The level's mean GPU power summed over the engine's GPUs (nvidia-smi's power.draw, sampled while it ran);
+    None when a GPU has no power figure or none was sampled."""
+    gpu = telemetry.get("gpu")
+    gpus = gpu.get("gpus") if isinstance(gpu, dict) else None
+    if not isinstance(gpus, dict) or not gpus:
+        return None
+    total = 0.0
+    for row in gpus.values():
+        power = row.get("power_draw_w") if isinstance(row, dict) else None
+        mean = power.get("mean") if isinstance(power, dict) else None
+        if isinstance(mean, bool) or not isinstance(mean, int | float) or not math.isfinite(mean) or mean < 0:
+            return None
+        total += mean
+    return total
+
+
+def _joules_per_token(figures: Mapping[str, Any], telemetry: Mapping[str, Any]) -> float | None:
+    """Energy per output token: the GPUs' mean power over the level (W = J/s) over its output tokens/s."""
+    watts, rate = _gpu_watts(telemetry), figures.get("output_throughput")
+    if watts is None or isinstance(rate, bool) or not isinstance(rate, int | float) or not rate > 0:
+        return None
+    return watts / float(rate)
 
 
 def _per_user(figures: Mapping[str, Any], telemetry: Mapping[str, Any]) -> float | None:
@@ -157,6 +183,28 @@ METRICS: tuple[Metric, ...] = (
         1,
         _views(View.PIVOT, View.REPORT),
         derive=_prefix_hits,
+    ),
+    Metric(
+        "joules_per_output_token",
+        "J/out tok",
+        "J",
+        "lower",
+        False,
+        2,
+        COMPARED | _views(View.VERDICT),
+        spelled="joules per output token (GPU power)",
+        derive=_joules_per_token,
+    ),
+    Metric(
+        "cost_per_million_output_tokens",
+        "cost/M out tok",
+        "cost",
+        "lower",
+        True,
+        3,
+        COMPARED | _views(View.VERDICT),
+        spelled="cost per million output tokens (at the host's GPU-hour price)",
+        cost_of="output_throughput",
     ),
 )
 BY_KEY = {metric.key: metric for metric in METRICS}

@@ -50,6 +50,7 @@ class Target:
     batch_cap: BatchCap | None = None  # the engine's cap on sequences at once, and where it was read
     settings: dict[str, Effective] | None = None  # what the engine computed with (engine_settings.py)
     gpus: int | None = None  # GPUs the engine held (real or simulated); None: none, or not known (older results)
+    gpu_hour_price: float | None = None  # the host's price of one GPU-hour (its hosts-file entry): cost per token
 
 
 @dataclass(frozen=True)
@@ -248,23 +249,37 @@ def parse_result(data: Any) -> BenchResult:
         method = f"{REQUEST_METHOD} within a run; across repeats {repeat_method(result.repeat)}, recomputed on reading"
         result = dataclasses.replace(result, interval_method=method)
     if result.target.gpus is not None:
-        levels = tuple(per_gpu(level, result.target.gpus) for level in levels)
+        levels = tuple(per_gpu(level, result.target.gpus, result.target.gpu_hour_price) for level in levels)
     return dataclasses.replace(result, levels=levels, data=data)
 
 
-def per_gpu(level: Level, gpus: int) -> Level:
-    """A level with its per-GPU figures: each total over the GPUs the engine held, its interval scaled alike."""
+def per_gpu(level: Level, gpus: int, price: float | None = None) -> Level:
+    """A level with its per-GPU figures (each total over the GPUs the engine held, its interval scaled alike) and,
+    given the host's GPU-hour price, its cost per million output tokens: price × GPUs / (tokens/s × 3600) × 10^6,
+    whose interval is the throughput's carried through that (decreasing) map: the price is set, not measured."""
     if gpus < 1:
         raise ShapeError("target.gpus", f"{gpus}: an engine that held GPUs held at least one")
+    if price is not None and not (math.isfinite(price) and 0 < price <= 10_000):
+        raise ShapeError("target.gpu_hour_price", f"{price}: a price per GPU-hour is above 0 and at most 10000")
     figures, intervals = dict(level.figures), dict(level.intervals)
     for metric in METRICS:
-        if metric.per_gpu_of is None:
-            continue
-        total = level.figures.get(metric.per_gpu_of)
-        figures[metric.key] = None if total is None else total / gpus
-        if metric.per_gpu_of in level.intervals:
-            bounds = level.intervals[metric.per_gpu_of]
-            intervals[metric.key] = None if bounds is None else (bounds[0] / gpus, bounds[1] / gpus)
+        if metric.per_gpu_of is not None:
+            total = level.figures.get(metric.per_gpu_of)
+            figures[metric.key] = None if total is None else total / gpus
+            if metric.per_gpu_of in level.intervals:
+                bounds = level.intervals[metric.per_gpu_of]
+                intervals[metric.key] = None if bounds is None else (bounds[0] / gpus, bounds[1] / gpus)
+        elif metric.cost_of is not None and price is not None:
+            per_second = price * gpus / 3600 * 1e6  # what a million tokens cost at one token a second
+
+            def cost(rate: float | None) -> float | None:
+                return per_second / rate if rate else None  # noqa: B023 - used at once, in this iteration
+
+            figures[metric.key] = cost(level.figures.get(metric.cost_of))
+            if metric.cost_of in level.intervals:
+                bounds = level.intervals[metric.cost_of]
+                low, high = (cost(bounds[1]), cost(bounds[0])) if bounds else (None, None)
+                intervals[metric.key] = (low, high) if low is not None and high is not None else None
     return dataclasses.replace(level, figures=figures, intervals=intervals)
 
 

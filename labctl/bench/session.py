@@ -131,6 +131,7 @@ def _run_held(
             "gpus": len(record.gpus.ids)
             if record.gpus.ids and record.accelerator_kind in ("gpu", "simulated")
             else None,
+            "gpu_hour_price": request.host.gpu_hour_price if request.host else None,  # cost per token
             "record": record.record_path,
             "max_batch_size": limit,
             "batch_cap": run_batch_cap(record, request.batch_caps).to_json(),

@@ -59,6 +59,12 @@ HOST_FIELDS = {
         "a unified-memory GPU's share of the host's memory, in GiB (default: read from the host)",
         check=lambda v: 0 < v <= 100_000,
     ),
+    "gpu_hour_price": Field(
+        "float",
+        "what one GPU-hour on this host costs, in the lab's currency (e.g. 2.49), above 0 and at most 10000: "
+        "bench results then give a cost per million output tokens",
+        check=lambda v: 0 < v <= 10_000,
+    ),
 }
 FILE_FIELDS = {
     "hosts": Field("map", "host name to its entry", default=dict, item=Field("map", "a host entry")),
@@ -77,6 +83,7 @@ class HostEntry:
     simulated: bool = False  # a test lab's host: its GPUs are simulated, its runs never count as real-gpu
     unified_memory_gib: float | None = None
     socket: str = "/var/run/docker.sock"  # the daemon's socket on that host (a remote watcher mounts it)
+    gpu_hour_price: float | None = None  # the lab's price of one GPU-hour here: cost per token
 
     @property
     def is_remote(self) -> bool:
@@ -179,5 +186,6 @@ def _read_entries(path: Path) -> tuple[dict[str, HostEntry], str | None]:
             bool(entry["simulated"]),
             entry["unified_memory_gib"],
             entry["socket"] or "/var/run/docker.sock",
+            entry["gpu_hour_price"],
         )
     return entries, spec["default"]

@@ -89,3 +89,38 @@ def test_throughput_per_gpu_divides_the_total_and_its_interval_by_the_gpus_the_e
 def test_a_result_that_held_no_gpu_but_says_gpus_0_is_refused() -> None:
     with pytest.raises(ShapeError, match="target.gpus"):
         parse_result(result_on(0))
+
+
+JOULES = BY_KEY["joules_per_output_token"]
+COST = BY_KEY["cost_per_million_output_tokens"]
+
+
+def with_power(watts: list[float | None]) -> dict[str, Any]:
+    gpus = {str(i): {"name": "H100", "power_draw_w": {"mean": w, "max": w}} for i, w in enumerate(watts)}
+    return {"gpu": {"samples": 5, "gpus": gpus}}
+
+
+def test_energy_per_token_is_the_gpus_mean_power_over_the_output_rate() -> None:
+    doc = result_on(2)
+    doc["levels"][0]["telemetry"] = with_power([300.0, 150.0])
+    [measured] = parse_result(doc).levels
+    assert measured.value(JOULES) == 0.5  # 450 W over 900 tok/s
+    assert measured.interval(JOULES) is None  # power has its own spread: no interval from the throughput alone
+    doc["levels"][0]["telemetry"] = with_power([300.0, None])  # one GPU without a power figure: no guess
+    assert parse_result(doc).levels[0].value(JOULES) is None
+    doc["levels"][0]["telemetry"] = None  # --no-telemetry
+    assert parse_result(doc).levels[0].value(JOULES) is None
+
+
+def test_cost_per_million_tokens_prices_the_gpu_hours_and_carries_the_throughputs_interval() -> None:
+    doc = result_on(2)
+    doc["target"]["gpu_hour_price"] = 3.0
+    [priced] = parse_result(doc).levels
+    # 2 GPUs × 3.0 an hour = 6.0 an hour for 900 tok/s × 3600 s = 3.24 M tokens
+    assert priced.value(COST) == pytest.approx(6.0 / 3.24)
+    low, high = priced.interval(COST)  # type: ignore[misc]
+    assert low == pytest.approx(6.0 / (960 * 3600 / 1e6)) and high == pytest.approx(6.0 / (840 * 3600 / 1e6))
+    assert parse_result(result_on(2)).levels[0].value(COST) is None  # no price in the hosts file: no cost
+    doc["target"]["gpu_hour_price"] = -1.0
+    with pytest.raises(ShapeError, match="gpu_hour_price"):
+        parse_result(doc)

@@ -24,6 +24,11 @@ HOSTILE_HOSTS = {
         "hosts:\n  g:\n    docker: ssh://a@b\n    unified_memory_gib: 1e400\n",
         "hosts.g.unified_memory_gib",
     ),
+    "a GPU-hour price of 0": ("hosts:\n  g:\n    docker: ssh://a@b\n    gpu_hour_price: 0\n", "hosts.g.gpu_hour_price"),
+    "a GPU-hour price that is text": (
+        "hosts:\n  g:\n    docker: ssh://a@b\n    gpu_hour_price: cheap\n",
+        "hosts.g.gpu_hour_price",
+    ),
 }
 
 
