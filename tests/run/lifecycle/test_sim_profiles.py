@@ -8,6 +8,8 @@ persona's command line checked against the engine's contract, the HTTP API — i
 
 from __future__ import annotations
 
+import csv
+import io
 import json
 import os
 import shutil
@@ -414,6 +416,9 @@ def test_a_bench_on_the_simulated_host_samples_its_gpus_and_the_personas_metrics
     for gpu in config["gpus"]:
         gpu.update(utilization_gpu=87, power_draw_w=512.25, clocks_sm_mhz=1755)
     path.write_text(json.dumps(config))
+    hosts = yaml.safe_load((sim / "hosts.yaml").read_text())
+    hosts["hosts"]["sim-h100"]["gpu_hour_price"] = 4.0
+    (sim / "hosts.yaml").write_text(yaml.safe_dump(hosts))
     info = up(sim, "vllm", "qwen3-32b")
     result = labctl(
         sim, "bench", "run", info["run_id"], "--workload", "latency-probe", "--requests", "8", "--json", timeout=300
@@ -434,6 +439,13 @@ def test_a_bench_on_the_simulated_host_samples_its_gpus_and_the_personas_metrics
     assert doc["levels"][0]["telemetry"]["engine"]["running"]["max"] >= 1
     shown = labctl(sim, "bench", "show", doc["bench_id"])
     assert "simulated util mean 87%" in shown.stdout
+    # energy and cost per token from those samples, the run's GPUs and the host's price
+    assert doc["target"]["gpus"] == len(info["gpus"]) and doc["target"]["gpu_hour_price"] == 4.0
+    [row] = list(csv.DictReader(io.StringIO(labctl(sim, "bench", "show", doc["bench_id"], "--format", "csv").stdout)))
+    rate, gpus = float(row["output_throughput"]), len(info["gpus"])
+    assert float(row["output_throughput_per_gpu"]) == pytest.approx(rate / gpus)
+    assert float(row["joules_per_output_token"]) == pytest.approx(512.25 * gpus / rate)
+    assert float(row["cost_per_million_output_tokens"]) == pytest.approx(4.0 * gpus / (rate * 3600) * 1e6)
     assert labctl(sim, "down", info["run_id"]).code == 0
 
 
