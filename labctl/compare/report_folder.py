@@ -1,5 +1,5 @@
 """labctl report of two or more results: a folder with a Markdown report, PNG plots
-(labctl.compare.plots) and a static index.html."""
+(labctl.compare.plots) and an index.html with an explorer (labctl.compare.explore) that works offline."""
 
 from __future__ import annotations
 
@@ -8,6 +8,8 @@ from pathlib import Path
 from typing import Any
 
 from labctl import __version__
+from labctl.compare.explore import STYLE as EXPLORE_STYLE
+from labctl.compare.explore import explorer
 from labctl.compare.formats import (
     SETUP_COLUMNS,
     cell,
@@ -82,6 +84,7 @@ th {{ background: #f0f0f0; }} tr.first td {{ border-top: 2px solid #888; }} tr.c
 li.ok::marker {{ color: green; }} li.bad {{ color: #b00; }} li.unchecked {{ color: #777; }}
 code, ul.spec {{ font-size: 12px; word-break: break-all; }}
 figure {{ display: inline-block; margin: 0 1em 1em 0; }} img {{ max-width: 640px; border: 1px solid #ddd; }}
+{EXPLORE_STYLE}
 </style></head><body>
 <h1>labctl comparison report</h1>
 <ul>{header}</ul>
@@ -90,6 +93,7 @@ figure {{ display: inline-block; margin: 0 1em 1em 0; }} img {{ max-width: 640px
 <p>Commands, as Docker reports them:</p><ul class=spec>{commands}</ul>
 <h2>Workload and SLO</h2><ul class=spec>{spec}</ul>
 <h2>Side by side per level</h2><table><tr>{pivot_head_html}</tr>{body}</table><p>{esc(INTERVALS_SAID)} {esc(OVERLAP_SAID)}</p>
+<h2>Explore</h2>{explorer(entries, checks)}
 <h2>Quality, case by case</h2><ul>{quality}</ul>
 <h2>Caveats</h2><ul>{caveats}</ul>
 <h2>Plots</h2>{images}

@@ -13,6 +13,8 @@ from typing import Any
 from labctl import __version__
 from labctl.bench.metric_table import View, shown_in
 from labctl.bench.results import BenchResult, Level, list_results
+from labctl.compare.explore import STYLE as EXPLORE_STYLE
+from labctl.compare.explore import explorer
 from labctl.compare.formats import md, workload_lines
 from labctl.compare.pivot import (
     INTERVALS_SAID,
@@ -301,6 +303,7 @@ table.levels td {{ white-space: nowrap; }} span.ci {{ color: #666; font-size: 11
 li.bad, td.bad {{ color: #b00; }}
 div.plots {{ display: grid; grid-template-columns: repeat(auto-fill, minmax(540px, 1fr)); gap: 1em; }}
 figure {{ margin: 0; }} img {{ width: 100%; border: 1px solid #ddd; }}
+{EXPLORE_STYLE}
 </style></head><body>
 <h1>{title}</h1>
 <ul>{header}</ul>
@@ -308,6 +311,7 @@ figure {{ margin: 0; }} img {{ width: 100%; border: 1px solid #ddd; }}
 <h2>Workload and SLO</h2><ul class=spec>{spec}</ul>
 <h2>Per level</h2><p>{esc(INTERVALS_SAID)}</p>
 <table class=levels><tr>{head}</tr>{body}</table>
+<h2>Explore</h2>{explorer([one.entry], [])}
 <h2>Caveats</h2><ul>{said}</ul>
 <h2>Plots</h2><div class=plots>{images}</div>
 </body></html>

@@ -171,3 +171,23 @@ def test_report_has_the_pareto_plot_and_renders_in_chromium(results: dict, tmp_p
         timeout=120,
     )
     assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and shot.stat().st_size > 50_000
+    # the explorer, as Chromium runs its script: one point per level and result, each saying its values on hover
+    dom = rendered(browser, out / "index.html")
+    assert dom.count("<circle") == 4 and dom.count('data-series="A"') == 1 and dom.count('data-series="B"') == 1
+    assert "c=4  n/N 8/8" in dom and "TTFT p50 ms: " in dom and "out tok/s: " in dom
+    assert '<option value="median_ttft_ms"' in dom and "The explorer needs JavaScript" not in dom
+    # a view given in the address: other axes, B hidden (its box unticked), A's points alone
+    dom = rendered(browser, out / "index.html", "#x=concurrency&y=median_tpot_ms&hide=B")
+    assert dom.count("<circle") == 2 and 'data-series="B"' not in dom and "TPOT p50 ms</text>" in dom
+
+
+def rendered(browser: str, page: Path, view: str = "") -> str:
+    """The page's DOM after its scripts ran in headless Chromium (offline: a file URL, no network)."""
+    done = subprocess.run(
+        [browser, "--headless", "--no-sandbox", "--disable-gpu", "--dump-dom", page.as_uri() + view],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert "<svg" in done.stdout, done.stderr[-2000:]
+    return done.stdout

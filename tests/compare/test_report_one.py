@@ -267,3 +267,15 @@ def test_the_page_renders_in_chromium(world: dict[str, Any], tmp_path: Path) -> 
         timeout=120,
     )
     assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and shot.stat().st_size > 50_000
+    # its explorer ran: a point per level of the one result, saying its values on hover
+    dom = subprocess.run(
+        [browser, "--headless", "--no-sandbox", "--disable-gpu", "--dump-dom", (out / "index.html").as_uri()],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    ).stdout
+    text = (out / "index.html").read_text()
+    data = json.loads(text.split('<script type="application/json" id=ex-data>', 1)[1].split("</script>", 1)[0])
+    [series] = data["series"]
+    assert len(series["points"]) >= 2 and dom.count("<circle") == len(series["points"])
+    assert dom.count('data-series="A"') == 1 and "n/N " in dom
