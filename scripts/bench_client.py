@@ -3,12 +3,16 @@ engine whose truth is known (TTFT 50 ms, TPOT 20 ms) at concurrency 1, 64, 128, 
 10x concurrency requests, warm-up at the same concurrency) and prints reported vs true medians; then
 with TPOT 0 it measures the streamed tokens/s that pass through the client; then at 512 and 600 streams,
 with telemetry sampling on, the receive lag: when labctl received each first token minus when the
-harness wrote it (both CLOCK_MONOTONIC on this machine, joined by X-Request-Id)."""
+harness wrote it (both CLOCK_MONOTONIC on this machine, joined by X-Request-Id). Last, the top load: 1 to 2,000
+streams (the seed's unlimited level is 1,200 in flight) with the harness on core 0 and the client on core 1,
+labctl beside a lean reference client (scripts/reference_client.py) on the same harness: median TTFT error against
+the truth, receive lag, and the client's CPU per streamed token."""
 
 from __future__ import annotations
 
 import json
 import os
+import shutil
 import socket
 import subprocess
 import sys
@@ -26,10 +30,11 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def harness(*args: str) -> tuple[subprocess.Popen[bytes], str]:
+def harness(*args: str, core: str | None = None) -> tuple[subprocess.Popen[bytes], str]:
     port = free_port()
     proc = subprocess.Popen(
         [
+            *pinned(core),
             sys.executable,
             "-m",
             "labctl.harness",
@@ -54,9 +59,15 @@ def harness(*args: str) -> tuple[subprocess.Popen[bytes], str]:
     raise SystemExit("harness did not start")
 
 
-def bench(base: str, home: str, *args: str, host: list[str] | None = None) -> dict:
+def pinned(core: str | None) -> list[str]:
+    """taskset onto one core, where there is more than one and taskset is here (else unpinned, said in the heading)."""
+    return ["taskset", "-c", core] if core and shutil.which("taskset") and (os.cpu_count() or 1) >= 2 else []
+
+
+def bench(base: str, home: str, *args: str, host: list[str] | None = None, core: str | None = None) -> dict:
     out = subprocess.run(
         [
+            *pinned(core),
             *LABCTL,
             *(host or []),
             "bench",
@@ -145,6 +156,88 @@ def lag_levels(home: str) -> None:
         )
 
 
+TOP_LEVELS = (1, 64, 256, 600, 1200, 2000)
+REFERENCE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "reference_client.py")
+
+
+def first_tokens(base: str) -> dict[str, float]:
+    with urllib.request.urlopen(f"{base.removesuffix('/v1')}/harness/first-tokens", timeout=60) as answer:
+        return dict(json.load(answer))
+
+
+def reference(base: str, home: str, conc: int, requests: int) -> tuple[list[float], list[float], float, int]:
+    """The lean client at `conc` streams on core 1: its TTFTs and receive lags (ms), CPU seconds, tokens."""
+    out = os.path.join(home, f"reference-{conc}.jsonl")
+    done = subprocess.run(
+        [*pinned("1"), sys.executable, REFERENCE, "--url", base.removesuffix("/v1"), "--model", "truth"]
+        + ["--concurrency", str(conc), "--requests", str(requests), "--output-len", "64", "--out", out],
+        capture_output=True,
+        text=True,
+    )
+    if done.returncode != 0:
+        raise SystemExit(done.stderr)
+    written = first_tokens(base)
+    ttfts, lags, tokens = [], [], 0
+    with open(out) as lines:
+        for raw in lines:
+            line = json.loads(raw)
+            tokens += line["chunks"]
+            if line["ok"]:
+                ttfts.append((line["first"] - line["sent"]) * 1000)
+                if line["request_id"] in written:
+                    lags.append((line["first"] - written[line["request_id"]]) * 1000)
+    return ttfts, lags, float(json.loads(done.stdout)["cpu_s"]), tokens
+
+
+def top_load(home: str) -> None:
+    """labctl and the reference, one after the other on a fresh harness per run, at each level up to 2,000 streams."""
+    cores = "harness on core 0, client on core 1" if pinned("0") else "unpinned (one core, or no taskset)"
+    print(
+        f"\ntop load: TTFT {TTFT:.0f} ms, TPOT {TPOT:.0f} ms, 64 tokens, max(16, 2x concurrency) requests; {cores}; "
+        "no telemetry (the reference has none)"
+    )
+    print(
+        f"{'conc':>5} {'client':>9} {'TTFT p50':>9} {'error':>7} {'lag p50':>8} {'lag p99':>8} {'CPU us/tok':>11} "
+        f"{'n':>6}  goals: lag p99 <= 10 ms; labctl's TTFT error no worse than the reference's"
+    )
+    for conc in TOP_LEVELS:
+        requests = max(16, 2 * conc)
+        rows = {}
+        proc, base = harness("--ttft-ms", str(TTFT), "--tpot-ms", str(TPOT), core="0")
+        try:
+            result = bench(
+                base, home, "--concurrency", str(conc), "--output-len", "64", "--requests", str(requests),
+                "--no-telemetry", core="1",
+            )  # fmt: skip
+            lags = receive_lags(base, home, result)
+        finally:
+            proc.terminate()
+            proc.wait()
+        level = result["levels"][0]
+        cpu = level["client_cpu_share"] * level["duration_s"]
+        rows["labctl"] = (level["median_ttft_ms"], lags, cpu, level["total_output_tokens"], level["completed"])
+        proc, base = harness("--ttft-ms", str(TTFT), "--tpot-ms", str(TPOT), core="0")
+        try:
+            ttfts, ref_lags, ref_cpu, ref_tokens = reference(base, home, conc, requests)
+        finally:
+            proc.terminate()
+            proc.wait()
+        rows["reference"] = (percentile(ttfts, 50), ref_lags, ref_cpu, ref_tokens, len(ttfts))
+        for name, (ttft, found, used, tokens, n) in rows.items():
+            print(
+                f"{conc:>5} {name:>9} {ttft:>9.2f} {ttft / TTFT - 1:>+7.1%} {percentile(found, 50):>8.2f} "
+                f"{percentile(found, 99):>8.2f} {used / max(tokens, 1) * 1e6:>11.1f} {n:>6}"
+            )
+        errors = {name: abs(row[0] / TTFT - 1) for name, row in rows.items()}
+        p99 = percentile(rows["labctl"][1], 99)
+        flags = "; ".join(level.get("warnings") or []) or "no client warning"
+        print(
+            f"{'':>5} {'':>9} lag p99 {'met' if p99 <= 10 else 'MISSED'}; TTFT error "
+            f"{'no worse than' if errors['labctl'] <= errors['reference'] + 0.005 else 'WORSE than'} the reference's "
+            f"(0.5-point tolerance); labctl said: {flags[:160]}"
+        )
+
+
 def main() -> int:
     home = tempfile.mkdtemp(prefix="labctl-bench-client-")
     proc, base = harness("--ttft-ms", str(TTFT), "--tpot-ms", str(TPOT))
@@ -181,6 +274,7 @@ def main() -> int:
         f"(client CPU {level['client_cpu_share']:.0%}); target >= 20,000: {'met' if rate >= 20000 else 'MISSED'}"
     )
     lag_levels(home)
+    top_load(home)
     print(f"(load average now {', '.join(f'{x:.1f}' for x in os.getloadavg())}: other work on this machine counts)")
     return 0
 
