@@ -23,7 +23,7 @@ from labctl.bench.client import Target
 from labctl.bench.environment import client_environment
 from labctl.bench.prompts import Prompt
 from labctl.bench.request_lines import request_line
-from labctl.bench.runner import LevelProgress, LevelPrompts, run_level
+from labctl.bench.runner import LevelProgress, LevelPrompts, lateness, run_level
 from labctl.bench.workloads import Workload
 from labctl.host.remote.lifeline import Lifeline, read_job
 
@@ -84,8 +84,9 @@ def run(job: dict[str, Any], lifeline: Lifeline | None = None) -> None:
             target, workload, concurrency, index, job["request_timeout"], progress, partial, prompts_of(job)
         )
         start_cpu = time.process_time()
+        outcome = None
         try:
-            asyncio.run(asyncio.wait_for(level, max(0.0, float(job["deadline"]))))
+            outcome = asyncio.run(asyncio.wait_for(level, max(0.0, float(job["deadline"]))))
             ended = "level"
         except TimeoutError:
             ended = "timed_out"
@@ -94,7 +95,18 @@ def run(job: dict[str, Any], lifeline: Lifeline | None = None) -> None:
         cpu = time.process_time() - (partial.cpu_started if partial.started else start_cpu)
         if lifeline is not None:
             lifeline.done()
-        emit(ended, started=partial.started, duration_s=duration, client_cpu_s=cpu, requests=len(partial.results))
+        late_p99, late_max = lateness(partial.loop_late_ms)
+        emit(
+            ended,
+            started=partial.started,
+            duration_s=duration,
+            client_cpu_s=cpu,
+            requests=len(partial.results),
+            unsent=outcome.unsent if outcome else 0,
+            duration_limit_s=outcome.duration_limit_s if outcome else None,
+            loop_late_p99_ms=late_p99,
+            loop_late_max_ms=late_max,
+        )
 
 
 def main() -> None:

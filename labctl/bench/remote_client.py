@@ -148,6 +148,12 @@ class OnHost:
             job.workload.spec["request_rate"],
         )
         outcome.started = partial.started
+        # what the client beside the engine said of its own sending: older client images say none of it
+        outcome.unsent = int(_number(final.get("unsent") or 0))
+        limit, late_p99, late_max = (final.get(k) for k in ("duration_limit_s", "loop_late_p99_ms", "loop_late_max_ms"))
+        outcome.duration_limit_s = _number(limit) if limit is not None else None
+        outcome.loop_late_p99_ms = _number(late_p99) if late_p99 is not None else None
+        outcome.loop_late_max_ms = _number(late_max) if late_max is not None else None
         return outcome
 
 

@@ -129,6 +129,8 @@ class Level:
     unsent: int = 0  # prompts the duration left unsent
     send_lag_p99_ms: float | None = None  # open loop: the sender's own lateness against the schedule
     send_lag_max_ms: float | None = None
+    loop_late_p99_ms: float | None = None  # the client's event loop: how late its probe woke (its timestamps' error)
+    loop_late_max_ms: float | None = None
     kv_bound: KvBound | None = None
     warnings: tuple[str, ...] = ()
     telemetry: dict[str, Any] | None = None

@@ -25,6 +25,9 @@ Progress = Callable[[str, int, int], None]  # (phase, done, total)
 SATURATED_CPU = 0.85  # share of one core above which the client's own timing is suspect
 KEPT_UP = 0.95  # an open loop kept up when it sent at >= this share of its own schedule's rate
 RAMP_FLOOR = 0.05  # an open-loop ramp starts at this share of the target rate (a rate of 0 never sends)
+PROBE_S = 0.01  # the event loop's probe wakes this often while a level measures
+LOOP_LATE_MS = 10.0  # a probe p99 later than this: the client's own timestamps are that late too
+MAX_PROBES = 100_000  # the probe keeps its latest wake-ups (over 16 minutes of them)
 
 
 def send_rate(times: list[float]) -> float | None:
@@ -46,6 +49,8 @@ class LevelOutcome:
     started: float | None = None  # perf_counter when measuring began (telemetry windows)
     duration_limit_s: float | None = None  # the workload's duration_s: no request was sent after it
     unsent: int = 0  # prompts the duration left unsent
+    loop_late_p99_ms: float | None = None  # how late the client's event loop woke (its probe), p99 and max
+    loop_late_max_ms: float | None = None
 
     def summary(self, slo: dict[str, float] | None) -> dict[str, Any]:
         metrics = level_metrics(self.results, self.duration_s, slo)
@@ -56,6 +61,12 @@ class LevelOutcome:
         warnings = list(self.warnings)
         if cpu_share > SATURATED_CPU:
             warnings.append(f"CLIENT SATURATED: it used {cpu_share:.0%} of a core; latencies include its own queueing")
+        if self.loop_late_p99_ms is not None and self.loop_late_p99_ms > LOOP_LATE_MS:
+            warnings.append(
+                f"CLIENT LATE: its event loop woke {self.loop_late_p99_ms:.1f} ms late at p99 (max "
+                f"{self.loop_late_max_ms or 0:.0f} ms) with {cpu_share:.0%} of a core: every time it took (TTFT, ITL) "
+                "can be that late; give the client a core of its own"
+            )
         if scheduled and achieved is not None and achieved < KEPT_UP * scheduled:
             warnings.append(
                 f"CLIENT FELL BEHIND: it sent {achieved:.2f} req/s where its schedule asked {scheduled:.2f} "
@@ -92,6 +103,9 @@ class LevelOutcome:
             # after that is queue time, above)
             "send_lag_p99_ms": lags[min(len(lags) - 1, int(0.99 * len(lags)))] if lags else None,
             "send_lag_max_ms": lags[-1] if lags else None,
+            # the client's event loop: how late a 10 ms probe woke while the level measured (its timestamps' error)
+            "loop_late_p99_ms": self.loop_late_p99_ms,
+            "loop_late_max_ms": self.loop_late_max_ms,
             "warnings": warnings,
         }
 
@@ -261,6 +275,25 @@ class LevelProgress:
     results: list[RequestResult] = field(default_factory=list)
     started: float | None = None
     cpu_started: float = 0.0
+    loop_late_ms: list[float] = field(default_factory=list)  # the probe's wake-ups, how late each was
+
+
+async def probe_loop(late_ms: list[float]) -> None:
+    """Wakes every PROBE_S and notes how late: a client whose loop wakes late takes every timestamp late."""
+    while True:
+        due = time.perf_counter() + PROBE_S
+        await asyncio.sleep(PROBE_S)
+        late_ms.append(max(0.0, (time.perf_counter() - due) * 1000))
+        if len(late_ms) > MAX_PROBES:
+            del late_ms[: MAX_PROBES // 2]
+
+
+def lateness(late_ms: list[float]) -> tuple[float | None, float | None]:
+    """The probe's p99 and max lateness in ms; none without a wake-up."""
+    if not late_ms:
+        return None, None
+    ordered = sorted(late_ms)
+    return ordered[min(len(ordered) - 1, int(0.99 * len(ordered)))], ordered[-1]
 
 
 @dataclass(frozen=True)
@@ -285,6 +318,7 @@ async def run_level(
     made = prompts
     warm, measured = made.warm, made.measured
     counter = {"n": 0}
+    probe: asyncio.Task[None] | None = None
 
     def ticker(phase: str, total: int) -> Callable[[], None]:
         counter["n"] = 0
@@ -308,6 +342,7 @@ async def run_level(
                 [],
             )
         partial.cpu_started, partial.started = time.process_time(), time.perf_counter()
+        probe = asyncio.create_task(probe_loop(partial.loop_late_ms))
         tick = ticker(f"measure c={concurrency}", len(measured))
         limit = spec.get("duration_s")
         deadline = partial.started + limit if limit else None
@@ -334,6 +369,8 @@ async def run_level(
         outcome.duration_limit_s, outcome.unsent = limit, unsent
         return outcome
     finally:
+        if probe is not None:
+            probe.cancel()
         for connection in connections:
             connection.close()
 
@@ -343,4 +380,5 @@ def outcome_of(concurrency: int, partial: LevelProgress, rate: float | None, int
     cpu = time.process_time() - partial.cpu_started if partial.started else 0.0
     outcome = LevelOutcome(concurrency, list(partial.results), duration, cpu, rate, interrupted=interrupted)
     outcome.started = partial.started
+    outcome.loop_late_p99_ms, outcome.loop_late_max_ms = lateness(partial.loop_late_ms)
     return outcome

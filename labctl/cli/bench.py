@@ -370,7 +370,9 @@ def _schedule_line(level: Level) -> str | None:
         parts.append(f"every prompt sent within its duration of {level.duration_limit_s:g} s")
     if level.send_lag_p99_ms is not None and level.send_lag_max_ms is not None:
         parts.append(f"send lag p99 {level.send_lag_p99_ms:.1f} ms, max {level.send_lag_max_ms:.1f} ms")
-    return f"c={level.concurrency} schedule: " + "; ".join(parts) if parts else None
+    if level.loop_late_p99_ms is not None and level.loop_late_max_ms is not None:
+        parts.append(f"client loop late p99 {level.loop_late_p99_ms:.1f} ms, max {level.loop_late_max_ms:.1f} ms")
+    return f"c={level.concurrency} client: " + "; ".join(parts) if parts else None
 
 
 def _level_detail(level: Level) -> str:
