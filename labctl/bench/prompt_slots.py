@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from labctl.bench.hub_dataset import hub_dataset_of
-from labctl.bench.prompts import Prompt, build_prompts, dataset_file, dataset_pool, trace_arrivals
+from labctl.bench.prompts import Prompt, build_prompts, check_arrivals, dataset_file, dataset_pool, trace_arrivals
 from labctl.bench.runner import LevelPrompts
 from labctl.bench.sharegpt import RULE
 from labctl.bench.sweep_plan import PlannedLevel, plan_levels
@@ -111,12 +111,7 @@ def check_trace(workload: Workload, slots: PromptSlots) -> None:
     hub = hub_dataset_of(workload.name, workload.hub_dataset)
     path = hub.locate() if hub else None
     arrivals = len(trace_arrivals(path or dataset_file(workload.spec["dataset"], workload.name, workload.folder)))
-    most = max((max(w, m) for w, m in slots.levels), default=0)
-    if most > arrivals:
-        raise BadInput(
-            f"workload {workload.name}: a level asks for {most} requests but its trace holds {arrivals} arrivals; "
-            "set requests (and warm-up) to at most that."
-        )
+    check_arrivals(workload.name, max((max(w, m) for w, m in slots.levels), default=0), arrivals)
 
 
 def check_enough(workload: Workload, slots: PromptSlots) -> int | None:

@@ -232,17 +232,22 @@ def trace_arrivals(path: Path) -> list[Arrival]:
     return _TRACES[key]
 
 
+def check_arrivals(name: str, wanted: int, held: int) -> None:
+    """Refuses a level that replays more arrivals than its trace holds (each level replays the first ones)."""
+    if wanted > held:
+        raise BadInput(
+            f"workload {name}: a level asks for {wanted} requests but its trace holds {held} arrivals; "
+            "set requests (and warm-up) to at most that."
+        )
+
+
 def _trace_prompts(
     spec: dict[str, Any], name: str, path: Path, counter: Counter, count: int, salt: int | str, rng: random.Random
 ) -> list[Prompt]:
     """The trace's first `count` arrivals, each a prompt of its own (synthetic text of the trace's input length,
     salted like the random kind's: never sent twice) asking for its output length, due at its timestamp."""
     arrivals = trace_arrivals(path)
-    if count > len(arrivals):
-        raise BadInput(
-            f"workload {name}: a level asks for {count} requests but the trace {path.name} holds {len(arrivals)} "
-            "arrivals; set requests (and warm-up) to at most that."
-        )
+    check_arrivals(name, count, len(arrivals))
     speedup = float(spec["dataset"]["speedup"] or 1.0)
     prompts = []
     for i, arrival in enumerate(arrivals[:count]):

@@ -150,10 +150,9 @@ class OnHost:
         outcome.started = partial.started
         # what the client beside the engine said of its own sending: older client images say none of it
         outcome.unsent = int(_number(final.get("unsent") or 0))
-        limit, late_p99, late_max = (final.get(k) for k in ("duration_limit_s", "loop_late_p99_ms", "loop_late_max_ms"))
-        outcome.duration_limit_s = _number(limit) if limit is not None else None
-        outcome.loop_late_p99_ms = _number(late_p99) if late_p99 is not None else None
-        outcome.loop_late_max_ms = _number(late_max) if late_max is not None else None
+        outcome.duration_limit_s = _optional(final.get("duration_limit_s"))
+        outcome.loop_late_p99_ms = _optional(final.get("loop_late_p99_ms"))
+        outcome.loop_late_max_ms = _optional(final.get("loop_late_max_ms"))
         return outcome
 
 
@@ -193,6 +192,10 @@ def _request(line: Any) -> RequestResult:
     if not all(isinstance(t, int | float) and math.isfinite(t) for t in times):
         raise LabctlError("the bench client sent a request with a time that is not a finite number")
     return result
+
+
+def _optional(value: Any) -> float | None:
+    return None if value is None else _number(value)
 
 
 def _number(value: Any) -> float:

@@ -264,6 +264,11 @@ def per_gpu(level: Level, gpus: int, price: float | None = None) -> Level:
     if price is not None and not (math.isfinite(price) and 0 < price <= 10_000):
         raise ShapeError("target.gpu_hour_price", f"{price}: a price per GPU-hour is above 0 and at most 10000")
     figures, intervals = dict(level.figures), dict(level.intervals)
+    per_second = None if price is None else price * gpus / 3600 * 1e6  # a million tokens' cost at one token a second
+
+    def cost(rate: float | None) -> float | None:
+        return per_second / rate if per_second is not None and rate else None
+
     for metric in METRICS:
         if metric.per_gpu_of is not None:
             total = level.figures.get(metric.per_gpu_of)
@@ -272,11 +277,6 @@ def per_gpu(level: Level, gpus: int, price: float | None = None) -> Level:
                 bounds = level.intervals[metric.per_gpu_of]
                 intervals[metric.key] = None if bounds is None else (bounds[0] / gpus, bounds[1] / gpus)
         elif metric.cost_of is not None and price is not None:
-            per_second = price * gpus / 3600 * 1e6  # what a million tokens cost at one token a second
-
-            def cost(rate: float | None) -> float | None:
-                return per_second / rate if rate else None  # noqa: B023 - used at once, in this iteration
-
             figures[metric.key] = cost(level.figures.get(metric.cost_of))
             if metric.cost_of in level.intervals:
                 bounds = level.intervals[metric.cost_of]

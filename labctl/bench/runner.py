@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from labctl.bench.client import Connection, RequestResult, Target
-from labctl.bench.metrics import level_metrics
+from labctl.bench.metrics import level_metrics, percentile
 from labctl.bench.prompts import Prompt, sessions
 from labctl.bench.workloads import Workload
 from labctl.errors import BadInput
@@ -86,7 +86,9 @@ class LevelOutcome:
                 f"the level sent all its {len(self.results)} requests before its duration of {self.duration_limit_s:g} "
                 "s ended: it measured fewer seconds than asked; raise requests to fill the duration"
             )
-        lags = sorted((r.dispatched - r.scheduled) * 1000 for r in sent if r.scheduled and r.dispatched)
+        send_p99, send_max = lateness(
+            [(r.dispatched - r.scheduled) * 1000 for r in sent if r.scheduled and r.dispatched]
+        )
         return {
             "concurrency": self.concurrency,
             "requests": len(self.results),
@@ -101,8 +103,8 @@ class LevelOutcome:
             "unsent": self.unsent,
             # the sender's own lateness: due time to the moment it let the request go (a concurrency cap's wait
             # after that is queue time, above)
-            "send_lag_p99_ms": lags[min(len(lags) - 1, int(0.99 * len(lags)))] if lags else None,
-            "send_lag_max_ms": lags[-1] if lags else None,
+            "send_lag_p99_ms": send_p99,
+            "send_lag_max_ms": send_max,
             # the client's event loop: how late a 10 ms probe woke while the level measured (its timestamps' error)
             "loop_late_p99_ms": self.loop_late_p99_ms,
             "loop_late_max_ms": self.loop_late_max_ms,
@@ -289,11 +291,10 @@ async def probe_loop(late_ms: list[float]) -> None:
 
 
 def lateness(late_ms: list[float]) -> tuple[float | None, float | None]:
-    """The probe's p99 and max lateness in ms; none without a wake-up."""
+    """The p99 and max of lateness figures in ms (the probe's wake-ups, the sender's dispatches); none without any."""
     if not late_ms:
         return None, None
-    ordered = sorted(late_ms)
-    return ordered[min(len(ordered) - 1, int(0.99 * len(ordered)))], ordered[-1]
+    return percentile(late_ms, 99), max(late_ms)
 
 
 @dataclass(frozen=True)
