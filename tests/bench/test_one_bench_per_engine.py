@@ -22,6 +22,9 @@ pytestmark = pytest.mark.process  # the CLI and the harness engine as local proc
 
 SLOW = ("--ttft-ms", "30", "--tpot-ms", "30")  # a bench of a few seconds: long enough to overlap
 BENCH = ("--workload", "latency-probe", "--output-len", "8", "--input-len", "16", "--concurrency", "2")
+# The first bench must still hold the engine when the second command has started, even on a loaded CI host
+# where starting the CLI alone takes seconds: 200 requests two at a time are about 25 s of holding.
+HOLDING = (*BENCH, "--requests", "200")
 
 
 def _env(home: Path, locks: Path) -> dict[str, str]:
@@ -62,11 +65,11 @@ def test_a_second_bench_on_one_endpoint_is_refused_naming_the_holder(lab: Path, 
     env = _env(tmp_path / "home", tmp_path / "locks")
     (tmp_path / "locks").mkdir()
     with engine() as base:
-        first = _background(lab, env, "bench", "run", "--base-url", base, "--model", "h", *BENCH, "--requests", "40")
+        first = _background(lab, env, "bench", "run", "--base-url", base, "--model", "h", *HOLDING)
         _wait_for_result(tmp_path / "home")
         runs_before = sorted((tmp_path / "home" / "runs").iterdir())
         second = run_labctl("bench", "run", "--base-url", base, "--model", "h", *BENCH, lab=lab, env=env)
-        first.communicate(timeout=60)
+        first.communicate(timeout=180)
     assert second.code == 3, second
     [line] = second.stderr.strip().splitlines()
     [held] = _results(tmp_path / "home")
@@ -80,12 +83,12 @@ def test_an_eval_during_a_bench_is_refused(lab: Path, tmp_path: Path) -> None:
     env = _env(tmp_path / "home", tmp_path / "locks")
     (tmp_path / "locks").mkdir()
     with engine() as base:
-        first = _background(lab, env, "bench", "run", "--base-url", base, "--model", "h", *BENCH, "--requests", "40")
+        first = _background(lab, env, "bench", "run", "--base-url", base, "--model", "h", *HOLDING)
         _wait_for_result(tmp_path / "home")
         evaluated = run_labctl(
             "eval", "run", "--base-url", base, "--model", "h", "--suite", "short-answer", lab=lab, env=env
         )
-        first.communicate(timeout=60)
+        first.communicate(timeout=180)
     assert evaluated.code == 3, evaluated
     assert "is already being measured by bench b" in evaluated.stderr, evaluated.stderr
     assert not list((tmp_path / "home").glob("runs/*/eval/*.json"))
@@ -122,7 +125,7 @@ def test_waiting_for_the_engine_runs_the_second_bench_after_the_first(lab: Path,
             lab=lab,
             env=env,
         )
-        first.communicate(timeout=60)
+        first.communicate(timeout=180)
     assert first.returncode == 0 and waited.code == 0, waited
     a, b = _results(tmp_path / "home")
     assert a["status"] == b["status"] == "complete"
@@ -134,7 +137,7 @@ def test_allow_shared_engine_runs_beside_and_compare_shows_the_caveat(lab: Path,
     env = _env(tmp_path / "home", tmp_path / "locks")
     (tmp_path / "locks").mkdir()
     with engine() as base:
-        first = _background(lab, env, "bench", "run", "--base-url", base, "--model", "h", *BENCH, "--requests", "40")
+        first = _background(lab, env, "bench", "run", "--base-url", base, "--model", "h", *HOLDING)
         _wait_for_result(tmp_path / "home")
         shared = run_labctl(
             "bench",
@@ -150,7 +153,7 @@ def test_allow_shared_engine_runs_beside_and_compare_shows_the_caveat(lab: Path,
             lab=lab,
             env=env,
         )
-        first.communicate(timeout=60)
+        first.communicate(timeout=180)
     assert shared.code == 0, shared
     assert "shared with bench b" in shared.stderr
     a, b = _results(tmp_path / "home")
