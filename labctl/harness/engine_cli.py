@@ -31,6 +31,7 @@ class ParsedArgv:
     positionals: list[str] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
     by_option: dict[str, list[str]] = field(default_factory=dict)  # keyed by each option's first name
+    spelled: dict[str, str] = field(default_factory=dict)  # keyed by each option's first name: the name given last
 
     def get(self, *names: str) -> str | None:
         for name in names:
@@ -46,6 +47,11 @@ class ParsedArgv:
 
     def has(self, *names: str) -> bool:
         return any(name in self.values for name in names)
+
+    def switched_on(self, name: str) -> bool:
+        """A --X/--no-X (or --enable-X/--disable-X) switch, by its first name: on when its positive name came last."""
+        given = self.spelled.get(name)
+        return given is not None and not given.startswith(("--no-", "--disable-"))
 
 
 @dataclass(frozen=True)
@@ -124,6 +130,9 @@ def _read_values(cmd: CommandContract, argv: list[str]) -> ParsedArgv:
         for alias in spec.names:
             out.values[alias] = values
         out.by_option[spec.names[0]] = values
+        out.spelled[spec.names[0]] = (
+            name if name in spec.names else next((n for n in spec.names if n.startswith(name)), name)
+        )
     return out
 
 

@@ -11,8 +11,10 @@ import random
 from dataclasses import dataclass, field
 from pathlib import Path
 
-# A harness token is one whitespace-separated word: a prompt of N words has N prompt tokens, so
-# workloads can ask for exact input lengths.
+from labctl.harness import words
+
+# A harness token is one word with the whitespace before it (labctl/harness/words.py): a prompt of N words
+# has N prompt tokens, so workloads can ask for exact input lengths.
 VOCAB = [
     "the",
     "of",
@@ -188,12 +190,20 @@ def parse_settings(argv: list[str] | None = None) -> Settings:
 
 
 def count_tokens(text: str) -> int:
-    return len(text.split())
+    """Its pieces: its words, and one more for a trailing run of whitespace."""
+    return words.count(text)
 
 
 def stable_seed(*parts: object) -> int:
     digest = hashlib.sha256(json.dumps(parts, sort_keys=True, default=str).encode()).digest()
     return int.from_bytes(digest[:8], "big")
+
+
+def answered_wrongly(settings: Settings, prompt: str) -> bool:
+    """Whether --wrong-rate makes the harness get this mapped prompt wrong (seeded: always the same prompts)."""
+    return bool(settings.wrong_rate) and (
+        random.Random(stable_seed("wrong", settings.seed, prompt)).random() < settings.wrong_rate
+    )
 
 
 @dataclass
@@ -208,13 +218,10 @@ def make_answer(settings: Settings, prompt: str, max_tokens: int, ignore_eos: bo
     rng = random.Random(stable_seed(settings.seed, seed, prompt))
     mapped = settings.answers.get(prompt.strip())
     if mapped is not None:
-        if (
-            settings.wrong_rate
-            and random.Random(stable_seed("wrong", settings.seed, prompt)).random() < settings.wrong_rate
-        ):
+        if answered_wrongly(settings, prompt):
             mapped = WRONG_ANSWER
-        words = mapped.split(" ")
-        tokens = [words[0]] + [" " + w for w in words[1:]]
+        said = mapped.split(" ")
+        tokens = [said[0]] + [" " + w for w in said[1:]]
         natural = len(tokens)
     else:
         natural = rng.randint(8, 64)

@@ -62,6 +62,7 @@ class Persona:
     server_args: dict[str, Any] = field(default_factory=dict)
     warnings: list[str] = field(default_factory=list)
     metrics_path: str = "/metrics"  # where it serves Prometheus text: its folder's endpoints.metrics
+    tokenizer_info: bool = False  # vLLM serves GET /tokenizer_info only with --enable-tokenizer-info-endpoint
 
     def guards(self, path: str) -> bool:
         """Whether this engine's key mechanism guards the path (only when a key is set). Each rule is the
@@ -257,6 +258,7 @@ def _vllm(p: ParsedArgv, env: Mapping[str, str]) -> Persona:
         reasoning=p.has("--reasoning-parser"),
         thinking_default=not _thinking_off(p.get("--default-chat-template-kwargs")),
         server_args={"cache_config": cache},
+        tokenizer_info=p.switched_on("--enable-tokenizer-info-endpoint"),
     )
 
 

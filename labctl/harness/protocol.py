@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from labctl.harness import words
 from labctl.harness.model import Settings, count_tokens
 
 REASONS = {
@@ -35,6 +36,7 @@ ERROR_TYPES = {
 }
 # vLLM answers a body its request model cannot parse (FastAPI's validation) with this type and `body.FIELD`.
 VALIDATION_TYPE = "Bad Request"
+MAX_LOGPROBS = 20  # vLLM's default --max-logprobs
 
 
 class HttpError(Exception):
@@ -51,7 +53,7 @@ def error_body(status: int, message: str, param: str | None = None, kind: str | 
     return {"error": {"message": message, "type": kind, "param": param, "code": status}}
 
 
-def _invalid(s: Settings, message: str, field: str | None) -> HttpError:
+def invalid_body(s: Settings, message: str, field: str | None) -> HttpError:
     """A body that does not parse: in vLLM's words when the persona is vLLM, else the harness's own."""
     if s.dialect == "vllm":
         return HttpError(400, message, f"body.{field or 0}", VALIDATION_TYPE)
@@ -90,7 +92,7 @@ def _int_field(data: dict[str, Any], name: str, s: Settings) -> int | None:
     if value is None:
         return None
     if isinstance(value, bool) or not isinstance(value, int):
-        raise _invalid(s, f"'{name}' must be an integer", name)
+        raise invalid_body(s, f"'{name}' must be an integer", name)
     return value
 
 
@@ -98,18 +100,21 @@ def parse_request(body: bytes, chat: bool, s: Settings) -> dict[str, Any]:
     try:
         data = json.loads(body)
     except (ValueError, UnicodeDecodeError):
-        raise _invalid(s, "the request body is not valid JSON", None) from None
+        raise invalid_body(s, "the request body is not valid JSON", None) from None
     if not isinstance(data, dict):
-        raise _invalid(s, "the request body must be a JSON object", None)
+        raise invalid_body(s, "the request body must be a JSON object", None)
     model = data.get("model")
     if not isinstance(model, str):
-        raise _invalid(s, "'model' is required and must be a string", "model")
+        raise invalid_body(s, "'model' is required and must be a string", "model")
     if model != s.model and model not in s.served_names:
         raise HttpError(404, f"The model `{model}` does not exist.", "model")
+    prompt_pieces: list[list[str]] = []
+    echo = False  # completions only, as logprobs
+    logprobs: int | None = None
     if chat:
         messages = data.get("messages")
         if not isinstance(messages, list) or not messages:
-            raise _invalid(s, "'messages' is required and must be a non-empty list", "messages")
+            raise invalid_body(s, "'messages' is required and must be a non-empty list", "messages")
         texts = []
         for i, message in enumerate(messages):
             if not isinstance(message, dict) or not isinstance(message.get("role"), str):
@@ -124,27 +129,32 @@ def parse_request(body: bytes, chat: bool, s: Settings) -> dict[str, Any]:
         prompt = users[-1] if users else texts[-1]
         prompt_tokens = sum(count_tokens(t) for t in texts)
     else:
-        raw = data.get("prompt")
-        if isinstance(raw, list) and len(raw) == 1 and isinstance(raw[0], str):
-            raw = raw[0]
-        if not isinstance(raw, str):
-            raise _invalid(s, "'prompt' is required and must be a string", "prompt")
-        prompt = raw
-        prompt_tokens = count_tokens(raw)
+        prompt_pieces = _prompt_pieces(data.get("prompt"), s)
+        prompt = "".join(prompt_pieces[0])
+        prompt_tokens = sum(len(p) for p in prompt_pieces)
+        echoed = data.get("echo", False)
+        if echoed is not None and not isinstance(echoed, bool):
+            raise invalid_body(s, "'echo' must be true or false", "echo")
+        echo = bool(echoed)
+        logprobs = _int_field(data, "logprobs", s)
+        if logprobs is not None and not 0 <= logprobs <= MAX_LOGPROBS:
+            raise HttpError(400, f"logprobs must be between 0 and {MAX_LOGPROBS}, got {logprobs}", "logprobs")
+    # a batch is held to the limits prompt by prompt, as vLLM holds it: its longest prompt decides
+    longest = max((len(p) for p in prompt_pieces), default=prompt_tokens)
     max_tokens = _int_field(data, "max_completion_tokens", s)
     if max_tokens is None:
         max_tokens = _int_field(data, "max_tokens", s)
     if max_tokens is None:
-        max_tokens = min(s.default_max_tokens, max(1, s.max_model_len - prompt_tokens))
-    if max_tokens < 1:
+        max_tokens = min(s.default_max_tokens, max(1, s.max_model_len - longest))
+    if max_tokens < 1 and not (max_tokens == 0 and echo):  # vLLM: "max_tokens can only be 0 if echo is True"
         raise HttpError(400, f"max_tokens must be at least 1, got {max_tokens}", "max_tokens")
     if s.dialect == "vllm":
-        max_tokens = _vllm_fit(prompt_tokens, max_tokens, s.max_model_len)
-    elif prompt_tokens + max_tokens > s.max_model_len:
+        max_tokens = _vllm_fit(longest, max_tokens, s.max_model_len)
+    elif longest + max_tokens > s.max_model_len:
         raise HttpError(
             400,
             f"This model's maximum context length is {s.max_model_len} tokens. However, you requested "
-            f"{prompt_tokens + max_tokens} tokens ({prompt_tokens} in the messages, {max_tokens} in the "
+            f"{longest + max_tokens} tokens ({longest} in the messages, {max_tokens} in the "
             "completion). Please reduce the length of the messages or completion.",
             "max_tokens",
         )
@@ -159,7 +169,14 @@ def parse_request(body: bytes, chat: bool, s: Settings) -> dict[str, Any]:
         raise HttpError(400, "only n=1 is supported", "n")
     stream = data.get("stream", False)
     if not isinstance(stream, bool):
-        raise _invalid(s, "'stream' must be true or false", "stream")
+        raise invalid_body(s, "'stream' must be true or false", "stream")
+    if stream and (len(prompt_pieces) > 1 or echo or logprobs is not None):
+        raise HttpError(
+            400,
+            "the harness engine streams one prompt without echo or logprobs; send a batch, echo or logprobs "
+            "with stream false",
+            "stream",
+        )
     options = data.get("stream_options") or {}
     if not isinstance(options, dict):
         raise HttpError(400, "'stream_options' must be an object", "stream_options")
@@ -173,7 +190,10 @@ def parse_request(body: bytes, chat: bool, s: Settings) -> dict[str, Any]:
     return {
         "thinking": thinking if isinstance(thinking, bool) else None,
         "prompt": prompt,
+        "prompt_pieces": prompt_pieces,  # a completion's prompts, each as its tokens' text (chat: none)
         "prompt_tokens": prompt_tokens,
+        "echo": echo,
+        "logprobs": logprobs,
         "max_tokens": max_tokens,
         "stream": stream,
         "include_usage": bool(options.get("include_usage")),
@@ -181,6 +201,30 @@ def parse_request(body: bytes, chat: bool, s: Settings) -> dict[str, Any]:
         "seed": seed,
         "temperature": float(temperature),
     }
+
+
+def _prompt_pieces(raw: Any, s: Settings) -> list[list[str]]:
+    """A completion's prompt as vLLM takes it (a text, texts, token ids, or lists of token ids): each prompt as the
+    text of its tokens. Token ids are the harness's own (labctl/harness/words.py), kept as given."""
+    if isinstance(raw, str):
+        return [words.pieces(raw)]
+    if isinstance(raw, list) and raw and all(isinstance(p, str) for p in raw):
+        return [words.pieces(p) for p in raw]
+    if isinstance(raw, list) and raw and all(isinstance(p, int) and not isinstance(p, bool) for p in raw):
+        batch = [raw]
+    elif isinstance(raw, list) and raw and all(isinstance(p, list) and p for p in raw):
+        batch = raw
+    else:
+        message = "'prompt' is required: a string, a list of strings, a list of token ids or a list of such lists"
+        raise invalid_body(s, message, "prompt")
+    found = []
+    for i, ids in enumerate(batch):
+        try:
+            found.append(words.decode_pieces(ids))
+        except ValueError as exc:
+            where = f"prompt[{i}]" if batch is raw else "prompt"
+            raise HttpError(400, f"{where}{exc}", "prompt") from None
+    return found
 
 
 def _vllm_fit(prompt_tokens: int, max_tokens: int, max_model_len: int) -> int:
@@ -201,4 +245,4 @@ def _vllm_fit(prompt_tokens: int, max_tokens: int, max_model_len: int) -> int:
             "output tokens.",
             "max_tokens",
         )
-    return max(1, min(max_tokens, max_model_len - prompt_tokens))
+    return min(max_tokens, max(1, max_model_len - prompt_tokens))  # max_tokens 0 (echo only) stays 0

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 from labctl import __version__
 from labctl.harness import vllm_surface
+from labctl.harness.logprobs import AnswerIndex, completion_logprobs
 from labctl.harness.model import Answer, Schedule, Settings, make_answer, stable_seed
 from labctl.harness.persona_http import (
     Reply,
@@ -79,6 +80,7 @@ class Harness:
         self.created = int(time.time())
         self.arrived_at = 0.0
         self.stepper = Stepper()
+        self.answer_index = AnswerIndex(settings.answers)
         # The vLLM persona answers in vLLM's shapes: thinking in `reasoning`, the finish reason on the last
         # token's chunk, reasoning tokens in usage whenever a parser is set, a system fingerprint.
         self.vllm = persona is not None and persona.engine == "vllm" and persona.version_tuple() >= (0, 11)
@@ -271,6 +273,8 @@ class Harness:
                     await self.send_json(writer, 200, {"cleared": True})
                 else:
                     await self.send_json(writer, 200, self.lateness_summary())
+            elif path in ("/tokenize", "/detokenize", "/tokenizer_info") and self.persona is None:
+                await self.tokenizer_route(method, path, body, writer)
             elif path in ("/v1/chat/completions", "/v1/completions"):
                 self.expect(method, "POST")
                 await self.complete(path == "/v1/chat/completions", body, writer, headers.get("x-request-id", ""))
@@ -293,6 +297,18 @@ class Harness:
         auth = headers.get("authorization", "")
         return auth.startswith("Bearer ") and auth[7:] in keys
 
+    async def tokenizer_route(self, method: str, path: str, body: bytes, writer: asyncio.StreamWriter) -> None:
+        """The tokenizer's routes, as vLLM serves them (lm-eval's remote tokenizer reads them)."""
+        if path == "/tokenizer_info":
+            self.expect(method, "GET")
+            await self.send_json(writer, 200, vllm_surface.tokenizer_info_reply(self.s.max_model_len))
+            return
+        self.expect(method, "POST")
+        if path == "/tokenize":
+            await self.send_json(writer, 200, vllm_surface.tokenize_reply(body, self.s.max_model_len))
+        else:
+            await self.send_json(writer, 200, vllm_surface.detokenize_reply(body, self.s))
+
     async def send_reply(self, writer: asyncio.StreamWriter, reply: Reply) -> None:
         if reply.delay:
             await asyncio.sleep(reply.delay)
@@ -312,16 +328,19 @@ class Harness:
         if method == "POST" and path == "/invocations":  # SageMaker's entry: chat or completion by the body
             await self.complete(vllm_surface.is_chat(body), body, writer, headers.get("x-request-id", ""))
             return True
+        tokenizer_info = self.persona is not None and self.persona.tokenizer_info
         if method == "GET":
             answer = {
                 "/load": lambda: {"server_load": self.running + self.waiting},
                 "/kv_event_sources": dict,
-                "/openapi.json": vllm_surface.openapi,
+                "/openapi.json": lambda: vllm_surface.openapi(tokenizer_info),
             }.get(path, lambda: None)()
+            if path == "/tokenizer_info" and tokenizer_info:
+                answer = vllm_surface.tokenizer_info_reply(self.s.max_model_len)
         elif path == "/tokenize":
             answer = vllm_surface.tokenize_reply(body, self.s.max_model_len)
         elif path == "/detokenize":
-            answer = vllm_surface.detokenize_reply(body)
+            answer = vllm_surface.detokenize_reply(body, self.s)
         elif path == "/is_scaling_elastic_ep":
             answer = {"is_scaling_elastic_ep": False}
         if answer is not None:
@@ -352,9 +371,10 @@ class Harness:
         thinking = request["thinking"] if request["thinking"] is not None else self.s.thinking_default
         reasoning = REASONING[: request["max_tokens"] // 2] if chat and self.s.reasoning and thinking else []
         budget = request["max_tokens"] - len(reasoning)
-        answer = make_answer(self.s, request["prompt"], budget, request["ignore_eos"], request["seed"])
+        prompts = ["".join(p) for p in request["prompt_pieces"]] or [request["prompt"]]  # a batch: one answer each
+        answers = [make_answer(self.s, p, budget, request["ignore_eos"], request["seed"]) for p in prompts]
         if reasoning:
-            answer = Answer(reasoning + answer.tokens, answer.finish_reason, len(reasoning))
+            answers[0] = Answer(reasoning + answers[0].tokens, answers[0].finish_reason, len(reasoning))
         queued = self.slots.locked()
         self.waiting += 1
         try:
@@ -371,9 +391,9 @@ class Harness:
                 random.Random(stable_seed(self.s.seed, request["seed"], request["prompt"], self.arrived)),
             )
             if request["stream"]:
-                await self.stream(chat, request, answer, schedule, writer)
+                await self.stream(chat, request, answers[0], schedule, writer)
             else:
-                await self.respond(chat, request, answer, schedule, writer)
+                await self.respond(chat, request, answers, schedule, writer)
         finally:
             self.running -= 1
             self.slots.release()
@@ -384,37 +404,54 @@ class Harness:
         self.counters["generation_tokens_total"] += answer_tokens
 
     async def respond(
-        self, chat: bool, request: dict[str, Any], answer: Answer, schedule: Schedule, writer: asyncio.StreamWriter
+        self,
+        chat: bool,
+        request: dict[str, Any],
+        answers: list[Answer],
+        schedule: Schedule,
+        writer: asyncio.StreamWriter,
     ) -> None:
         due = schedule.first
-        for _ in answer.tokens[1:]:
+        for _ in range(max(len(a.tokens) for a in answers) - 1):  # a batch's sequences decode side by side
             due += schedule.gap(self.running)
         await asyncio.sleep(max(0.0, due - self.loop.time()))
         self.lateness.append(self.loop.time() - due)
-        text = "".join(answer.tokens[answer.reasoning :])
         rid = f"{'chatcmpl' if chat else 'cmpl'}-{uuid.uuid4().hex}"
-        usage: dict[str, Any] = usage_of(request, len(answer.tokens))
-        message: dict[str, Any] = {"role": "assistant", "content": text}
-        if answer.reasoning:
-            message[self.reasoning_field] = "".join(answer.tokens[: answer.reasoning])
-        if answer.reasoning or (self.vllm and chat and self.s.reasoning):
-            usage["completion_tokens_details"] = {"reasoning_tokens": answer.reasoning}
+        generated = sum(len(a.tokens) for a in answers)
+        usage: dict[str, Any] = usage_of(request, generated)
         if chat:
-            choice: dict[str, Any] = {
-                "index": 0,
-                "message": message,
-                "logprobs": None,
-                "finish_reason": answer.finish_reason,
-            }
+            answer = answers[0]
+            message: dict[str, Any] = {"role": "assistant", "content": "".join(answer.tokens[answer.reasoning :])}
+            if answer.reasoning:
+                message[self.reasoning_field] = "".join(answer.tokens[: answer.reasoning])
+            if answer.reasoning or (self.vllm and self.s.reasoning):
+                usage["completion_tokens_details"] = {"reasoning_tokens": answer.reasoning}
+            choices = [{"index": 0, "message": message, "logprobs": None, "finish_reason": answer.finish_reason}]
             obj = "chat.completion"
         else:
-            choice = {"index": 0, "text": text, "logprobs": None, "finish_reason": answer.finish_reason}
+            choices = [
+                self.completion_choice(index, request, pieces, answer)
+                for index, (pieces, answer) in enumerate(zip(request["prompt_pieces"], answers, strict=True))
+            ]
             obj = "text_completion"
-        self._count(request, len(answer.tokens))
-        reply = {"id": rid, "object": obj, "created": int(time.time()), "model": self.s.model, "choices": [choice]}
+        self._count(request, generated)
+        reply = {"id": rid, "object": obj, "created": int(time.time()), "model": self.s.model, "choices": choices}
         if self.fingerprint:
             reply["system_fingerprint"] = self.fingerprint
         await self.send_json(writer, 200, reply | {"usage": usage})
+
+    def completion_choice(
+        self, index: int, request: dict[str, Any], prompt_pieces: list[str], answer: Answer
+    ) -> dict[str, Any]:
+        """One prompt's choice: with `echo` its text begins with the prompt, with `logprobs` each token's figures."""
+        text = "".join(answer.tokens)
+        logprobs = None
+        if request["logprobs"] is not None:
+            echoed = prompt_pieces if request["echo"] else None
+            logprobs = completion_logprobs(self.s, self.answer_index, echoed, answer.tokens, request["logprobs"])
+        if request["echo"]:
+            text = "".join(prompt_pieces) + text
+        return {"index": index, "text": text, "logprobs": logprobs, "finish_reason": answer.finish_reason}
 
     async def stream(
         self, chat: bool, request: dict[str, Any], answer: Answer, schedule: Schedule, writer: asyncio.StreamWriter

@@ -5,13 +5,18 @@ Read from vLLM 0.34.0's code (the routers under vllm/entrypoints, vllm/v1/metric
 and held to a real vLLM (the CPU build, 0.32.0, whose routes and metric names are the same apart from the
 allowlisted ones) by tests/real/test_persona_conforms.py. Values the harness has no notion of are zero:
 no such event happened. Routes that labctl never calls exist (so the key guard and the route table are
-the engine's) but answer 501, said so in the body.
+the engine's) but answer 501, said so in the body. The tokenizer's routes (/tokenize, /detokenize,
+/tokenizer_info) serve the plain harness too: lm-eval's remote tokenizer reads them.
 """
 
 from __future__ import annotations
 
 import json
 from typing import Any
+
+from labctl.harness import words
+from labctl.harness.model import Settings
+from labctl.harness.protocol import HttpError, invalid_body
 
 # (method, path) of every route `vllm serve` registers by default; the key guards only /v1/*.
 ROUTES = (
@@ -39,6 +44,8 @@ ROUTES = (
     ("POST", "/v1/responses/{response_id}/cancel"),
     ("POST", "/v1/systemone"),
 )
+TOKENIZER_INFO = ("GET", "/tokenizer_info")  # only with --enable-tokenizer-info-endpoint
+EOS_TOKEN = "</s>"  # a piece like any other: the harness ends its answers without one
 SIMULATED_PATHS = {
     "/health",
     "/kv_event_sources",
@@ -134,9 +141,9 @@ def metrics_text(model: str, values: dict[str, float], created: float, cache: di
     return "\n".join(lines) + "\n"
 
 
-def openapi() -> dict[str, Any]:
+def openapi(tokenizer_info: bool = False) -> dict[str, Any]:
     paths: dict[str, dict[str, Any]] = {}
-    for method, path in ROUTES:
+    for method, path in (*ROUTES, TOKENIZER_INFO) if tokenizer_info else ROUTES:
         paths.setdefault(path, {})[method.lower()] = {"summary": "labctl persona"}
     return {"openapi": "3.1.0", "info": {"title": "FastAPI", "version": "0.1.0"}, "paths": paths}
 
@@ -173,7 +180,8 @@ def is_chat(body: bytes) -> bool:
 
 
 def tokenize_reply(body: bytes, max_model_len: int) -> dict[str, Any]:
-    """/tokenize: the harness counts words, so its token ids are word positions (shape, not vocabulary)."""
+    """/tokenize: the harness's own tokens (labctl/harness/words.py), whose ids /detokenize turns back into text;
+    `messages` are joined by spaces. A body it cannot read counts as no text."""
     try:
         data = json.loads(body)
     except ValueError:
@@ -183,15 +191,38 @@ def tokenize_reply(body: bytes, max_model_len: int) -> dict[str, Any]:
         messages = data.get("messages")
         parts = [m.get("content") for m in messages if isinstance(m, dict)] if isinstance(messages, list) else []
         text = " ".join(p for p in parts if isinstance(p, str))
-    words = text.split() if isinstance(text, str) else []
-    return {"count": len(words), "max_model_len": max_model_len, "tokens": list(range(len(words))), "token_strs": None}
+    found = words.pieces(text) if isinstance(text, str) else []
+    strs = isinstance(data, dict) and data.get("return_token_strs") is True
+    return {
+        "count": len(found),
+        "max_model_len": max_model_len,
+        "tokens": [words.piece_id(p) for p in found],
+        "token_strs": found if strs else None,
+    }
 
 
-def detokenize_reply(body: bytes) -> dict[str, Any]:
+def detokenize_reply(body: bytes, s: Settings) -> dict[str, Any]:
+    """/detokenize: the text of the ids; one the harness could not have made is a 400."""
     try:
         data = json.loads(body)
-    except ValueError:
-        data = {}
+    except (ValueError, UnicodeDecodeError):
+        raise invalid_body(s, "the request body is not valid JSON", None) from None
     tokens = data.get("tokens") if isinstance(data, dict) else None
-    count = len(tokens) if isinstance(tokens, list) else 0
-    return {"prompt": " ".join("word" for _ in range(count))}
+    if not isinstance(tokens, list):
+        raise invalid_body(s, "'tokens' is required and must be a list of token ids", "tokens")
+    try:
+        return {"prompt": words.decode(tokens)}
+    except ValueError as exc:
+        raise HttpError(400, f"tokens{exc}", "tokens") from None
+
+
+def tokenizer_info_reply(max_model_len: int) -> dict[str, Any]:
+    """/tokenizer_info (vLLM's with --enable-tokenizer-info-endpoint): what lm-eval's remote tokenizer reads."""
+    return {
+        "eos_token": EOS_TOKEN,
+        "bos_token": None,
+        "pad_token": None,
+        "chat_template": None,
+        "tokenizer_class": "labctl-harness-words",
+        "model_max_length": max_model_len,
+    }
