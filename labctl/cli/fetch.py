@@ -69,7 +69,7 @@ def fetch(
     task: Annotated[
         str | None,
         typer.Option(
-            help="Instead: an lm-eval task set whose dataset to fetch at its pinned revision (suites/lm-eval/NAME)."
+            help="Instead: an lm-eval task set whose dataset to fetch at its pinned revision (suites/lm-eval/NAME); a task, group or tag lm-evaluation-harness ships and the lab lacks is pinned into the lab first (its dataset's commit now)."
         ),
     ] = None,
     workload: Annotated[
@@ -136,16 +136,44 @@ def _fetch_task(name: str, cache_dir: str | None, as_json: bool) -> None:
     from labctl.quality.tasks import load_task
     from labctl.run.models.datasets import fetch_dataset
 
-    task = load_task(state.lab(), name.removeprefix("lm-eval:"))
+    lab = state.lab()
+    name = name.removeprefix("lm-eval:")
+    if not (lab.root / "suites" / "lm-eval" / name / "source.yaml").is_file():
+        _pin_shipped_task(name, cache_dir, as_json)
+        return
+    task = load_task(lab, name)
     if task.repo is None or task.revision is None:
         raise BadInput(f"task set {task.name} reads files in the lab ({task.folder}): there is nothing to fetch.")
     where = f"dataset.repo and dataset.revision in suites/lm-eval/{task.name}/source.yaml"
-    fetched = fetch_dataset(task.repo, task.revision, cache_dir, where, say=warn, live=None if as_json else _progress())
+    wanted = tuple(sorted({path for split in task.files for path in task.paths(split)}))  # what the task reads
+    live = None if as_json else _progress()
+    fetched = fetch_dataset(task.repo, task.revision, cache_dir, where, say=warn, live=live, files=wanted)
     _note_dataset_fetch(fetched)
     if as_json:
         print(json.dumps(dataclasses.asdict(fetched)))
         return
     out(f"dataset {fetched.repo_id}@{fetched.commit} for task set {task.name} in {fetched.cache_dir}")
+
+
+def _pin_shipped_task(name: str, cache_dir: str | None, as_json: bool) -> None:
+    """A task the harness ships, not yet in the lab: pinned into it (each task of a group), its data fetched."""
+    from labctl.cli.runs import _progress
+    from labctl.compose.options import check_cache_dir
+    from labctl.quality.pin_task import pin_shipped
+
+    pinned = pin_shipped(state.lab(), name, check_cache_dir(cache_dir), say=warn, live=None if as_json else _progress())
+    for task in pinned:
+        _note_dataset_fetch(task.fetched)
+    if as_json:
+        print(json.dumps([{"task": t.name, **dataclasses.asdict(t.fetched)} for t in pinned]))
+        return
+    for task in pinned:
+        out(
+            f"task set {task.name}: pinned {task.repo}@{task.commit} ({task.files} data files) in "
+            f"suites/lm-eval/{task.name}/source.yaml; data in {task.fetched.cache_dir}"
+        )
+    if pinned:
+        out(f"evaluate with: labctl eval run RUN --suite lm-eval:{','.join(t.name for t in pinned[:16])}")
 
 
 def _note_dataset_fetch(fetched: Fetched) -> None:

@@ -129,6 +129,13 @@ def evaluate(
     ] = None,
     concurrency: Annotated[int, typer.Option(help="Cases asked at once.")] = 8,
     timeout: Annotated[float, typer.Option(help="Seconds one answer may take.")] = 300.0,
+    limit: Annotated[
+        int | None,
+        typer.Option(
+            help="lm-eval task sets: ask each task's first N documents only. A smoke run, recorded so: it is never "
+            "compared with a full run."
+        ),
+    ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the whole result as JSON.")] = False,
     host: Annotated[str | None, typer.Option("--host", autocompletion=complete_host, help=HOST_HELP)] = None,
     allow_shared_engine: Annotated[bool, typer.Option(help=SHARED_HELP)] = False,
@@ -170,8 +177,10 @@ def evaluate(
     if not 0.0 <= max_error_rate <= 1.0:
         raise BadInput(f"--max-error-rate {max_error_rate:g}: give a share from 0 to 1 (0.1 is 10 %).")
     if suite.startswith("lm-eval:"):
-        _lm_eval(runs, suite, request, concurrency, timeout, as_json)
+        _lm_eval(runs, suite, request, concurrency, timeout, as_json, limit)
         return
+    if limit is not None:
+        raise BadInput(f"--limit is for lm-eval task sets (lm-eval:TASK); suite {suite} is labctl's own: run it whole.")
     chosen = load_suite(state.lab(), suite)
     live = sys.stderr.isatty() and not as_json
 
@@ -200,11 +209,15 @@ def evaluate(
         raise typer.Exit(1)
 
 
-def _lm_eval(runs: Any, suite: str, request: Any, concurrency: int, timeout: float, as_json: bool) -> None:
+def _lm_eval(
+    runs: Any, suite: str, request: Any, concurrency: int, timeout: float, as_json: bool, limit: int | None
+) -> None:
     from labctl.quality.lm_eval_run import run_lm_eval
 
     progress = sys.stderr.isatty() and not as_json
-    result, path = run_lm_eval(runs, state.lab(), suite, request, concurrency, timeout, progress=progress)
+    result, path = run_lm_eval(runs, state.lab(), suite, request, concurrency, timeout, progress=progress, limit=limit)
+    if result.get("smoke"):  # on stderr with --json too
+        warn(f"smoke run: each task's first {limit} documents only (--limit); never compared with a full run")
     if as_json:
         print(json.dumps(result))
         return

@@ -19,6 +19,8 @@ from labctl.run.records.store import Runs
 
 FEWSHOT_SEED = 1234  # the harness's default, given so the answer map samples the same few-shot examples
 FEWSHOT_AS_MULTITURN = True  # each example a user and an assistant turn: how a chat model is asked
+# Output types scored by log-likelihood through completions (no chat template), not generated through chat.
+LOGLIKELIHOOD = ("multiple_choice", "loglikelihood", "loglikelihood_rolling")
 
 
 def load_tasks(lab: Lab, suite: str) -> list[TaskSet]:
@@ -69,7 +71,7 @@ def offline(progress: bool = True) -> Iterator[None]:
                 os.environ[name] = value
 
 
-def configs(runs: Runs, tasks: list[TaskSet], files: dict[str, dict[str, Path]]) -> list[dict[str, Any]]:
+def configs(runs: Runs, tasks: list[TaskSet], files: dict[str, dict[str, list[Path]]]) -> list[dict[str, Any]]:
     sandbox_templates()  # before the harness renders any of these tasks' templates
     configs = []
     for task in tasks:

@@ -1,5 +1,9 @@
-"""labctl eval run RUN --suite lm-eval:TASK[,TASK…]: lm-evaluation-harness tasks against the run's endpoint
-(its chat completions, as `local-chat-completions`), offline, with every sample kept beside the result.
+"""labctl eval run RUN --suite lm-eval:TASK[,TASK…]: lm-evaluation-harness tasks against the run's endpoint,
+offline, with every sample kept beside the result. Generated answers go through its chat completions (as
+`local-chat-completions`, the chat template the engine's); log-likelihood tasks (multiple choice) through its
+completions with log-probabilities (as `local-completions`, tokenized by the engine's own /tokenize), the way
+lm-eval users run them: no chat template, few-shot examples as one text. `--limit N` asks each task's first N
+documents only: a smoke run, recorded so, never compared with a full one.
 
 The key goes to the harness as a request header of a model object labctl builds, never in `model_args` (which
 the harness copies into its results); the thinking mode as the run's profile says (the same request fields as
@@ -9,6 +13,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +29,15 @@ from labctl.errors import BadInput, LabctlError
 from labctl.host.gpus.lock import engine_lock
 from labctl.host.sandbox.launch import check_sandbox
 from labctl.quality.evaluate import target_facts
-from labctl.quality.lm_eval_env import FEWSHOT_AS_MULTITURN, FEWSHOT_SEED, configs, load_tasks, offline, quiet
+from labctl.quality.lm_eval_env import (
+    FEWSHOT_AS_MULTITURN,
+    FEWSHOT_SEED,
+    LOGLIKELIHOOD,
+    configs,
+    load_tasks,
+    offline,
+    quiet,
+)
 from labctl.quality.tasks import TaskSet, data_files, dataset_sha256
 from labctl.run.records.record import Record, now
 from labctl.run.records.store import Runs, new_run_id, write_run_file
@@ -32,6 +45,7 @@ from labctl.run.records.store import Runs, new_run_id, write_run_file
 RESULT_SCHEMA = 1
 HARNESS = "lm-evaluation-harness"
 MAX_SAMPLE_CHARS = 64 * 1024  # one sample's input or output as kept; a longer one is cut and says so
+MAX_LIMIT = 100_000
 
 
 def harness_version() -> str:
@@ -49,22 +63,74 @@ def run_lm_eval(
     timeout: float,
     cache_dir: str | None = None,
     progress: bool = False,
+    limit: int | None = None,
 ) -> tuple[dict[str, Any], Path]:
-    """`progress`: the harness's own progress bars on stderr (a terminal watches)."""
+    """`progress`: the harness's own progress bars on stderr (a terminal watches); `limit`: a smoke run of each
+    task's first documents."""
     tasks = load_tasks(lab, suite)
     cache = check_cache_dir(cache_dir)
     files = {task.name: data_files(task, cache) for task in tasks}  # refused before the endpoint is asked
+    if limit is not None:
+        check_count("--limit", limit, MAX_LIMIT, "documents of each task (a smoke run)")
     check_names(request)
     check_count("--concurrency", concurrency, MAX_CONCURRENCY, "cases asked at once, one connection each")
     check_seconds("--timeout", timeout)
     check_engine_wait(request.wait_for_engine)
+    with offline(progress=False), quiet():
+        kinds = {
+            t.name: str(c.get("output_type") or "generate_until")
+            for t, c in zip(tasks, configs(runs, tasks, files), strict=True)
+        }
     target, record = resolve_target(runs, request)
     preflight(target)
+    scored = [name for name, kind in kinds.items() if kind in LOGLIKELIHOOD]
+    if scored:
+        check_logprob_support(target, scored)
     if any(task.sandboxed for task in tasks):
         check_sandbox()
     key = engine_key(record, target)
+    run = Evaluation(suite, tasks, files, kinds, concurrency, timeout, limit)
     with engine_lock(key, f"eval of {suite}", request.wait_for_engine, request.allow_shared_engine) as hold:
-        return _evaluate(runs, suite, tasks, files, target, record, concurrency, timeout, hold.holder, progress)
+        return _evaluate(runs, run, target, record, hold.holder, progress)
+
+
+@dataclass(frozen=True)
+class Evaluation:
+    suite: str
+    tasks: list[TaskSet]
+    files: dict[str, dict[str, list[Path]]]
+    kinds: dict[str, str]  # each task's output type
+    concurrency: int
+    timeout: float
+    limit: int | None
+
+
+def check_logprob_support(target: Target, tasks: list[str]) -> None:
+    """A log-likelihood task needs the engine's tokenizer (/tokenizer_info, /tokenize): refused before asking."""
+    from lm_eval.utils import check_remote_tokenizer_support
+
+    if not check_remote_tokenizer_support(f"{target.base_url}/completions", auth_token=target.api_key, max_retries=1):
+        raise BadInput(
+            f"{', '.join(tasks)} score log-likelihoods through the engine's completions, tokenized by the engine's "
+            f"own tokenizer, but {target.base_url.removesuffix('/v1')} answers no /tokenizer_info or /tokenize "
+            "(vLLM serves them with --enable-tokenizer-info-endpoint). Nothing was asked."
+        )
+
+
+def _scoring_model(target: Target, concurrency: int, timeout: float) -> Any:
+    """Log-likelihoods through /v1/completions (echo, logprobs), the engine's own tokenizer counting tokens."""
+    from lm_eval.models.openai_completions import LocalCompletionsAPI
+
+    return LocalCompletionsAPI(
+        model=target.model,
+        base_url=f"{target.base_url}/completions",
+        tokenizer_backend="remote",
+        auth_token=target.api_key or None,
+        header={"Authorization": f"Bearer {target.api_key}"} if target.api_key else {},
+        num_concurrent=concurrency,
+        timeout=int(timeout),
+        max_retries=2,
+    )
 
 
 def _model(target: Target, concurrency: int, timeout: float) -> Any:
@@ -88,45 +154,27 @@ def _model(target: Target, concurrency: int, timeout: float) -> Any:
 
 
 def _evaluate(
-    runs: Runs,
-    suite: str,
-    tasks: list[TaskSet],
-    files: dict[str, dict[str, Path]],
-    target: Target,
-    record: Record,
-    concurrency: int,
-    timeout: float,
-    shared_with: str | None,
-    progress: bool,
+    runs: Runs, run: Evaluation, target: Target, record: Record, shared_with: str | None, progress: bool
 ) -> tuple[dict[str, Any], Path]:
     with offline(progress), quiet():
-        task_configs = configs(runs, tasks, files)
-        import lm_eval
-        from lm_eval.tasks import TaskManager
-
-        try:
-            out = lm_eval.simple_evaluate(
-                model=_model(target, concurrency, timeout),
-                # labctl's task sets are given whole: indexing the harness's thousands of own tasks takes seconds
-                task_manager=TaskManager(include_defaults=False),
-                tasks=task_configs,
-                fewshot_random_seed=FEWSHOT_SEED,
-                fewshot_as_multiturn=FEWSHOT_AS_MULTITURN,
-                apply_chat_template=True,
-                log_samples=True,
-                bootstrap_iters=1000,
-            )
-        except Exception as exc:  # a third-party program's failure, of any type, is one line here
-            said = str(exc)[:300].replace(target.api_key, "<key>") if target.api_key else str(exc)[:300]
-            raise LabctlError(
-                f"lm-evaluation-harness stopped ({type(exc).__name__}: {said}): the endpoint at {target.base_url} "
-                "failed to answer, or a task's data or config is wrong. Nothing was recorded."
-            ) from None
-    if out is None:
-        raise LabctlError("lm-evaluation-harness returned no results.")
+        task_configs = configs(runs, run.tasks, run.files)
+        generated = [c for t, c in zip(run.tasks, task_configs, strict=True) if run.kinds[t.name] not in LOGLIKELIHOOD]
+        scored = [c for t, c in zip(run.tasks, task_configs, strict=True) if run.kinds[t.name] in LOGLIKELIHOOD]
+        out: dict[str, Any] = {}
+        if generated:
+            out = _harness(target, generated, _model(target, run.concurrency, run.timeout), True, run.limit)
+        if scored:
+            model = _scoring_model(target, run.concurrency, run.timeout)
+            out = _merged(out, _harness(target, scored, model, False, run.limit))
     task_facts, cases, samples = [], [], []
-    for task, config in zip(tasks, task_configs, strict=True):
-        facts, task_cases, task_samples = _task_result(task, config["task"], files[task.name], out)
+    for task, config in zip(run.tasks, task_configs, strict=True):
+        facts, task_cases, task_samples = _task_result(task, config["task"], run.files[task.name], out)
+        if run.kinds[task.name] != "generate_until":
+            facts["output_type"] = run.kinds[task.name]
+            facts["chat_template"] = False
+            facts["fewshot_as_multiturn"] = False
+        if run.limit is not None:
+            facts["limit"] = run.limit
         task_facts.append(facts)
         cases += task_cases
         samples += task_samples
@@ -136,6 +184,7 @@ def _evaluate(
     eval_id = "e" + new_run_id()
     digest = _suite_digest(version, task_facts)
     passed = sum(1 for c in cases if c["passed"])
+    smoke = f" smoke --limit {run.limit}" if run.limit is not None else ""
     result: dict[str, Any] = {
         "schema_version": RESULT_SCHEMA,
         "eval_id": eval_id,
@@ -143,16 +192,16 @@ def _evaluate(
         "created_at": now(),
         "target": target_facts(record, target),
         "suite": {
-            "name": suite,
+            "name": run.suite,
             "version": ",".join(f"{t['name']}-{t['set_version']}" for t in task_facts),
             "sha256": digest,
             "full_version": f"{HARNESS} {version}: "
             + ", ".join(f"{t['task']} v{t['version']}" for t in task_facts)
-            + f" +{digest[:12]}",
+            + f" +{digest[:12]}{smoke}",
         },
         "harness": {"name": HARNESS, "version": version},
         "tasks": task_facts,
-        "settings": {"concurrency": concurrency, "labctl_version": __version__, "timeout_s": timeout},
+        "settings": {"concurrency": run.concurrency, "labctl_version": __version__, "timeout_s": run.timeout},
         "status": "complete",
         "score": passed / len(cases) if cases else None,
         "passed": passed,
@@ -162,6 +211,9 @@ def _evaluate(
         "cases": cases,
         "samples_file": f"{eval_id}.samples.jsonl",
     }
+    if run.limit is not None:
+        result["settings"]["limit"] = run.limit
+        result["smoke"] = True
     if shared_with is not None:
         result["shared_engine"] = {"allowed": True, "holder": shared_with}
     folder = runs.dir(record.run_id) / "eval"
@@ -169,6 +221,45 @@ def _evaluate(
     path = folder / f"{eval_id}.json"
     write_run_file(path, json.dumps(result, indent=1) + "\n")
     return result, path
+
+
+def _harness(
+    target: Target, task_configs: list[dict[str, Any]], model: Any, chat: bool, limit: int | None
+) -> dict[str, Any]:
+    """One lm-evaluation-harness evaluation of these tasks; its failure, of any type, is one line."""
+    import lm_eval
+    from lm_eval.tasks import TaskManager
+
+    try:
+        out = lm_eval.simple_evaluate(
+            model=model,
+            # labctl's task sets are given whole: indexing the harness's thousands of own tasks takes seconds
+            task_manager=TaskManager(include_defaults=False),
+            tasks=task_configs,
+            fewshot_random_seed=FEWSHOT_SEED,
+            fewshot_as_multiturn=FEWSHOT_AS_MULTITURN and chat,
+            apply_chat_template=chat,
+            log_samples=True,
+            bootstrap_iters=1000,
+            limit=limit,
+        )
+    except Exception as exc:  # a third-party program's failure, of any type, is one line here
+        said = str(exc)[:300].replace(target.api_key, "<key>") if target.api_key else str(exc)[:300]
+        raise LabctlError(
+            f"lm-evaluation-harness stopped ({type(exc).__name__}: {said}): the endpoint at {target.base_url} "
+            "failed to answer, or a task's data or config is wrong. Nothing was recorded."
+        ) from None
+    if out is None:
+        raise LabctlError("lm-evaluation-harness returned no results.")
+    return dict(out)
+
+
+def _merged(a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any]:
+    """Two of the harness's outputs (generated and scored tasks) as one, task by task."""
+    if not a:
+        return b
+    keys = ("results", "configs", "versions", "n-shot", "n-samples", "samples")
+    return {**a, **{k: {**(a.get(k) or {}), **(b.get(k) or {})} for k in keys}}
 
 
 def _suite_digest(version: str, tasks: list[dict[str, Any]]) -> str:
@@ -186,12 +277,16 @@ def _suite_digest(version: str, tasks: list[dict[str, Any]]) -> str:
         "metric",
         "filter",
     )
-    hashed = {"harness": version, "tasks": [{k: t[k] for k in keep} for t in tasks]}
+    optional = ("output_type", "chat_template", "limit")  # absent from earlier results, whose digests stay theirs
+    hashed = {
+        "harness": version,
+        "tasks": [{k: t[k] for k in keep} | {k: t[k] for k in optional if k in t} for t in tasks],
+    }
     return hashlib.sha256(json.dumps(hashed, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
 
 
 def _task_result(
-    task: TaskSet, harness_name: str, files: dict[str, Path], out: dict[str, Any]
+    task: TaskSet, harness_name: str, files: dict[str, list[Path]], out: dict[str, Any]
 ) -> tuple[dict[str, Any], list[dict[str, Any]], list[dict[str, Any]]]:
     config = out["configs"][harness_name]
     metric = str(config["metric_list"][0]["metric"])
@@ -227,7 +322,7 @@ def _task_result(
     logged = [s for s in out["samples"][harness_name] if s.get("filter", filter_name) == filter_name]
     for sample in sorted(logged, key=lambda s: s["doc_id"]):
         score = sample.get(metric)
-        output = _first(sample.get("resps"))
+        output = _chosen(sample.get("filtered_resps")) or _first(sample.get("resps"))
         case = {
             "id": f"{task.name}/{sample['doc_id']}",
             "check": metric,
@@ -252,6 +347,16 @@ def _task_result(
     if not cases:
         raise BadInput(f"task set {task.name}: the harness gave no samples (is its test split empty?).")
     return facts, cases, samples
+
+
+def _chosen(value: Any) -> str:
+    """A multiple-choice answer: the choice whose continuation scored highest (its log-likelihood), else ''."""
+    pairs = value if isinstance(value, list) else []
+    scores = [p[0] for p in pairs if isinstance(p, list | tuple) and p and isinstance(p[0], int | float)]
+    if not pairs or len(scores) != len(pairs):
+        return ""
+    best = max(range(len(scores)), key=scores.__getitem__)
+    return f"choice {best} (log-likelihood {scores[best]:.4f})"
 
 
 def _first(value: Any) -> str:

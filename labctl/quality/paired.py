@@ -79,6 +79,9 @@ def version_differences(a: dict[str, Any], b: dict[str, Any]) -> list[str]:
     """What makes two evaluations' versions differ, said by field: an lm-eval task's version, its dataset's
     revision or hash, its few-shot count or generation settings; a suite's version."""
     found = []
+    limits = [(side.get("settings") or {}).get("limit") for side in (a, b)]
+    if limits[0] != limits[1]:
+        found.append(" vs ".join("a full run" if n is None else f"a smoke run (--limit {n})" for n in limits))
     a_tasks = {t["name"]: t for t in a.get("tasks") or []}
     b_tasks = {t["name"]: t for t in b.get("tasks") or []}
     if a_tasks.keys() != b_tasks.keys():

@@ -71,6 +71,17 @@ def plan_fetch(
     return plan.against(hub_dir) if hub_dir is not None else plan
 
 
+def list_files(repo_id: str, commit: str, where: str, repo_type: str = "model", base: str | None = None) -> list[str]:
+    """Every file path of `repo_id` at `commit` (nothing downloaded)."""
+    from huggingface_hub import HfApi
+    from huggingface_hub.hf_api import RepoFile
+
+    base = base or endpoint()
+    with hub_errors(repo_id, commit, base, where):
+        tree = HfApi(endpoint=base).list_repo_tree(repo_id, revision=commit, recursive=True, repo_type=repo_type)
+        return sorted(e.path for e in tree if isinstance(e, RepoFile))
+
+
 def resolve_commit(repo_id: str, revision: str, where: str, repo_type: str = "model", base: str | None = None) -> str:
     """The commit a branch or tag names on the Hub now (a commit is its own answer); nothing is downloaded."""
     from huggingface_hub import HfApi
