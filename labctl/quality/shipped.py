@@ -139,8 +139,12 @@ def choose_files(
     chosen: dict[str, list[str]] = {}
     for split in splits:
         tried = patterns.get(split, []) if patterns is not None else _conventional(config_name, split)
-        for pattern in tried:
-            matched = sorted(p for p in paths if _glob(pattern).fullmatch(p) and Path(p).suffix in DATA_SUFFIXES)
+        # a card's patterns together name a split's files; of the Hub's conventions, the first that matches
+        groups = [tried] if patterns is not None else [[p] for p in tried]
+        for group in groups:
+            matched = sorted(
+                {p for p in paths for g in group if _glob(g).fullmatch(p) and Path(p).suffix in DATA_SUFFIXES}
+            )
             if matched:
                 chosen[split] = matched
                 break
