@@ -53,6 +53,26 @@ def quiet() -> Iterator[None]:
 
 
 @contextmanager
+def unobserved(progress: bool) -> Iterator[None]:
+    """While the harness evaluates: its progress bars only when someone watches (it passes `disable=False` to
+    some of them, which TQDM_DISABLE does not override), and no `git describe` in the user's folder (the
+    harness records the current folder's commit; labctl records its own versions)."""
+    import contextlib
+    import io
+
+    from lm_eval import evaluator
+    from lm_eval.loggers import utils as logger_utils
+
+    saved = evaluator.get_git_commit_hash, logger_utils.get_git_commit_hash
+    evaluator.get_git_commit_hash = logger_utils.get_git_commit_hash = lambda: None
+    try:
+        with contextlib.redirect_stderr(io.StringIO()) if not progress else contextlib.nullcontext():
+            yield
+    finally:
+        evaluator.get_git_commit_hash, logger_utils.get_git_commit_hash = saved
+
+
+@contextmanager
 def offline(progress: bool = True) -> Iterator[None]:
     """The harness and `datasets` read files only: no Hub, no download (set before they are imported); their
     progress bars only when someone watches."""

@@ -37,6 +37,7 @@ from labctl.quality.lm_eval_env import (
     load_tasks,
     offline,
     quiet,
+    unobserved,
 )
 from labctl.quality.tasks import TaskSet, data_files, dataset_sha256
 from labctl.run.records.record import Record, now
@@ -161,11 +162,12 @@ def _evaluate(
         generated = [c for t, c in zip(run.tasks, task_configs, strict=True) if run.kinds[t.name] not in LOGLIKELIHOOD]
         scored = [c for t, c in zip(run.tasks, task_configs, strict=True) if run.kinds[t.name] in LOGLIKELIHOOD]
         out: dict[str, Any] = {}
-        if generated:
-            out = _harness(target, generated, _model(target, run.concurrency, run.timeout), True, run.limit)
-        if scored:
-            model = _scoring_model(target, run.concurrency, run.timeout)
-            out = _merged(out, _harness(target, scored, model, False, run.limit))
+        with unobserved(progress):
+            if generated:
+                out = _harness(target, generated, _model(target, run.concurrency, run.timeout), True, run.limit)
+            if scored:
+                model = _scoring_model(target, run.concurrency, run.timeout)
+                out = _merged(out, _harness(target, scored, model, False, run.limit))
     task_facts, cases, samples = [], [], []
     for task, config in zip(run.tasks, task_configs, strict=True):
         facts, task_cases, task_samples = _task_result(task, config["task"], run.files[task.name], out)

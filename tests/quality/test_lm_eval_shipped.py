@@ -130,6 +130,7 @@ def test_a_shipped_task_pinned_fetched_and_run_by_name(tmp_path: Path, datasets:
     assert smoke.code == 0, smoke.stderr[-2000:]
     assert full.code == 0, full.stderr[-2000:]
     assert "smoke run" in smoke.stderr
+    assert "%|" not in smoke.stderr + full.stderr and "fatal:" not in smoke.stderr  # no bars, no `git` unwatched
     a, b = json.loads(smoke.stdout), json.loads(full.stdout)
     assert a["smoke"] is True and a["settings"]["limit"] == 3 and "smoke --limit 3" in a["suite"]["full_version"]
     assert a["total"] == 6 and b["total"] == 10 and "smoke" not in b  # 3 + 3 documents, then 6 + 4
