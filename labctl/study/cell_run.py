@@ -226,6 +226,8 @@ class CellRun:
             queued = record.prep["queue_wait"].seconds if "queue_wait" in record.prep else 0.0
             self.data["times"]["queue_wait_s"] = queued
             self.data["times"]["cold_start_s"] = round(time.monotonic() - t0 - queued, 3)
+            if record.timings.cold_start_s is not None:  # the engine's own: its container's start to its first answer
+                self.data["times"]["engine_cold_start_s"] = record.timings.cold_start_s
             self.data.update(backend.placed_facts(record))
             self.note_image(record)
             ctx.runs.event(record.run_id, "study", **self.tag)

@@ -159,8 +159,29 @@ def gpu_hours(cells: list[dict[str, Any]]) -> list[str]:
     return [
         f"study total: {sum(hours.values()):.4f} GPU-hours: measuring {hours['measuring_s']:.4f}, cold start "
         f"{hours['cold_start_s']:.4f}, waiting {hours['waiting_s']:.4f} ({share:.1%} of the hours beyond cold starts)",
+        _waste(cells, sum(totals.values())),
         *queue,
     ]
+
+
+def _waste(cells: list[dict[str, Any]], total_s: float) -> str:
+    """GPU time that is neither measuring nor the engine's own cold start: waiting for claims and pulls, and
+    what `up` spent beyond the engine (pulls and fetches not done ahead, labctl's own checks and polling)."""
+    waiting = beyond_engine = 0.0
+    for data in cells:
+        times, gpus = data.get("times") or {}, max(int(data.get("gpus") or 0), 1)
+        if float(times.get("cold_start_s") or 0) and times.get("engine_cold_start_s") is None:
+            return "waste (neither measuring nor the engine's own cold start): not checked (a cell's record has no engine cold start)"
+        waiting += float(times.get("waiting_s") or 0) * gpus
+        beyond_engine += (
+            max(0.0, float(times.get("cold_start_s") or 0) - float(times.get("engine_cold_start_s") or 0)) * gpus
+        )
+    wasted = waiting + beyond_engine
+    return (
+        f"waste (neither measuring nor the engine's own cold start): {wasted / 3600:.4f} GPU-hours, "
+        f"{wasted / total_s:.1%} of the study's (waiting {waiting / 3600:.4f}, up beyond the engine "
+        f"{beyond_engine / 3600:.4f}; the goal is under 5 %)"
+    )
 
 
 PerCell = dict[str, dict[str, dict[int, list[Level]]]]
