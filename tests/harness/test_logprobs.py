@@ -5,17 +5,12 @@ model with the remote tokenizer scores a multiple-choice question from the answe
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
-import time
 from collections.abc import Iterator
-from contextlib import contextmanager
 
 import httpx
 import openai
 import pytest
-from helpers.harness_proc import free_port, harness
+from helpers.harness_proc import harness, vllm_persona
 
 pytestmark = pytest.mark.process
 
@@ -140,32 +135,6 @@ def test_ids_the_harness_could_not_have_made_are_400(base: str) -> None:
             "message"
         ]
     )
-
-
-@contextmanager
-def vllm_persona(*flags: str) -> Iterator[str]:
-    port = free_port()
-    argv = [sys.executable, "-m", "labctl.harness", "--persona", "vllm", "--persona-version", "0.34.0", "--"]
-    argv += ["serve", "Qwen/Qwen3-8B", "--served-model-name", "m", "--port", str(port), "--host", "127.0.0.1", *flags]
-    env = {**os.environ, "NVIDIA_VISIBLE_DEVICES": "0", "LABCTL_PERSONA_LOAD_S": "0"}
-    env |= {"HARNESS_TTFT_MS": "1", "HARNESS_TPOT_MS": "1"}
-    env.pop("VLLM_API_KEY", None)
-    proc = subprocess.Popen(argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    url = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 20
-        while True:
-            try:
-                if httpx.get(f"{url}/health", timeout=1).status_code == 200:
-                    break
-            except httpx.TransportError:
-                pass
-            assert proc.poll() is None and time.monotonic() < deadline, "the vLLM persona did not start"
-            time.sleep(0.05)
-        yield url
-    finally:
-        proc.terminate()
-        proc.wait(10)
 
 
 def test_the_vllm_persona_serves_tokenizer_info_with_its_flag_and_lm_eval_through_it() -> None:

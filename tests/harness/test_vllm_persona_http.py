@@ -4,16 +4,12 @@ is needed. The GPU cannot exist here: NVIDIA_VISIBLE_DEVICES is set by hand, as 
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
-import time
 from collections.abc import Iterator
 
 import httpx
 import openai
 import pytest
-from helpers.harness_proc import free_port
+from helpers.harness_proc import vllm_persona
 
 pytestmark = pytest.mark.process
 
@@ -23,28 +19,8 @@ MAX_LEN = 256
 
 @pytest.fixture(scope="module")
 def base() -> Iterator[str]:
-    port = free_port()
-    argv = [sys.executable, "-m", "labctl.harness", "--persona", "vllm", "--persona-version", "0.34.0", "--"]
-    argv += ["serve", "Qwen/Qwen3-8B", "--served-model-name", "m", "--port", str(port), "--host", "127.0.0.1"]
-    argv += ["--max-model-len", str(MAX_LEN), "--reasoning-parser", "qwen3"]
-    env = {**os.environ, "VLLM_API_KEY": KEY, "NVIDIA_VISIBLE_DEVICES": "0", "LABCTL_PERSONA_LOAD_S": "0"}
-    env |= {"HARNESS_TTFT_MS": "1", "HARNESS_TPOT_MS": "1"}
-    proc = subprocess.Popen(argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    url = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 20
-        while True:
-            try:
-                if httpx.get(f"{url}/health", timeout=1).status_code == 200:
-                    break
-            except httpx.TransportError:
-                pass
-            assert proc.poll() is None and time.monotonic() < deadline, "the vLLM persona did not start"
-            time.sleep(0.05)
+    with vllm_persona("--reasoning-parser", "qwen3", key=KEY, max_model_len=MAX_LEN) as url:
         yield url
-    finally:
-        proc.terminate()
-        proc.wait(10)
 
 
 def client(base: str) -> openai.OpenAI:

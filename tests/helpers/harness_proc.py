@@ -83,3 +83,33 @@ def wait_healthy(url: str, seconds: float = 60) -> None:
             pass
         time.sleep(0.05)
     raise AssertionError(f"{url} did not become healthy within {seconds:g} s")
+
+
+@contextmanager
+def vllm_persona(*flags: str, key: str | None = None, max_model_len: int | None = None) -> Iterator[str]:
+    """The harness acting out vLLM 0.34.0 (`vllm serve Qwen/Qwen3-8B`, served as `m`) on a free port; its base URL."""
+    port = free_port()
+    argv = [sys.executable, "-m", "labctl.harness", "--persona", "vllm", "--persona-version", "0.34.0", "--"]
+    argv += ["serve", "Qwen/Qwen3-8B", "--served-model-name", "m", "--port", str(port), "--host", "127.0.0.1"]
+    argv += [*(["--max-model-len", str(max_model_len)] if max_model_len else []), *flags]
+    env = {**os.environ, "NVIDIA_VISIBLE_DEVICES": "0", "LABCTL_PERSONA_LOAD_S": "0"}
+    env |= {"HARNESS_TTFT_MS": "1", "HARNESS_TPOT_MS": "1"}
+    env.pop("VLLM_API_KEY", None)
+    if key:
+        env["VLLM_API_KEY"] = key
+    proc = subprocess.Popen(argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 20
+        while True:
+            try:
+                if httpx.get(f"{url}/health", timeout=1).status_code == 200:
+                    break
+            except httpx.TransportError:
+                pass
+            assert proc.poll() is None and time.monotonic() < deadline, "the vLLM persona did not start"
+            time.sleep(0.05)
+        yield url
+    finally:
+        proc.terminate()
+        proc.wait(10)
