@@ -4,7 +4,8 @@ One real `vllm serve` (the vLLM CPU image, the tiny Qwen3 from build/tiny-models
 labctl's `bench run --base-url` and `vllm bench serve` (from the same image) pinned to the other, take
 turns against it (prefix caching off: both send the same seeded prompts on every repeat) with the same lengths (random prompts of 128 tokens, 64 output tokens, ignore_eos, the
 model's own tokenizer) at each concurrency, a few repeats, the order swapped on every repeat so that
-drift falls on both. It prints the medians of the repeats side by side and as ratios labctl / vllm.
+drift falls on both. It prints the medians of the repeats side by side, and each repeat's pair as a ratio
+labctl / vllm: the median of the pairs' ratios and a Student-t 95 % interval over the pairs (n pairs).
 Raw results stay in build/bench-real/.
 
 Options (environment): LABCTL_VLLM_CPU_IMAGE, LABCTL_TINY_MODELS, BENCH_REAL_PORT,
@@ -105,14 +106,37 @@ def run_vllm(base: str, concurrency: int, cpu: str, out: Path, tag: str) -> dict
 
 
 def table(results: dict[int, dict[str, list[dict[str, float]]]]) -> str:
-    lines = [f"{'c':>3}  {'metric':<10} {'labctl':>10} {'vllm':>10} {'ratio':>7}   (medians of the repeats)"]
+    """Each repeat is a pair (labctl and vLLM's client back to back, the order swapped every repeat): the ratio
+    of each pair, its median, and a Student-t 95 % interval of the pairs' mean ratio (labctl's own repeat
+    method, n pairs said); within +-3 % is shown when the interval includes 1.0 and lies inside 0.97-1.03."""
+    from labctl.bench.intervals import t_interval
+
+    head = f"{'c':>3}  {'metric':<10} {'labctl':>10} {'vllm':>10} {'ratio':>7}  {'95% interval':>17}  n  verdict"
+    lines = [head + "   (medians of the repeats; ratio: median of the pairs' ratios)"]
     for concurrency, tools in results.items():
         for label, key in METRICS:
             ours = statistics.median(r[key] for r in tools["labctl"])
             theirs = statistics.median(r[key] for r in tools["vllm"])
-            ratio = ours / theirs if theirs else float("nan")
-            lines.append(f"{concurrency:>3}  {label:<10} {ours:>10.2f} {theirs:>10.2f} {ratio:>7.3f}")
+            pairs = [a[key] / b[key] for a, b in zip(tools["labctl"], tools["vllm"], strict=True) if b[key]]
+            ratio = statistics.median(pairs) if pairs else float("nan")
+            interval = t_interval(pairs)
+            if interval is None:
+                span, verdict = f"{'-':>17}", "not checked (fewer than 2 pairs)"
+            else:
+                span = f"[{interval[0]:.3f}, {interval[1]:.3f}]"
+                verdict = _verdict(interval)
+            lines.append(
+                f"{concurrency:>3}  {label:<10} {ours:>10.2f} {theirs:>10.2f} {ratio:>7.3f}  {span:>17}  {len(pairs)}  {verdict}"
+            )
     return "\n".join(lines)
+
+
+def _verdict(interval: list[float]) -> str:
+    """The goal: the interval includes 1.0 and lies within 0.97-1.03."""
+    low, high = interval
+    if not low <= 1.0 <= high:
+        return "differs (the interval excludes 1.0)"
+    return "within +-3 %" if low >= 0.97 and high <= 1.03 else "includes 1.0, wider than +-3 %"
 
 
 def main() -> None:
