@@ -158,8 +158,17 @@ def test_fail_on_start_exits_3() -> None:
 
 
 def test_never_ready() -> None:
-    with harness("--never-ready", ready=False) as (base, _):
-        time.sleep(0.5)
+    with harness("--never-ready", ready=False) as (base, proc):
+        deadline = time.monotonic() + 30  # until it listens (a loaded host starts Python slowly), then 503 for good
+        while True:
+            try:
+                status = httpx.get(f"{base}/health").status_code
+                break
+            except httpx.TransportError:
+                assert proc.poll() is None and time.monotonic() < deadline, "the harness never listened"
+                time.sleep(0.05)
+        assert status == 503
+        time.sleep(0.2)
         assert httpx.get(f"{base}/health").status_code == 503
 
 
