@@ -82,6 +82,13 @@ def test_fetch_shows_progress_records_bytes_and_a_second_fetch_is_cached(tmp_pat
         ]
 
 
+def _size(path: Path) -> int:
+    try:
+        return path.stat().st_size
+    except FileNotFoundError:
+        return 0
+
+
 def kill_mid_download(hub: LoopbackHub, cache: Path) -> Path:
     """Start `labctl fetch`, SIGKILL it once the big file's partial holds 1 MiB (the user's kill -9, a closed
     laptop: nothing is cleaned up), and wait until the server noticed; returns the partial file."""
@@ -98,8 +105,9 @@ def kill_mid_download(hub: LoopbackHub, cache: Path) -> Path:
     deadline = time.monotonic() + 60
     partial: list[Path] = []
     while time.monotonic() < deadline:
-        partial = list(blobs.glob("*.incomplete")) if blobs.is_dir() else []
-        if partial and partial[0].stat().st_size >= 1 << 20:
+        # the big file's partial: a small file's partial may be renamed (finished) between the glob and its stat
+        partial = [p for p in (blobs.glob("*.incomplete") if blobs.is_dir() else []) if _size(p) >= 1 << 20]
+        if partial:
             break
         time.sleep(0.05)
     proc.send_signal(signal.SIGKILL)
