@@ -89,7 +89,16 @@ def uses_of(record: Record, local_files: bool = True) -> Uses:
 
 def model_dirs(cache_dir: Path, model_id: str) -> list[Path]:
     name = "models--" + model_id.replace("/", "--")
-    return [d for d in (cache_dir / "hub" / name, cache_dir / name) if d.is_dir()]
+    return [d for d in (cache_dir / "hub" / name, cache_dir / name) if _visible_dir(d)]
+
+
+def _visible_dir(path: Path) -> bool:
+    """A folder this user can see; another user's private cache (a record there names it) is none: nothing this
+    user's gc could remove lies in it."""
+    try:
+        return path.is_dir()
+    except PermissionError:
+        return False
 
 
 def find_snapshot(cache_dir: Path, model_id: str, revision: str) -> Path | None:
@@ -99,12 +108,15 @@ def find_snapshot(cache_dir: Path, model_id: str, revision: str) -> Path | None:
         return None
     for folder in model_dirs(cache_dir, model_id):
         commit = revision
-        if not _COMMIT.match(revision):
-            ref = folder / "refs" / revision
-            commit = ref.read_text(encoding="utf-8").strip()[:40] if ref.is_file() else ""
-        snapshot = folder / "snapshots" / commit
-        if _COMMIT.match(commit) and snapshot.is_dir() and not snapshot.is_symlink():
-            return snapshot
+        try:
+            if not _COMMIT.match(revision):
+                ref = folder / "refs" / revision
+                commit = ref.read_text(encoding="utf-8").strip()[:40] if ref.is_file() else ""
+            snapshot = folder / "snapshots" / commit
+            if _COMMIT.match(commit) and snapshot.is_dir() and not snapshot.is_symlink():
+                return snapshot
+        except PermissionError:  # a part of another user's cache this user may not read
+            continue
     return None
 
 
