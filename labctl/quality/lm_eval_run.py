@@ -78,9 +78,9 @@ def run_lm_eval(
     check_seconds("--timeout", timeout)
     check_engine_wait(request.wait_for_engine)
     with offline(progress=False), quiet():
+        task_configs = configs(runs, tasks, files)  # read once: the kinds now, the evaluation later
         kinds = {
-            t.name: str(c.get("output_type") or "generate_until")
-            for t, c in zip(tasks, configs(runs, tasks, files), strict=True)
+            t.name: str(c.get("output_type") or "generate_until") for t, c in zip(tasks, task_configs, strict=True)
         }
     target, record = resolve_target(runs, request)
     preflight(target)
@@ -90,7 +90,7 @@ def run_lm_eval(
     if any(task.sandboxed for task in tasks):
         check_sandbox()
     key = engine_key(record, target)
-    run = Evaluation(suite, tasks, files, kinds, concurrency, timeout, limit)
+    run = Evaluation(suite, tasks, files, task_configs, kinds, concurrency, timeout, limit)
     with engine_lock(key, f"eval of {suite}", request.wait_for_engine, request.allow_shared_engine) as hold:
         return _evaluate(runs, run, target, record, hold.holder, progress)
 
@@ -100,6 +100,7 @@ class Evaluation:
     suite: str
     tasks: list[TaskSet]
     files: dict[str, dict[str, list[Path]]]
+    configs: list[dict[str, Any]]  # the harness's task configs, data files pointed at `files`
     kinds: dict[str, str]  # each task's output type
     concurrency: int
     timeout: float
@@ -158,7 +159,7 @@ def _evaluate(
     runs: Runs, run: Evaluation, target: Target, record: Record, shared_with: str | None, progress: bool
 ) -> tuple[dict[str, Any], Path]:
     with offline(progress), quiet():
-        task_configs = configs(runs, run.tasks, run.files)
+        task_configs = run.configs
         generated = [c for t, c in zip(run.tasks, task_configs, strict=True) if run.kinds[t.name] not in LOGLIKELIHOOD]
         scored = [c for t, c in zip(run.tasks, task_configs, strict=True) if run.kinds[t.name] in LOGLIKELIHOOD]
         out: dict[str, Any] = {}
