@@ -67,10 +67,10 @@ class RealLab:
     def labctl(self, *args: str, timeout: float = 300, env: dict[str, str] | None = None) -> Result:
         return run_labctl(*args, lab=self.lab, env={**self.env, **(env or {})}, timeout=timeout)
 
-    def popen(self, *args: str) -> subprocess.Popen[str]:
+    def popen(self, *args: str, env: dict[str, str] | None = None) -> subprocess.Popen[str]:
         return subprocess.Popen(
             [*LABCTL, *args],
-            env={**os.environ, **self.env, "LABCTL_LAB": str(self.lab)},
+            env={**os.environ, **self.env, "LABCTL_LAB": str(self.lab), **(env or {})},
             cwd=self.lab,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,

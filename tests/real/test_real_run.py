@@ -158,8 +158,9 @@ def test_eval_with_thinking_off_scores_the_content(real: RealLab, served: dict[s
 
 def test_sigterm_during_bench_leaves_an_interrupted_result(real: RealLab, served: dict[str, str]) -> None:
     proc = real.popen(
-        "bench", "run", served["run_id"], "--workload", "chat-sweep", "--concurrency", "2", "--requests", "400"
-    )
+        "bench", "run", served["run_id"], "--workload", "chat-sweep", "--concurrency", "2", "--requests", "400",
+        env={"PYTHONFAULTHANDLER": "1"},  # a bench that hangs is made to print every thread's stack (SIGABRT)
+    )  # fmt: skip
     assert proc.stderr is not None
     line = ""
     while " measure: " not in line:
@@ -174,8 +175,13 @@ def test_sigterm_during_bench_leaves_an_interrupted_result(real: RealLab, served
     try:
         code = proc.wait(120)  # the other tiers load this machine: the engine and the client answer slowly
     except subprocess.TimeoutExpired:
-        proc.kill()
-        pytest.fail(f"bench still ran 120 s after SIGTERM; it said: {''.join(said)[-3000:]}")
+        proc.send_signal(signal.SIGABRT)  # faulthandler writes where each thread is, then the process ends
+        try:
+            proc.wait(10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+        drain.join(5)
+        pytest.fail(f"bench still ran 120 s after SIGTERM; it said: {''.join(said)[-6000:]}")
     assert code == 143, "".join(said)[-3000:]
     results = [json.loads(p.read_text()) for p in (real.home / "runs" / served["run_id"] / "bench").glob("b*.json")]
     assert sorted(r["status"] for r in results) == ["complete", "interrupted"]
