@@ -6,7 +6,8 @@ with telemetry sampling on, the receive lag: when labctl received each first tok
 harness wrote it (both CLOCK_MONOTONIC on this machine, joined by X-Request-Id). Last, the top load: 1 to 2,000
 streams (the seed's unlimited level is 1,200 in flight) with the harness on core 0 and the client on core 1,
 labctl beside a lean reference client (scripts/reference_client.py) on the same harness: median TTFT error against
-the truth, receive lag, and the client's CPU per streamed token."""
+the truth, receive lag, and the client's CPU per streamed token; with three cores or more, labctl with its streams
+over worker processes (--client-workers), each on a core of its own, from 256 streams."""
 
 from __future__ import annotations
 
@@ -157,6 +158,9 @@ def lag_levels(home: str) -> None:
 
 
 TOP_LEVELS = (1, 64, 256, 600, 1200, 2000)
+# --client-workers: one worker per core beside the truth server's, up to four; none on a 2-core machine, where
+# the workers would share the one client core (no more CPU, only the coordination's cost)
+WORKERS = min(4, (os.cpu_count() or 1) - 1) if (os.cpu_count() or 1) >= 3 and shutil.which("taskset") else 1
 REFERENCE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "reference_client.py")
 
 
@@ -197,6 +201,11 @@ def top_load(home: str) -> None:
         "no telemetry (the reference has none)"
     )
     print(
+        f"sharded rows (labctl x{WORKERS}, --client-workers {WORKERS} on cores 1-{WORKERS}) from 256 streams"
+        if WORKERS > 1
+        else f"no sharded rows: {os.cpu_count()} cores leave none beside the truth server's and the one client core"
+    )
+    print(
         f"{'conc':>5} {'client':>9} {'TTFT p50':>9} {'error':>7} {'lag p50':>8} {'lag p99':>8} {'CPU us/tok':>11} "
         f"{'n':>6}  goals: lag p99 <= 10 ms; labctl's TTFT error no worse than the reference's"
     )
@@ -223,6 +232,26 @@ def top_load(home: str) -> None:
             proc.terminate()
             proc.wait()
         rows["reference"] = (percentile(ttfts, 50), ref_lags, ref_cpu, ref_tokens, len(ttfts))
+        if WORKERS > 1 and conc >= 256:  # the streams over worker processes, each on a core of its own
+            proc, base = harness("--ttft-ms", str(TTFT), "--tpot-ms", str(TPOT), core="0")
+            try:
+                sharded = bench(
+                    base, home, "--concurrency", str(conc), "--output-len", "64", "--requests", str(requests),
+                    "--no-telemetry", "--client-workers", str(WORKERS), core=f"1-{WORKERS}",
+                )  # fmt: skip
+                sharded_lags = receive_lags(base, home, sharded)
+            finally:
+                proc.terminate()
+                proc.wait()
+            top = sharded["levels"][0]
+            used = top["client_cpu_share"] * top["duration_s"]
+            rows[f"labctl x{WORKERS}"] = (
+                top["median_ttft_ms"],
+                sharded_lags,
+                used,
+                top["total_output_tokens"],
+                top["completed"],
+            )
         for name, (ttft, found, used, tokens, n) in rows.items():
             print(
                 f"{conc:>5} {name:>9} {ttft:>9.2f} {ttft / TTFT - 1:>+7.1%} {percentile(found, 50):>8.2f} "

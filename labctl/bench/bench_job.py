@@ -7,12 +7,18 @@ settings, the engine's address on that host, limits — runs it with the same ru
 writes one JSON object per line: `client` (where it runs), `request` (each measured request as it
 finishes, in the per-request file's format), `progress`, then `level` (how long measuring took, the
 client's CPU) or `timed_out`, or `error`. The controller does the rest (repeats, intervals, telemetry,
-the capacity search: labctl/bench/sweep.py)."""
+the capacity search: labctl/bench/sweep.py).
+
+The same process is a worker of a sharded level (labctl/bench/shards.py): with `barrier`, it writes `warm`
+after its warm-up and waits for a line `{"start_at": T}` on stdin, T on this machine's monotonic clock, so that
+every worker measures from one moment; with `client_workers` above 1 it shards the level itself (a remote
+host's client)."""
 
 from __future__ import annotations
 
 import asyncio
 import json
+import os
 import sys
 import tempfile
 import time
@@ -21,14 +27,14 @@ from typing import Any
 
 from labctl.bench.client import Target
 from labctl.bench.environment import client_environment
+from labctl.bench.level_job import MAX_WORKERS, PROTOCOL, LevelJob
 from labctl.bench.prompts import Prompt
 from labctl.bench.request_lines import request_line
-from labctl.bench.runner import LevelProgress, LevelPrompts, lateness, run_level
+from labctl.bench.runner import LevelOutcome, LevelProgress, LevelPrompts, lateness, run_level
+from labctl.bench.shards import run_sharded
 from labctl.bench.workloads import Workload
-from labctl.host.remote.lifeline import Lifeline, read_job
+from labctl.host.remote.lifeline import CONTROLLER_GONE, Lifeline, read_job
 
-PROTOCOL = 3  # the job's shape (3: a prompt may carry its trace arrival, at_s); a controller and a client image that
-# disagree say so instead of guessing
 MAX_JOB_BYTES = 64 * 1024 * 1024  # a level's prompts
 PROGRESS_EVERY_S = 0.5
 
@@ -55,13 +61,34 @@ def prompts_of(job: dict[str, Any]) -> LevelPrompts:
     return LevelPrompts(warm=made(job["prompts"]["warm"]), measured=made(job["prompts"]["measured"]))
 
 
+class CommonStart:
+    """A worker's wait for the common start: `warm` out, the start time in; from then on stdin's end means the
+    controller is gone (before it, an end is that too)."""
+
+    def __init__(self) -> None:
+        self.lifeline: Lifeline | None = None
+
+    async def __call__(self) -> float:
+        emit("warm")
+        line = await asyncio.get_running_loop().run_in_executor(None, sys.stdin.buffer.readline)
+        if not line:
+            os._exit(CONTROLLER_GONE)
+        start_at = float(json.loads(line)["start_at"])
+        self.lifeline = Lifeline()
+        return start_at
+
+
 def run(job: dict[str, Any], lifeline: Lifeline | None = None) -> None:
+    workers = int(job.get("client_workers") or 1)
     if job.get("protocol") != PROTOCOL:
         emit("client", protocol=PROTOCOL, environment=client_environment())
         raise ValueError(f"job protocol {job.get('protocol')!r}; this client speaks {PROTOCOL}")
-    emit("client", protocol=PROTOCOL, environment=client_environment())
+    emit("client", protocol=PROTOCOL, environment=client_environment(workers))
     target = Target(job["target"]["base_url"], job["target"]["model"], job.get("api_key"), job["target"]["thinking"])
     concurrency, index, repeat = int(job["concurrency"]), int(job["level"]), int(job["repeat"])
+    if not 1 <= workers <= MAX_WORKERS:
+        raise ValueError(f"client_workers {workers}: 1 to {MAX_WORKERS}")
+    common_start = CommonStart() if job.get("barrier") else None
     partial = LevelProgress()
     sent, said_at = [0], [0.0]
 
@@ -80,22 +107,35 @@ def run(job: dict[str, Any], lifeline: Lifeline | None = None) -> None:
 
     with tempfile.TemporaryDirectory(prefix="labctl-workload-") as folder:
         workload = Workload(str(job["workload"]["name"]), job["workload"]["spec"], Path(folder))
-        level = run_level(
-            target, workload, concurrency, index, job["request_timeout"], progress, partial, prompts_of(job)
-        )
+        deadline = max(0.0, float(job["deadline"]))
         start_cpu = time.process_time()
-        outcome = None
+        outcome: LevelOutcome | None = None
         try:
-            outcome = asyncio.run(asyncio.wait_for(level, max(0.0, float(job["deadline"]))))
+            if workers > 1:
+                level_job = LevelJob(
+                    target, workload, concurrency, index, repeat, prompts_of(job), job["request_timeout"], deadline,
+                    workers,
+                )  # fmt: skip
+                outcome = run_sharded(level_job, progress, partial)
+            else:
+                level = run_level(
+                    target, workload, concurrency, index, job["request_timeout"], progress, partial, prompts_of(job),
+                    common_start,
+                )  # fmt: skip
+                outcome = asyncio.run(asyncio.wait_for(level, deadline))
             ended = "level"
         except TimeoutError:
             ended = "timed_out"
         flush()
         duration = time.perf_counter() - partial.started if partial.started else 0.0
         cpu = time.process_time() - (partial.cpu_started if partial.started else start_cpu)
-        if lifeline is not None:
-            lifeline.done()
         late_p99, late_max = lateness(partial.loop_late_ms)
+        if outcome is not None and outcome.workers > 1:  # the workers' own figures, not this coordinator's
+            duration, cpu = outcome.duration_s, outcome.client_cpu_s
+            late_p99, late_max = outcome.loop_late_p99_ms, outcome.loop_late_max_ms
+        for line in (lifeline, common_start.lifeline if common_start else None):
+            if line is not None:
+                line.done()
         emit(
             ended,
             started=partial.started,
@@ -106,6 +146,8 @@ def run(job: dict[str, Any], lifeline: Lifeline | None = None) -> None:
             duration_limit_s=outcome.duration_limit_s if outcome else None,
             loop_late_p99_ms=late_p99,
             loop_late_max_ms=late_max,
+            client_workers=outcome.workers if outcome else workers,
+            client_cpu_busiest_share=outcome.busiest_cpu_share if outcome else None,
         )
 
 
@@ -114,9 +156,10 @@ def main() -> None:
     if raw is None:
         emit("error", message=f"the job is larger than {MAX_JOB_BYTES} bytes")
         sys.exit(2)
-    lifeline = Lifeline()
     try:
-        run(json.loads(raw), lifeline)
+        job = json.loads(raw)
+        # a worker waiting for the common start reads stdin itself until then (CommonStart)
+        run(job, None if isinstance(job, dict) and job.get("barrier") else Lifeline())
     except (KeyError, TypeError, ValueError) as exc:
         emit("error", message=f"a malformed job: {type(exc).__name__}: {exc}")
         sys.exit(2)

@@ -8,6 +8,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from labctl.bench.level_job import MAX_WORKERS
 from labctl.bench.tokens import spelled_as_path
 from labctl.bench.workloads import Workload
 from labctl.catalog.batch_cap import BatchCap, CapRule
@@ -58,6 +59,9 @@ class BenchRequest:
     # the first of the workload's prompts this bench sends: a study's later benches start past the earlier
     # ones' (labctl.bench.prompt_slots), so that no prompt reaches one engine twice
     prompt_start: int = 0
+    # client processes that share each level's streams (labctl/bench/shards.py): one event loop on one core
+    # cannot time over a thousand streams right; where the client runs (here or on the run's host)
+    client_workers: int = 1
 
 
 # (phase, done, total, whole-sweep ETA in seconds or None)
@@ -122,6 +126,11 @@ def check_request(request: BenchRequest, workload: Workload) -> None:
         raise BadInput(f"--max-error-rate {request.max_error_rate:g}: give a share from 0 to 1 (0.1 is 10 %).")
     if not 1 <= request.repeat <= MAX_REPEAT:
         raise BadInput(f"--repeat {request.repeat}: give a whole number from 1 to {MAX_REPEAT}.")
+    if not 1 <= request.client_workers <= MAX_WORKERS:
+        raise BadInput(
+            f"--client-workers {request.client_workers}: give a whole number from 1 to {MAX_WORKERS} (one process per "
+            "core the client may use)."
+        )
     if request.find_max_rate and not workload.slo:
         raise BadInput("--find-max-rate needs an SLO: give --slo ttft_ms=…,tpot_ms=… or an slo: in the workload.")
     if request.find_max_rate and workload.dataset_kind == "multi-turn":

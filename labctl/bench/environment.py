@@ -12,7 +12,7 @@ from labctl import __version__
 from labctl.host.identity import host_name
 
 
-def client_environment() -> dict[str, Any]:
+def client_environment(workers: int = 1) -> dict[str, Any]:
     cpu = platform.processor() or ""
     try:
         for line in Path("/proc/cpuinfo").read_text().splitlines():
@@ -26,6 +26,8 @@ def client_environment() -> dict[str, Any]:
         "python": sys.version.split()[0],
         "cpu": cpu,
         "cpu_count": os.cpu_count(),
-        "client": "labctl lean asyncio HTTP/1.1 + SSE (one process)",
+        "client": "labctl lean asyncio HTTP/1.1 + SSE "
+        + ("(one process)" if workers == 1 else f"({workers} worker processes, one monotonic clock)"),
+        "workers": workers,
         "host": host_name(),
     }

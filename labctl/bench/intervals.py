@@ -219,6 +219,9 @@ def combine_repeats(runs: list[dict[str, Any]]) -> dict[str, Any]:
     level["chunks_unlike_usage"] = sum(r.get("chunks_unlike_usage", 0) for r in runs)
     level["warnings"] = sorted({w for r in runs for w in r["warnings"]})
     level["client_cpu_share"] = max(r["client_cpu_share"] for r in runs)
+    level["client_workers"] = max(r.get("client_workers", 1) for r in runs)
+    busiest = [r["client_cpu_busiest_share"] for r in runs if r.get("client_cpu_busiest_share") is not None]
+    level["client_cpu_busiest_share"] = max(busiest) if busiest else None
     level["repeat"] = len(runs)
     level["interval_method"] = repeat_method(len(runs))
     level["repeats"] = runs

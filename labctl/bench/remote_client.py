@@ -11,27 +11,29 @@ only the measuring window is mapped onto this controller's clock, for telemetry,
 
 from __future__ import annotations
 
-import dataclasses
-import json
 import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from labctl.bench.bench_job import PROTOCOL
-from labctl.bench.client import RequestResult, Target
-from labctl.bench.request_lines import result_of
-from labctl.bench.runner import LevelOutcome, LevelProgress, LevelPrompts
-from labctl.bench.workloads import Workload
+from labctl.bench.level_job import (
+    MODULE,
+    PROTOCOL,
+    LevelJob,
+    event_of,
+    number,
+    optional_number,
+    protocol_refusal,
+    request_of,
+)
+from labctl.bench.runner import LevelOutcome, LevelProgress
 from labctl.catalog.hosts_file import HostEntry
 from labctl.errors import LabctlError
 from labctl.host.remote.client_container import client_image, ensure_client_image, run_job
 from labctl.host.remote.hosts import endpoint_url
 from labctl.run.records.record import Record
 
-MODULE = "labctl.bench.bench_job"
-MAX_LINE = 16 * 1024 * 1024  # one request's line: its inter-token gaps
 Progress = Callable[[str, int, int], None]
 
 
@@ -40,38 +42,6 @@ def engine_address(record: Record) -> str:
     bind = record.endpoint.host or "127.0.0.1"
     reach = "127.0.0.1" if bind in ("0.0.0.0", "::", "") else bind
     return f"http://{reach}:{record.endpoint.port}/v1"
-
-
-@dataclass(frozen=True)
-class LevelJob:
-    """One run of one level for the client on the host."""
-
-    target: Target  # the engine's address on its host
-    workload: Workload
-    concurrency: int
-    level: int
-    repeat: int
-    prompts: LevelPrompts
-    request_timeout: float | None
-    deadline: float  # seconds the client may take
-
-    def encode(self) -> bytes:
-        job: dict[str, Any] = {
-            "protocol": PROTOCOL,
-            "workload": {"name": self.workload.name, "spec": self.workload.spec},
-            "target": {"base_url": self.target.base_url, "model": self.target.model, "thinking": self.target.thinking},
-            "api_key": self.target.api_key,  # stdin only, never argv
-            "concurrency": self.concurrency,
-            "level": self.level,
-            "repeat": self.repeat,
-            "prompts": {
-                "warm": [dataclasses.asdict(p) for p in self.prompts.warm],
-                "measured": [dataclasses.asdict(p) for p in self.prompts.measured],
-            },
-            "request_timeout": self.request_timeout,
-            "deadline": self.deadline,
-        }
-        return json.dumps(job).encode()
 
 
 @dataclass
@@ -112,22 +82,18 @@ class OnHost:
         final: dict[str, Any] | None = None
         partial.cpu_started = time.process_time()
         for line in run_job(endpoint_url(self.host), self.image, name, MODULE, job.encode(), job.deadline + 300):
-            event = _event(line)
+            event = event_of(line, f"on {self.host.name}")
             if event is None:
                 continue  # not ours (a warning printed by Python): the events are what count
             clock.saw(event.get("now"))
             kind = event.get("event")
             if kind == "client":
                 if event.get("protocol") != PROTOCOL:
-                    raise LabctlError(
-                        f"the bench client image {self.image} on {self.host.name} speaks protocol "
-                        f"{event.get('protocol', 1)!r}, this labctl {PROTOCOL}: push this labctl's client image "
-                        "(make harness-image) or name a matching one with LABCTL_CLIENT_IMAGE."
-                    )
+                    raise protocol_refusal(event.get("protocol", 1), self.image, self.host.name)
                 if isinstance(event.get("environment"), dict):
                     self.environment = event["environment"]
             elif kind == "request":
-                partial.results.append(_request(event.get("line")))
+                partial.results.append(request_of(event.get("line")))
                 partial.started = clock.here(event.get("started"))
             elif kind == "progress":
                 progress(str(event.get("phase", "")), int(event.get("done", 0)), int(event.get("total", 0)))
@@ -143,16 +109,18 @@ class OnHost:
         outcome = LevelOutcome(
             job.concurrency,
             list(partial.results),
-            _number(final.get("duration_s")),
-            _number(final.get("client_cpu_s")),
+            number(final.get("duration_s")),
+            number(final.get("client_cpu_s")),
             job.workload.spec["request_rate"],
         )
         outcome.started = partial.started
         # what the client beside the engine said of its own sending: older client images say none of it
-        outcome.unsent = int(_number(final.get("unsent") or 0))
-        outcome.duration_limit_s = _optional(final.get("duration_limit_s"))
-        outcome.loop_late_p99_ms = _optional(final.get("loop_late_p99_ms"))
-        outcome.loop_late_max_ms = _optional(final.get("loop_late_max_ms"))
+        outcome.unsent = int(number(final.get("unsent") or 0))
+        outcome.duration_limit_s = optional_number(final.get("duration_limit_s"))
+        outcome.loop_late_p99_ms = optional_number(final.get("loop_late_p99_ms"))
+        outcome.loop_late_max_ms = optional_number(final.get("loop_late_max_ms"))
+        outcome.workers = max(1, int(number(final.get("client_workers") or 1)))
+        outcome.busiest_cpu_share = optional_number(final.get("client_cpu_busiest_share"))
         return outcome
 
 
@@ -171,34 +139,3 @@ class _Offset:
         if not isinstance(host_time, int | float) or not math.isfinite(host_time) or self.offset is None:
             return None
         return float(host_time) + self.offset
-
-
-def _event(line: str) -> dict[str, Any] | None:
-    if len(line) > MAX_LINE:
-        raise LabctlError(f"the bench client sent a line of {len(line)} bytes; refusing it")
-    try:
-        event = json.loads(line)
-    except ValueError:
-        return None
-    return event if isinstance(event, dict) and isinstance(event.get("event"), str) else None
-
-
-def _request(line: Any) -> RequestResult:
-    try:
-        result = result_of(line)
-    except (KeyError, TypeError, ValueError) as exc:
-        raise LabctlError(f"the bench client sent a malformed request line: {type(exc).__name__}: {exc}") from None
-    times = [result.sent, result.scheduled, *(result.chunk_times or [])]
-    if not all(isinstance(t, int | float) and math.isfinite(t) for t in times):
-        raise LabctlError("the bench client sent a request with a time that is not a finite number")
-    return result
-
-
-def _optional(value: Any) -> float | None:
-    return None if value is None else _number(value)
-
-
-def _number(value: Any) -> float:
-    if not isinstance(value, int | float) or not math.isfinite(value) or value < 0:
-        raise LabctlError(f"the bench client sent {value!r} where a duration belongs")
-    return float(value)

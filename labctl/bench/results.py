@@ -113,7 +113,9 @@ class Level:
     completed: int = 0
     repeat: int = 1
     target_rate: float | None = None
-    client_cpu_share: float | None = None
+    client_cpu_share: float | None = None  # of one core; above 1 with several client processes
+    client_workers: int = 1  # client processes that shared the streams (--client-workers)
+    client_cpu_busiest_share: float | None = None
     duration_s: float | None = None
     failed: int = 0
     failures: dict[str, int] = field(default_factory=dict)

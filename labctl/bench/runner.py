@@ -11,7 +11,7 @@ import os
 import random
 import resource
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -51,6 +51,8 @@ class LevelOutcome:
     unsent: int = 0  # prompts the duration left unsent
     loop_late_p99_ms: float | None = None  # how late the client's event loop woke (its probe), p99 and max
     loop_late_max_ms: float | None = None
+    workers: int = 1  # client processes that shared the streams (labctl/bench/shards.py)
+    busiest_cpu_share: float | None = None  # with workers: the busiest one's share of its core
 
     def summary(self, slo: dict[str, float] | None) -> dict[str, Any]:
         metrics = level_metrics(self.results, self.duration_s, slo)
@@ -58,14 +60,21 @@ class LevelOutcome:
         achieved = send_rate([r.sent for r in sent])
         scheduled = send_rate([r.scheduled for r in sent]) if self.target_rate else None
         cpu_share = self.client_cpu_s / self.duration_s if self.duration_s > 0 else 0.0
+        # Each process has one event loop on one core: saturation is the busiest process's, not the sum's.
+        busiest = cpu_share if self.workers == 1 or self.busiest_cpu_share is None else self.busiest_cpu_share
         warnings = list(self.warnings)
-        if cpu_share > SATURATED_CPU:
-            warnings.append(f"CLIENT SATURATED: it used {cpu_share:.0%} of a core; latencies include its own queueing")
+        if busiest > SATURATED_CPU:
+            who = "it" if self.workers == 1 else f"its busiest of {self.workers} worker processes"
+            warnings.append(f"CLIENT SATURATED: {who} used {busiest:.0%} of a core; latencies include its own queueing")
         if self.loop_late_p99_ms is not None and self.loop_late_p99_ms > LOOP_LATE_MS:
+            loop = (
+                "its event loop" if self.workers == 1 else f"the latest of its {self.workers} worker processes' loops"
+            )
             warnings.append(
-                f"CLIENT LATE: its event loop woke {self.loop_late_p99_ms:.1f} ms late at p99 (max "
-                f"{self.loop_late_max_ms or 0:.0f} ms) with {cpu_share:.0%} of a core: every time it took (TTFT, ITL) "
+                f"CLIENT LATE: {loop} woke {self.loop_late_p99_ms:.1f} ms late at p99 (max "
+                f"{self.loop_late_max_ms or 0:.0f} ms) with {busiest:.0%} of a core: every time it took (TTFT, ITL) "
                 "can be that late; give the client a core of its own"
+                + (" (--client-workers N spreads it over N)" if self.workers == 1 else " per worker")
             )
         if scheduled and achieved is not None and achieved < KEPT_UP * scheduled:
             warnings.append(
@@ -94,7 +103,9 @@ class LevelOutcome:
             "requests": len(self.results),
             **metrics,
             "client_cpu_s": self.client_cpu_s,
-            "client_cpu_share": cpu_share,
+            "client_cpu_share": cpu_share,  # of one core: above 100 % with several worker processes
+            "client_workers": self.workers,
+            "client_cpu_busiest_share": busiest,
             "target_rate": self.target_rate,
             "achieved_rate": achieved,  # first send to last send: the draining tail is not sending
             "scheduled_rate": scheduled,
@@ -237,6 +248,7 @@ async def _open_loop(
     offsets: Iterator[float],
     results: list[RequestResult],
     deadline: float | None = None,
+    start: float | None = None,
 ) -> int:
     """Each prompt goes at its due time (the level's start + its offset), at most `concurrency` in flight; none
     is sent at or after the deadline. Returns how many prompts the deadline left unsent."""
@@ -256,7 +268,7 @@ async def _open_loop(
         results.append(result)
         tick()
 
-    start = time.perf_counter()
+    start = time.perf_counter() if start is None else start
     for sent, (prompt, offset) in enumerate(zip(prompts, offsets, strict=False)):
         due = start + offset
         if deadline is not None and due >= deadline:
@@ -312,7 +324,10 @@ async def run_level(
     progress: Progress,
     partial: LevelProgress,
     prompts: LevelPrompts,
+    until_measure: Callable[[], Awaitable[float]] | None = None,
 ) -> LevelOutcome:
+    """Warm-up, then the measured prompts. `until_measure`, awaited after the warm-up, gives the moment (this
+    machine's monotonic clock) measuring starts: a worker process of a sharded level starts with the others."""
     spec = workload.spec
     raise_open_file_limit(concurrency)
     connections = [Connection(target) for _ in range(concurrency)]
@@ -342,7 +357,12 @@ async def run_level(
                 ticker(f"warm-up c={concurrency}", len(warm)),
                 [],
             )
-        partial.cpu_started, partial.started = time.process_time(), time.perf_counter()
+        start_at = None
+        if until_measure is not None:
+            start_at = await until_measure()
+            await asyncio.sleep(max(0.0, start_at - time.perf_counter()))
+        partial.cpu_started = time.process_time()
+        partial.started = time.perf_counter() if start_at is None else start_at  # one schedule for every worker
         probe = asyncio.create_task(probe_loop(partial.loop_late_ms))
         tick = ticker(f"measure c={concurrency}", len(measured))
         limit = spec.get("duration_s")
@@ -352,14 +372,16 @@ async def run_level(
         if measured and measured[0].at_s is not None:  # a trace: its own arrival times
             offsets = iter([p.at_s or 0.0 for p in measured])
             unsent = await _open_loop(
-                target, workload, measured, concurrency, connections, timeout, tick, offsets, partial.results, deadline
-            )
+                target, workload, measured, concurrency, connections, timeout, tick, offsets, partial.results, deadline,
+                partial.started,
+            )  # fmt: skip
         elif spec["request_rate"]:
             rng = random.Random(f"{spec['seed']}:arrivals:{level_index}")
             offsets = arrival_offsets(spec["request_rate"], workload.burstiness, rng, ramp)
             unsent = await _open_loop(
-                target, workload, measured, concurrency, connections, timeout, tick, offsets, partial.results, deadline
-            )
+                target, workload, measured, concurrency, connections, timeout, tick, offsets, partial.results, deadline,
+                partial.started,
+            )  # fmt: skip
         else:
             results = partial.results
             await _closed_loop(

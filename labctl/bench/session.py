@@ -142,7 +142,7 @@ def _run_held(
             "settings": None if record.settings is None else {k: asdict(v) for k, v in record.settings.items()},
         },
         "workload": workload_facts(workload) | workload.counter.facts() | dataset_facts(workload, held),
-        "client": client_environment(),
+        "client": client_environment(request.client_workers),
         "levels": [],
         "warnings": [],
         "max_error_rate": request.max_error_rate,

@@ -13,6 +13,7 @@ from labctl.bench import capacity
 from labctl.bench.bench_request import BenchRequest, SweepProgress
 from labctl.bench.client import Target
 from labctl.bench.intervals import combine_repeats
+from labctl.bench.level_job import LevelJob
 from labctl.bench.level_summary import (
     SHARED_WARNING,
     every_request_failed,
@@ -22,7 +23,7 @@ from labctl.bench.level_summary import (
     telemetry_of,
 )
 from labctl.bench.prompt_slots import PromptSlots, level_prompts, slots_for
-from labctl.bench.remote_client import LevelJob, OnHost
+from labctl.bench.remote_client import OnHost
 from labctl.bench.result_store import save_result
 from labctl.bench.runner import (
     LevelOutcome,
@@ -32,6 +33,7 @@ from labctl.bench.runner import (
     outcome_of,
     run_level,
 )
+from labctl.bench.shards import run_sharded
 from labctl.bench.sweep_plan import PlannedLevel, SweepClock, plan_levels, plan_line
 from labctl.bench.telemetry import Window
 from labctl.bench.workloads import Workload
@@ -76,13 +78,17 @@ class Sweep:
         left = max(0.0, self.end - time.monotonic())
         timeout = self.request.request_timeout
         prompts = level_prompts(workload, index, self.slots, repeat)
+        workers = self.request.client_workers
+        if self.on_host is None and workers > 1:
+            job = LevelJob(self.target, workload, concurrency, index, repeat, prompts, timeout, left, workers)
+            return run_sharded(job, tick, partial)
         if self.on_host is None:
             level_run = run_level(self.target, workload, concurrency, index, timeout, tick, partial, prompts)
             return asyncio.run(asyncio.wait_for(level_run, left))
         on_host_target = Target(
             str(self.result["target"]["base_url"]), self.target.model, self.target.api_key, self.target.thinking
         )
-        job = LevelJob(on_host_target, workload, concurrency, index, repeat, prompts, timeout, left)
+        job = LevelJob(on_host_target, workload, concurrency, index, repeat, prompts, timeout, left, workers)
         return self.on_host.run_level(job, tick, partial)
 
     def finish_run(

@@ -22,7 +22,9 @@ pytestmark = pytest.mark.process  # local processes: the CLI, the harness engine
 
 # Exclusive: alone at the end of make test, so that the busy loops on core 0 slow no other tier's test.
 @pytest.mark.exclusive
-def test_a_client_starved_of_its_core_says_its_timestamps_are_late(lab: Path, tmp_path: Path) -> None:
+@pytest.mark.parametrize("workers", [1, 2])
+def test_a_client_starved_of_its_core_says_its_timestamps_are_late(lab: Path, tmp_path: Path, workers: int) -> None:
+    """One client process, or two sharing the streams (both on the starved core: taskset is inherited)."""
     if shutil.which("taskset") is None or (os.cpu_count() or 1) < 2:
         pytest.skip("SKIPPED LOUDLY: needs taskset and two cores (one for the starved client)")
     pin = ["taskset", "-c", "0"]
@@ -32,7 +34,7 @@ def test_a_client_starved_of_its_core_says_its_timestamps_are_late(lab: Path, tm
             ran = subprocess.run(
                 ["nice", "-n", "10", *pin, *LABCTL, "bench", "run", "--base-url", f"{base}/v1", "--model", "m"]
                 + ["--workload", "chat-sweep", "--concurrency", "8", "--requests", "40", "--output-len", "16"]
-                + ["--input-len", "8", "--no-telemetry", "--json"],
+                + ["--input-len", "8", "--no-telemetry", "--json", "--client-workers", str(workers)],
                 capture_output=True,
                 text=True,
                 timeout=300,
@@ -47,6 +49,7 @@ def test_a_client_starved_of_its_core_says_its_timestamps_are_late(lab: Path, tm
     assert level["loop_late_p99_ms"] > LOOP_LATE_MS and level["loop_late_max_ms"] >= level["loop_late_p99_ms"]
     [late] = [w for w in level["warnings"] if w.startswith("CLIENT LATE")]
     assert f"{level['loop_late_p99_ms']:.1f} ms late at p99" in late and "of a core" in late
+    assert level["client_workers"] == workers and (workers == 1) == late.startswith("CLIENT LATE: its event loop")
 
 
 def test_the_late_flag_follows_the_probe_not_the_cpu_share() -> None:

@@ -415,7 +415,7 @@ def test_bench_on_a_labb_run_runs_the_client_on_labb_and_stores_the_result_here(
     )
 
     # A file dataset (made here: labb has no copy of the lab), repeats with intervals, the per-request file
-    # and telemetry, as for a local run.
+    # and telemetry, as for a local run; the streams over two client processes, both on labb.
     shared = labctl(
         home,
         "bench",
@@ -429,11 +429,14 @@ def test_bench_on_a_labb_run_runs_the_client_on_labb_and_stores_the_result_here(
         "6",
         "--repeat",
         "2",
+        "--client-workers",
+        "2",
         "--json",
     )
     assert shared.code == 0, shared.stderr
     full = json.loads(shared.stdout)
     assert full["client"]["ran_on"] == "labb" and "labb" in full["client"]["clock"]
+    assert full["client"]["workers"] == 2 and full["levels"][0]["client_workers"] == 2
     level = full["levels"][0]
     assert [r["requests"] for r in level["repeats"]] == [6, 6] and level["completed"] == 12
     lo, hi = level["median_ttft_ms_ci95"]
@@ -441,6 +444,8 @@ def test_bench_on_a_labb_run_runs_the_client_on_labb_and_stores_the_result_here(
     lines = (stored.parent / full["requests_file"]).read_text().splitlines()[1:]
     dataset_lens = sorted(json.loads(line)["input_len"] for line in lines)
     assert len(lines) == 12 and len(set(dataset_lens)) > 1, "the prompts came from the dataset, not random words"
+    senders = {json.loads(line)["request_id"].split("-")[1] for line in lines[:6]}
+    assert len(senders) == 2, "a repeat's requests came from two worker processes"
     assert full["telemetry"]["engine"]["samples"] > 0 and full["telemetry"]["gpu"]["simulated"] is True
 
     # Ctrl-C mid-level: the requests that came back are kept, marked interrupted; no client is left on labb.

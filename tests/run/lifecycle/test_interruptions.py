@@ -175,7 +175,7 @@ def test_a_killed_bench_controller_stops_its_client_container(lab: Path) -> None
         f"""
         from pathlib import Path
         from labctl.bench.client import Target
-        from labctl.bench.remote_client import LevelJob
+        from labctl.bench.level_job import LevelJob
         from labctl.bench.prompt_slots import level_prompts, slots_for
         from labctl.bench.workloads import load_workload
         from labctl.catalog.lab import Lab
