@@ -193,6 +193,24 @@ def reference(base: str, home: str, conc: int, requests: int) -> tuple[list[floa
     return ttfts, lags, float(json.loads(done.stdout)["cpu_s"]), tokens
 
 
+def labctl_row(home: str, conc: int, requests: int, cores: str, *more: str) -> tuple[dict, tuple]:
+    """labctl on `cores` against a fresh harness on core 0: its level, and its row (TTFT p50, receive lags, CPU
+    seconds, tokens, completed)."""
+    proc, base = harness("--ttft-ms", str(TTFT), "--tpot-ms", str(TPOT), core="0")
+    try:
+        result = bench(
+            base, home, "--concurrency", str(conc), "--output-len", "64", "--requests", str(requests),
+            "--no-telemetry", *more, core=cores,
+        )  # fmt: skip
+        lags = receive_lags(base, home, result)
+    finally:
+        proc.terminate()
+        proc.wait()
+    level = result["levels"][0]
+    cpu = level["client_cpu_share"] * level["duration_s"]
+    return level, (level["median_ttft_ms"], lags, cpu, level["total_output_tokens"], level["completed"])
+
+
 def top_load(home: str) -> None:
     """labctl and the reference, one after the other on a fresh harness per run, at each level up to 2,000 streams."""
     cores = "harness on core 0, client on core 1" if pinned("0") else "unpinned (one core, or no taskset)"
@@ -212,19 +230,7 @@ def top_load(home: str) -> None:
     for conc in TOP_LEVELS:
         requests = max(16, 2 * conc)
         rows = {}
-        proc, base = harness("--ttft-ms", str(TTFT), "--tpot-ms", str(TPOT), core="0")
-        try:
-            result = bench(
-                base, home, "--concurrency", str(conc), "--output-len", "64", "--requests", str(requests),
-                "--no-telemetry", core="1",
-            )  # fmt: skip
-            lags = receive_lags(base, home, result)
-        finally:
-            proc.terminate()
-            proc.wait()
-        level = result["levels"][0]
-        cpu = level["client_cpu_share"] * level["duration_s"]
-        rows["labctl"] = (level["median_ttft_ms"], lags, cpu, level["total_output_tokens"], level["completed"])
+        level, rows["labctl"] = labctl_row(home, conc, requests, "1")
         proc, base = harness("--ttft-ms", str(TTFT), "--tpot-ms", str(TPOT), core="0")
         try:
             ttfts, ref_lags, ref_cpu, ref_tokens = reference(base, home, conc, requests)
@@ -233,24 +239,8 @@ def top_load(home: str) -> None:
             proc.wait()
         rows["reference"] = (percentile(ttfts, 50), ref_lags, ref_cpu, ref_tokens, len(ttfts))
         if WORKERS > 1 and conc >= 256:  # the streams over worker processes, each on a core of its own
-            proc, base = harness("--ttft-ms", str(TTFT), "--tpot-ms", str(TPOT), core="0")
-            try:
-                sharded = bench(
-                    base, home, "--concurrency", str(conc), "--output-len", "64", "--requests", str(requests),
-                    "--no-telemetry", "--client-workers", str(WORKERS), core=f"1-{WORKERS}",
-                )  # fmt: skip
-                sharded_lags = receive_lags(base, home, sharded)
-            finally:
-                proc.terminate()
-                proc.wait()
-            top = sharded["levels"][0]
-            used = top["client_cpu_share"] * top["duration_s"]
-            rows[f"labctl x{WORKERS}"] = (
-                top["median_ttft_ms"],
-                sharded_lags,
-                used,
-                top["total_output_tokens"],
-                top["completed"],
+            _, rows[f"labctl x{WORKERS}"] = labctl_row(
+                home, conc, requests, f"1-{WORKERS}", "--client-workers", str(WORKERS)
             )
         for name, (ttft, found, used, tokens, n) in rows.items():
             print(
