@@ -49,6 +49,7 @@ IMAGE_MODULES = (
     "host/hub/cache.py",
     "host/hub/fetch_job.py",
     "host/remote/__init__.py",
+    "host/remote/client_processes.py",  # a sharded level's workers, started by the client on the host
     "host/remote/lifeline.py",
 )
 BASES = ("python:3.12-slim", "labctl/base:bookworm")  # the first one present locally; else Docker pulls the first
