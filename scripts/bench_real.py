@@ -6,6 +6,9 @@ turns against it (prefix caching off: both send the same seeded prompts on every
 model's own tokenizer) at each concurrency, a few repeats, the order swapped on every repeat so that
 drift falls on both. It prints the medians of the repeats side by side, and each repeat's pair as a ratio
 labctl / vllm: the median of the pairs' ratios and a Student-t 95 % interval over the pairs (n pairs).
+Then TTFT against the engine's own histogram (vllm:time_to_first_token_seconds, read from /metrics before and
+after each client's run): each client's mean TTFT minus the engine's mean over the same requests is where
+that client starts its clock and reads the first token, so the two offsets explain the TTFT ratio.
 Raw results stay in build/bench-real/.
 
 Options (environment): LABCTL_VLLM_CPU_IMAGE, LABCTL_TINY_MODELS, BENCH_REAL_PORT,
@@ -76,6 +79,21 @@ def start_server(name: str, port: int, cpu: str) -> str:
     raise SystemExit(f"bench-real: vllm serve in {name} was not ready:\n{logs.stdout}{logs.stderr}")
 
 
+ENGINE_TTFT = "vllm:time_to_first_token_seconds"
+
+
+def engine_ttft(base: str) -> tuple[float, float]:
+    """The engine's TTFT histogram so far: (sum of seconds, count), over every label set."""
+    with urllib.request.urlopen(f"{base}/metrics", timeout=10) as answer:
+        text = answer.read().decode()
+    totals = {"_sum": 0.0, "_count": 0.0}
+    for line in text.splitlines():
+        for suffix in totals:
+            if line.startswith(ENGINE_TTFT + suffix):
+                totals[suffix] += float(line.rsplit(" ", 1)[1])
+    return totals["_sum"], totals["_count"]
+
+
 def run_labctl(base: str, concurrency: int, cpu: str, home: Path) -> dict[str, float]:
     argv = ["taskset", "-c", cpu, sys.executable, "-m", "labctl", "bench", "run", "--base-url", f"{base}/v1"]
     argv += ["--model", MODEL, "--workload", "latency-probe", "--concurrency", str(concurrency)]
@@ -85,7 +103,8 @@ def run_labctl(base: str, concurrency: int, cpu: str, home: Path) -> dict[str, f
     if done.returncode != 0:
         raise SystemExit(f"bench-real: labctl bench failed:\n{done.stderr[-3000:]}")
     level = json.loads(done.stdout)["levels"][0]
-    return {key: float(level[key]) for _, key in METRICS} | {"output_tokens": level["total_output_tokens"]}
+    figures = {key: float(level[key]) for _, key in METRICS} | {"output_tokens": level["total_output_tokens"]}
+    return figures | {"mean_ttft_ms": float(level["mean_ttft_ms"])}
 
 
 def run_vllm(base: str, concurrency: int, cpu: str, out: Path, tag: str) -> dict[str, float]:
@@ -102,7 +121,8 @@ def run_vllm(base: str, concurrency: int, cpu: str, out: Path, tag: str) -> dict
     if done.returncode != 0:
         raise SystemExit(f"bench-real: vllm bench serve failed:\n{done.stdout[-2000:]}{done.stderr[-2000:]}")
     result = json.loads((out / f"{tag}.json").read_text())
-    return {key: float(result[key]) for _, key in METRICS} | {"output_tokens": result["total_output_tokens"]}
+    figures = {key: float(result[key]) for _, key in METRICS} | {"output_tokens": result["total_output_tokens"]}
+    return figures | {"mean_ttft_ms": float(result["mean_ttft_ms"])}
 
 
 def table(results: dict[int, dict[str, list[dict[str, float]]]]) -> str:
@@ -127,6 +147,30 @@ def table(results: dict[int, dict[str, list[dict[str, float]]]]) -> str:
                 verdict = _verdict(interval)
             lines.append(
                 f"{concurrency:>3}  {label:<10} {ours:>10.2f} {theirs:>10.2f} {ratio:>7.3f}  {span:>17}  {len(pairs)}  {verdict}"
+            )
+    return "\n".join(lines)
+
+
+def ttft_table(results: dict[int, dict[str, list[dict[str, float]]]]) -> str:
+    """Each client's mean TTFT beside the engine's own mean over the same run (its histogram's rise; both windows
+    hold the client's warm-up requests too, the same number for both clients): the offset is the client's share."""
+    head = f"{'c':>3}  {'client':<7} {'mean TTFT':>10} {'engine':>8} {'offset':>8}   (ms; medians of the repeats)"
+    lines = [head]
+    for concurrency, tools in results.items():
+        offsets = {}
+        for tool in ("labctl", "vllm"):
+            runs = [r for r in tools[tool] if r.get("engine_mean_ttft_ms") is not None]
+            if not runs:
+                lines.append(f"{concurrency:>3}  {tool:<7} not checked (the engine exported no TTFT histogram)")
+                continue
+            client = statistics.median(r["mean_ttft_ms"] for r in runs)
+            engine = statistics.median(r["engine_mean_ttft_ms"] for r in runs)
+            offsets[tool] = statistics.median(r["mean_ttft_ms"] - r["engine_mean_ttft_ms"] for r in runs)
+            lines.append(f"{concurrency:>3}  {tool:<7} {client:>10.2f} {engine:>8.2f} {offsets[tool]:>+8.2f}")
+        if len(offsets) == 2:
+            lines.append(
+                f"{'':>3}  labctl's offset minus vLLM's client's: {offsets['labctl'] - offsets['vllm']:+.2f} ms "
+                "(below 0: labctl's clock starts later or reads the first token sooner)"
             )
     return "\n".join(lines)
 
@@ -162,10 +206,14 @@ def main() -> None:
                 order = ["labctl", "vllm"] if repeat % 2 == 0 else ["vllm", "labctl"]
                 for tool in order:
                     tag = f"{tool}-c{concurrency}-r{repeat}"
+                    before = engine_ttft(base)
                     if tool == "labctl":
                         figures = run_labctl(base, concurrency, client_cpu, home)
                     else:
                         figures = run_vllm(base, concurrency, client_cpu, out, f"{run_tag}-{tag}")
+                    after = engine_ttft(base)
+                    count = after[1] - before[1]
+                    figures["engine_mean_ttft_ms"] = (after[0] - before[0]) / count * 1000 if count else None
                     results[concurrency][tool].append(figures)
                     if figures["output_tokens"] != requests_for(concurrency) * OUTPUT_LEN:
                         say(f"{tag}: {figures['output_tokens']} output tokens, not {OUTPUT_LEN} per request")
@@ -176,6 +224,8 @@ def main() -> None:
         subprocess.run(["docker", "rm", "-f", name], capture_output=True)
     (out / "results.json").write_text(json.dumps(results, indent=1))
     print(table(results))
+    print()
+    print(ttft_table(results))
     print(f"load average during the runs: {min(loads):.1f} to {max(loads):.1f} on {os.cpu_count()} cores")
     say(f"raw results: {out}/results.json")
 
