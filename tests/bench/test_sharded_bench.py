@@ -1,6 +1,6 @@
 """`bench --client-workers N`: a level's streams over N client processes on one clock. Against the harness
 engine, which notes when it wrote each first token (same machine clock, joined by X-Request-Id): every request
-comes back once, from N processes, each received after the engine wrote it and soon after; an open loop's
+comes back once, from N processes, each received within a second of the engine writing it, on one clock; an open loop's
 sends follow one schedule; the result says how many processes measured; a killed bench leaves no worker."""
 
 from __future__ import annotations
@@ -51,9 +51,11 @@ def test_three_workers_measure_one_level_on_one_clock(lab: Path, tmp_path: Path)
     ids = [line["request_id"] for line in lines]
     assert len(ids) == len(set(ids)) == 36
     assert len({i.split("-")[1] for i in ids}) == 3  # labctl-<pid>-<n>: three processes sent them
-    # the engine's write and the client's receipt on one clock: never before, and soon after
-    lags = [line["sent"] + line["ttft_ms"] / 1000 - written[line["request_id"]] for line in lines]
-    assert all(-0.001 <= lag < 2.0 for lag in lags), sorted(lags)[-3:]
+    # The engine's write and the client's receipt on one clock: within a second, where another clock (or a worker
+    # timing from its own start) would be off by far more. The harness notes its time just after the write, so a
+    # harness preempted there (a loaded machine) notes it after the client already read it: a lag below 0 is its.
+    lags = sorted(line["sent"] + line["ttft_ms"] / 1000 - written[line["request_id"]] for line in lines)
+    assert lags[0] >= -0.5 and lags[-1] < 2.0, (lags[:3], lags[-3:])
     assert "3 worker processes" in bench_show(lab, tmp_path / "h", result["bench_id"])
 
 
@@ -81,9 +83,9 @@ def test_an_open_loop_over_workers_keeps_one_schedule(lab: Path, tmp_path: Path)
     lines = request_lines(tmp_path / "h", result)
     due = sorted(line["scheduled"] for line in lines)
     assert len(due) == 40 and len(set(due)) == 40  # one schedule dealt out, no arrival twice
-    # the merged sends keep the schedule's rate (a second schedule per worker would double it)
-    assert 0.5 * level["scheduled_rate"] <= level["achieved_rate"] <= 1.5 * level["scheduled_rate"]
-    assert 20 <= level["scheduled_rate"] <= 80
+    # one schedule at the level's rate: a schedule per worker would have sent at twice it (a loaded machine may
+    # send slower, which the fell-behind flag says; never faster)
+    assert level["achieved_rate"] <= 1.5 * level["scheduled_rate"] and 20 <= level["scheduled_rate"] <= 60
 
 
 def test_too_many_workers_are_refused_before_anything_is_sent(lab: Path, tmp_path: Path) -> None:
