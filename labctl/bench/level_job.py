@@ -12,7 +12,7 @@ from typing import Any
 
 from labctl.bench.client import RequestResult, Target
 from labctl.bench.request_lines import result_of
-from labctl.bench.runner import LevelPrompts
+from labctl.bench.runner import LevelOutcome, LevelPrompts
 from labctl.bench.workloads import Workload
 from labctl.errors import LabctlError
 
@@ -58,6 +58,24 @@ class LevelJob:
             "barrier": barrier,
         }
         return json.dumps(job).encode()
+
+
+def outcome_of(final: dict[str, Any], job: LevelJob, results: list[RequestResult]) -> LevelOutcome:
+    """A client's last event (`level`) as its job's outcome; older client images say none of the optional parts."""
+    outcome = LevelOutcome(
+        job.concurrency,
+        results,
+        number(final.get("duration_s")),
+        number(final.get("client_cpu_s")),
+        job.workload.spec["request_rate"],
+    )
+    outcome.unsent = int(number(final.get("unsent") or 0))
+    outcome.duration_limit_s = optional_number(final.get("duration_limit_s"))
+    outcome.loop_late_p99_ms = optional_number(final.get("loop_late_p99_ms"))
+    outcome.loop_late_max_ms = optional_number(final.get("loop_late_max_ms"))
+    outcome.workers = max(1, int(number(final.get("client_workers") or 1)))
+    outcome.busiest_cpu_share = optional_number(final.get("client_cpu_busiest_share"))
+    return outcome
 
 
 def event_of(line: str | bytes, who: str) -> dict[str, Any] | None:

@@ -22,8 +22,7 @@ from labctl.bench.level_job import (
     PROTOCOL,
     LevelJob,
     event_of,
-    number,
-    optional_number,
+    outcome_of,
     protocol_refusal,
     request_of,
 )
@@ -106,21 +105,8 @@ class OnHost:
         partial.started = clock.here(final.get("started"))
         if final["event"] == "timed_out":
             raise TimeoutError
-        outcome = LevelOutcome(
-            job.concurrency,
-            list(partial.results),
-            number(final.get("duration_s")),
-            number(final.get("client_cpu_s")),
-            job.workload.spec["request_rate"],
-        )
+        outcome = outcome_of(final, job, list(partial.results))
         outcome.started = partial.started
-        # what the client beside the engine said of its own sending: older client images say none of it
-        outcome.unsent = int(number(final.get("unsent") or 0))
-        outcome.duration_limit_s = optional_number(final.get("duration_limit_s"))
-        outcome.loop_late_p99_ms = optional_number(final.get("loop_late_p99_ms"))
-        outcome.loop_late_max_ms = optional_number(final.get("loop_late_max_ms"))
-        outcome.workers = max(1, int(number(final.get("client_workers") or 1)))
-        outcome.busiest_cpu_share = optional_number(final.get("client_cpu_busiest_share"))
         return outcome
 
 

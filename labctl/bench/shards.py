@@ -24,8 +24,7 @@ from labctl.bench.level_job import (
     PROTOCOL,
     LevelJob,
     event_of,
-    number,
-    optional_number,
+    outcome_of,
     protocol_refusal,
     request_of,
 )
@@ -99,24 +98,24 @@ def run_sharded(job: LevelJob, progress: Progress, partial: LevelProgress) -> Le
         _follow(job, workers, progress, partial)
     finally:
         stop_all([w.process for w in workers])
-    finals = [w.final for w in workers if w.final is not None]
-    if any(f["event"] == "timed_out" for f in finals):
+    if any(w.final is not None and w.final["event"] == "timed_out" for w in workers):
         raise TimeoutError
-    durations = [number(f.get("duration_s")) for f in finals]
-    cpus = [number(f.get("client_cpu_s")) for f in finals]
+    finals = [outcome_of(w.final, w.job, []) for w in workers if w.final is not None]
     outcome = LevelOutcome(
-        job.concurrency, list(partial.results), max(durations), sum(cpus), job.workload.spec["request_rate"]
+        job.concurrency,
+        list(partial.results),
+        max(f.duration_s for f in finals),
+        sum(f.client_cpu_s for f in finals),
+        job.workload.spec["request_rate"],
     )
     outcome.started = partial.started
     outcome.workers = len(workers)
-    outcome.busiest_cpu_share = max(cpu / d if d > 0 else 0.0 for cpu, d in zip(cpus, durations, strict=True))
-    outcome.unsent = sum(int(number(f.get("unsent") or 0)) for f in finals)
-    outcome.duration_limit_s = optional_number(finals[0].get("duration_limit_s"))
+    outcome.busiest_cpu_share = max(f.client_cpu_s / f.duration_s if f.duration_s > 0 else 0.0 for f in finals)
+    outcome.unsent = sum(f.unsent for f in finals)
+    outcome.duration_limit_s = finals[0].duration_limit_s
     # the latest worker's loop: every timestamp it took can be that late
-    late = [optional_number(f.get("loop_late_p99_ms")) for f in finals]
-    worst = [optional_number(f.get("loop_late_max_ms")) for f in finals]
-    outcome.loop_late_p99_ms = max((v for v in late if v is not None), default=None)
-    outcome.loop_late_max_ms = max((v for v in worst if v is not None), default=None)
+    outcome.loop_late_p99_ms = max((f.loop_late_p99_ms for f in finals if f.loop_late_p99_ms is not None), default=None)
+    outcome.loop_late_max_ms = max((f.loop_late_max_ms for f in finals if f.loop_late_max_ms is not None), default=None)
     return outcome
 
 
