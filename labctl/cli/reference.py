@@ -80,9 +80,12 @@ def _cell(text: str) -> str:
 def _type(param: Any, ctx: Any) -> str:
     if getattr(param, "is_flag", False) or getattr(param, "count", False):
         return "flag"
-    # A typer with its own click names types itself (`<int>`, `<on|off>`); one on plain click has `type.name`.
-    shown = str(param.display_type(ctx)).strip("<>") if hasattr(param, "display_type") else str(param.type.name)
-    return shown.replace("|", " or ")
+    # typer 0.29 names its types itself (`<int>`, `<on|off>`); earlier ones leave it to click's `type`.
+    if hasattr(param, "display_type"):
+        return str(param.display_type(ctx)).strip("<>").replace("|", " or ")
+    choices = getattr(param.type, "choices", None)
+    shown = " or ".join(str(choice) for choice in choices) if choices else str(param.type.name)
+    return f"list[{shown}]" if param.nargs == -1 or getattr(param, "multiple", False) else shown
 
 
 def _default(param: Any, ctx: Any) -> str:
