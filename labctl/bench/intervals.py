@@ -22,20 +22,22 @@ from __future__ import annotations
 import math
 import statistics
 from collections.abc import Iterable, Sequence
-from typing import Any
-
-import numpy as np
-import numpy.typing as npt
+from typing import TYPE_CHECKING, Any
 
 from labctl.bench.client import RequestResult
 from labctl.bench.metrics import PERCENTILES
+
+if TYPE_CHECKING:  # numpy is imported where a bootstrap runs: `bench list`, `compare` and the rest never pay for it
+    import numpy as np
+    import numpy.typing as npt
+
+    Floats = npt.NDArray[np.float64]
+    Counts = npt.NDArray[np.int64]
 
 RESAMPLES = 1000
 SEED = 20261203
 LEVEL = 95.0
 BLOCK = 2_000_000  # values per resample block: a block's weights stay near 16 MB, however many gaps a run has
-Floats = npt.NDArray[np.float64]
-Counts = npt.NDArray[np.int64]
 
 REQUEST_METHOD = f"95 % percentile bootstrap over requests ({RESAMPLES} resamples, seed {SEED})"
 REPEAT_METHOD = "95 % Student-t interval over the per-run values (mean ± t(0.975, n - 1) · s / √n)"
@@ -48,6 +50,8 @@ def _tail() -> float:
 
 def _interval(values: Sequence[float] | Floats) -> list[float] | None:
     """The middle LEVEL % of the resamples' values; none when they all agree."""
+    import numpy as np
+
     array = np.asarray(values, dtype=np.float64)
     array = array[np.isfinite(array)]
     if array.size == 0:
@@ -60,6 +64,8 @@ def _interval(values: Sequence[float] | Floats) -> list[float] | None:
 
 def resample_counts(n: int, resamples: int, rng: np.random.Generator) -> Counts:
     """(resamples, n): how many times each of n requests is drawn in each resample (n draws with replacement)."""
+    import numpy as np
+
     drawn = rng.integers(0, n, (resamples, n)) + np.arange(resamples)[:, None] * n
     return np.bincount(drawn.ravel(), minlength=resamples * n).reshape(resamples, n).astype(np.int64)
 
@@ -67,6 +73,8 @@ def resample_counts(n: int, resamples: int, rng: np.random.Generator) -> Counts:
 def _weighted_stats(values: Floats, owner: npt.NDArray[np.intp], counts: Counts) -> dict[str, Floats]:
     """Per resample (a row of counts): mean, std, max, median and pXX of `values` (sorted ascending) when value
     i appears counts[row, owner[i]] times; NaN in a row that drew none of them."""
+    import numpy as np
+
     requests = counts.shape[1]
     centred = values - values.mean()  # sums of squares about the mean: no cancellation in the variance
     per_request = [np.bincount(owner, weights=w, minlength=requests) for w in (None, centred, centred**2)]
@@ -99,6 +107,8 @@ class _Series:
     """Per-request values of one metric, sorted, each remembering which request it came from."""
 
     def __init__(self, pairs: list[tuple[float, int]]) -> None:
+        import numpy as np
+
         pairs.sort()
         self.values: Floats = np.array([v for v, _ in pairs], dtype=np.float64)
         self.owner: npt.NDArray[np.intp] = np.array([i for _, i in pairs], dtype=np.intp)
@@ -106,6 +116,8 @@ class _Series:
 
 def _bootstrap(series: dict[str, _Series], n: int, resamples: int, seed: int) -> dict[str, list[float] | None]:
     """`<stat>_<name>_ms_ci95` of every series, from the same resamples of the n requests."""
+    import numpy as np
+
     rng = np.random.default_rng(seed)
     block = max(1, min(resamples, BLOCK // max(n, *(s.values.size for s in series.values()))))
     draws: dict[str, list[Floats]] = {}

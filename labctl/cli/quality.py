@@ -364,7 +364,7 @@ def list_evaluations(
 
     Example: labctl eval list 20261203-015815-a1b2c3
     """
-    from labctl.quality.evaluate import list_evals
+    from labctl.quality.evals import list_evals
 
     evals = list_evals(state.runs(), run_id, skipped=skip)
     if as_json:

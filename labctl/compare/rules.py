@@ -12,7 +12,7 @@ from labctl.bench.metric_table import View, shown_in
 from labctl.bench.results import BenchResult, Memory, find_result, list_results
 from labctl.catalog.engine_settings import SAME_RULES, SHOWN, TITLES, UNKNOWN, Effective
 from labctl.errors import BadInput
-from labctl.quality.evaluate import list_evals
+from labctl.quality.evals import list_evals
 from labctl.run.records.prep_view import cache_state, seconds
 from labctl.run.records.record import Record
 from labctl.run.records.store import Runs, is_run_id

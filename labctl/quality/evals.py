@@ -99,3 +99,7 @@ def find_eval(runs: Runs, eval_id: str) -> Evaluation:
         if path.is_file():
             return load_eval(path)
     raise BadInput(f"no evaluation {eval_id} under {runs.root}.")
+
+
+def list_evals(runs: Runs, run_id: str, skipped: Callable[[str], None] | None = None) -> list[dict[str, Any]]:
+    return [evaluation.data for evaluation in load_evals(runs, run_id, skipped)]

@@ -25,7 +25,6 @@ from labctl.host.engine.info import probe_engine_version
 from labctl.host.gpus.lock import engine_lock
 from labctl.host.sandbox.launch import check_sandbox, run_code
 from labctl.quality.evals import find_eval as typed_eval
-from labctl.quality.evals import load_evals
 from labctl.quality.paired import Paired, pair, version_differences
 from labctl.quality.suites import Case, Suite, check_versions, judge, strip_fence
 from labctl.run.records.record import Record, now
@@ -282,10 +281,6 @@ def _failed(
 
 def find_eval(runs: Runs, eval_id: str) -> dict[str, Any]:
     return typed_eval(runs, eval_id).data  # checked by its typed loader
-
-
-def list_evals(runs: Runs, run_id: str, skipped: Callable[[str], None] | None = None) -> list[dict[str, Any]]:
-    return [evaluation.data for evaluation in load_evals(runs, run_id, skipped)]
 
 
 def diff_evals(a: dict[str, Any], b: dict[str, Any]) -> list[dict[str, Any]]:
