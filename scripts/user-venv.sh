@@ -22,6 +22,23 @@ trap on_error ERR
 "$python" -c 'import ensurepip, venv' 2>/dev/null \
   || die "Debian's python3 has no venv module (make test-deps installs python3-venv)"
 key="$(sha256sum "$repo/pyproject.toml" | cut -c1-16)"
+minor="$("$python" -c 'import sys; print("%d.%d" % sys.version_info[:2])')"
+packages="lib/python$minor/site-packages"
+# The checkout's own venv (make's .venv, stamped after installing this pyproject.toml) holds the same dependencies
+# for the same Python minor version: they are copied, not downloaded, unpacked and compiled again (minutes of CPU);
+# only labctl itself is installed. Any other checkout gets them from the package index.
+populate() {
+  local source="$repo/.venv"
+  if [ -f "$source/.installed" ] && [ "$source/.installed" -nt "$repo/pyproject.toml" ] && [ -d "$source/$packages" ] \
+    && grep -qE "^version(_info)? = $minor\." "$source/pyvenv.cfg"; then
+    echo "user-venv: dependencies copied from $source"
+    cp -a "$source/$packages/." "$venv/$packages/"
+    rm -rf "$venv/$packages/"__editable__* "$venv/$packages/"*labctl-*.dist-info
+    "$venv/bin/python" -m pip install -q --no-deps "$repo"
+  else
+    "$venv/bin/python" -m ensurepip -q && "$venv/bin/python" -m pip install -q "$repo"
+  fi
+}
 venv="$cache/$key"
 if [ -x "$venv/bin/python" ] && [ -f "$venv/.installed" ]; then echo "$venv"; exit 0; fi
 mkdir -p "$cache"
@@ -34,7 +51,7 @@ if [ ! -f "$venv/.installed" ]; then
   log="$venv.log"
   printf 'user-venv: building %s (log: %s)\n' "$venv" "$log" >&2
   # Non-editable: the venv must not point into a checkout that may vanish; tests put the current code first.
-  { "$python" -m venv "$venv" && "$venv/bin/pip" install -q "$repo"; } >"$log" 2>&1 \
+  { "$python" -m venv --without-pip "$venv" && populate; } >"$log" 2>&1 \
     || { tail -20 "$log" >&2; die "building $venv failed (log: $log)"; }
   chmod -R a+rX,go-w "$venv"
   touch "$venv/.installed"
