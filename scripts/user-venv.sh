@@ -36,7 +36,7 @@ populate() {
     rm -rf "$venv/$packages/"__editable__* "$venv/$packages/"*labctl-*.dist-info
     "$venv/bin/python" -m pip install -q --no-deps "$repo"
   else
-    "$venv/bin/python" -m ensurepip -q && "$venv/bin/python" -m pip install -q "$repo"
+    "$venv/bin/python" -m ensurepip && "$venv/bin/python" -m pip install -q "$repo"
   fi
 }
 venv="$cache/$key"
