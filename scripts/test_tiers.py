@@ -9,7 +9,8 @@ sandbox, the personas, the provisioning scripts' instances), the lab tier (the s
 daemons), the labb tier (the remote lab host labb), the slurm tier (the Slurm test cluster, daemons of its own)
 and the real_engine tier (the vLLM CPU
 image, tests/real/; it builds the image and the tiny models first, while the others already test) each run one
-test at a time, beside each other. Exclusive tests (they restart the main Docker daemon) run last, alone.
+test at a time, beside each other; so does `make check docs dist` (format, lint, types, the docs site and the
+distribution), which no test waits for. Exclusive tests (they restart the main Docker daemon) run last, alone.
 
 Each tier's output goes to build/test-logs/TIER.log; a tier that fails has its log printed. The run ends
 with each tier's wall time, the 15 slowest tests, and one line with the totals. Exit status: 0 when every
@@ -47,6 +48,7 @@ class Tier:
     # Set-up only this tier needs, run first (into its log) while the other tiers already test: the real-engine
     # tier's image build is minutes of downloads and layers that no other tier waits for.
     prepare: list[str] = field(default_factory=list)
+    command: list[str] = field(default_factory=list)  # not pytest: a tier of checks that are not tests
 
     @property
     def log(self) -> Path:
@@ -60,7 +62,9 @@ class Tier:
         self.filtered = bool(extra)
         self.log.unlink(missing_ok=True)
         self.times.unlink(missing_ok=True)
-        command = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-m", self.marks, *self.args, *extra]
+        command = self.command or [
+            *(sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-m", self.marks, *self.args, *extra)
+        ]
         env = {**os.environ, "LABCTL_TEST_TIMES": str(self.times)}
         if self.prepare:  # the tests run only if the set-up succeeded; both go to the tier's log
             command = ["sh", "-c", f'{shlex.join(self.prepare)} && exec "$@"', "prepare", *command]
@@ -77,6 +81,8 @@ class Tier:
         return self.code is not None
 
     def summary(self) -> str:
+        if self.command:
+            return "passed" if self.code == 0 else f"failed (exit {self.code})"
         lines = [line for line in self.log.read_text(errors="replace").splitlines() if COUNTS.search(line)]
         return lines[-1].strip("= ") if lines else f"no summary (exit {self.code})"
 
@@ -140,6 +146,8 @@ def main() -> int:
         # A real vLLM on CPU: one server per module (a ~35 s cold start each), one test at a time.
         Tier("real_engine", "real_engine and not exclusive", prepare=["make", "vllm-cpu-image", "tiny-models"]),
     ]
+    if not extra:  # format, lint, types, the docs site and the distribution: checks no test waits for, run beside them
+        side_by_side.append(Tier("static", "", command=["make", "--no-print-directory", "check", "docs", "dist"]))
     alone = [Tier("exclusive", "exclusive")]
     began = time.monotonic()
     for tier in side_by_side:
@@ -155,7 +163,9 @@ def main() -> int:
     print("\n===== time per tier =====")
     for tier in tiers:
         print(f"{tier.name:13} {tier.seconds:7.1f} s  {tier.summary()}")
-    print(f"{'all':13} {time.monotonic() - began:7.1f} s  (the first seven side by side, then exclusive alone)")
+    print(
+        f"{'all':13} {time.monotonic() - began:7.1f} s  (the first {len(side_by_side)} side by side, then exclusive alone)"
+    )
     print("\n===== the 15 slowest test phases =====")
     print("\n".join(slowest(tiers, 15)))
     total: dict[str, int] = {}
