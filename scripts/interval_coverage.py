@@ -24,7 +24,8 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from labctl.bench.intervals import t_interval, value_intervals, wilson_interval  # noqa: E402
+from labctl.bench.bootstrap import value_intervals  # noqa: E402
+from labctl.bench.intervals import t_interval, wilson_interval  # noqa: E402
 
 DRAWS = 2000
 REPEATS = 3

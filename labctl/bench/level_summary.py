@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from labctl.bench.intervals import request_intervals
+from labctl.bench.bootstrap import request_intervals
 from labctl.bench.metric_table import BY_KEY, View, shown_in, value_in
 from labctl.bench.prompt_slots import SHARED_ON_PURPOSE
 from labctl.bench.request_file import append_requests

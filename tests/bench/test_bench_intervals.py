@@ -10,8 +10,9 @@ import statistics
 
 import numpy as np
 
+from labctl.bench.bootstrap import _weighted_stats, request_intervals
 from labctl.bench.client import RequestResult
-from labctl.bench.intervals import _weighted_stats, combine_repeats, request_intervals, t_interval
+from labctl.bench.intervals import combine_repeats, t_interval
 from labctl.bench.metrics import describe, level_metrics
 from labctl.bench.results import parse_result
 
