@@ -62,13 +62,13 @@ class Tier:
         self.filtered = bool(extra)
         self.log.unlink(missing_ok=True)
         self.times.unlink(missing_ok=True)
-        command = self.command or [
-            *(sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-m", self.marks, *self.args, *extra)
-        ]
+        pytest = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-m", self.marks, *self.args, *extra]
+        command = self.command or pytest
         env = {**os.environ, "LABCTL_TEST_TIMES": str(self.times)}
         if self.prepare:  # the tests run only if the set-up succeeded; both go to the tier's log
             command = ["sh", "-c", f'{shlex.join(self.prepare)} && exec "$@"', "prepare", *command]
-        print(f"tests: {self.name} started ({' '.join(command[1:])})", flush=True)
+        shown = command if self.command else command[1:]  # a pytest tier without the interpreter's path
+        print(f"tests: {self.name} started ({' '.join(shown)})", flush=True)
         self.started = time.monotonic()
         with self.log.open("wb") as out:
             self.process = subprocess.Popen(command, cwd=REPO, env=env, stdout=out, stderr=subprocess.STDOUT)
