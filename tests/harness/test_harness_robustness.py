@@ -90,7 +90,8 @@ def test_client_disconnect_mid_stream_frees_the_slot() -> None:
 
 
 def test_queueing_beyond_max_num_seqs() -> None:
-    with harness("--ttft-ms", "1500", "--tpot-ms", "0", "--max-num-seqs", "1") as (base, _):
+    # 4 s: under the tiers' load, three threads' requests once took longer than 1.5 s to all arrive
+    with harness("--ttft-ms", "4000", "--tpot-ms", "0", "--max-num-seqs", "1") as (base, _):
         import threading
 
         threads = [threading.Thread(target=ask, args=(base,)) for _ in range(3)]
@@ -102,7 +103,7 @@ def test_queueing_beyond_max_num_seqs() -> None:
         )
         metrics = ""
         while not all(w in metrics for w in wanted) and any(t.is_alive() for t in threads):
-            metrics = httpx.get(f"{base}/metrics").text  # all three arrive within the first one's 1.5 s
+            metrics = httpx.get(f"{base}/metrics").text  # all three arrive within the first one's 4 s
         for t in threads:
             t.join()
         assert all(w in metrics for w in wanted), metrics
